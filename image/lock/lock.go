@@ -1,0 +1,261 @@
+// Package lock reads and writes recipe lock files: the reviewable, sorted,
+// line-oriented record of every input an image is built from, each pinned by
+// sha256. One line per item, so that a version bump is a one-line diff in a
+// merge request.
+//
+//	lock 1
+//	inputs <sha256 of the recipe's resolution inputs>
+//	epoch <unix seconds> <RFC 3339>
+//	suite <name> <Release date RFC 3339> <InRelease sha256>
+//	deb <name> <version> <arch> <size> <sha256> <archive path>
+//	go <name> <module>@<version> <package> <toolchain>
+//	gomod <name> <go.mod line>
+//	gosum <name> <go.sum line>
+//	url <name> <sha256> <size> <url>
+package lock
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Version is the lock format version this builder writes and reads.
+const Version = 1
+
+// Lock is a parsed lock file.
+type Lock struct {
+	Inputs string
+	Epoch  int64
+	Suites []Suite
+	Debs   []Deb
+	Go     []Go
+	URLs   []URL
+}
+
+// Suite pins one signed Debian Release.
+type Suite struct {
+	Name      string
+	Date      time.Time
+	InRelease string
+}
+
+// Deb pins one Debian package.
+type Deb struct {
+	Name, Version, Arch string
+	Size                int64
+	SHA256              string
+	Path                string
+}
+
+// FileName is the package's file name in the archive pool.
+func (d Deb) FileName() string { return filepath.Base(d.Path) }
+
+// Go pins one Go component: its module version and the exact module graph
+// (go.mod and go.sum lines) it is built from.
+type Go struct {
+	Name, Module, Version, Package, Toolchain string
+	GoMod                                     []string
+	Sum                                       []string
+}
+
+// URL pins one file fetched over https.
+type URL struct {
+	Name, SHA256, URL string
+	Size              int64
+}
+
+// Format renders the lock as sorted, stable text.
+func (l *Lock) Format(header string) []byte {
+	var b bytes.Buffer
+	for _, h := range strings.Split(strings.TrimSpace(header), "\n") {
+		if h != "" {
+			fmt.Fprintf(&b, "# %s\n", h)
+		}
+	}
+	fmt.Fprintf(&b, "lock %d\n", Version)
+	fmt.Fprintf(&b, "inputs %s\n", l.Inputs)
+	fmt.Fprintf(&b, "epoch %d %s\n", l.Epoch, time.Unix(l.Epoch, 0).UTC().Format(time.RFC3339))
+	suites := append([]Suite(nil), l.Suites...)
+	sort.Slice(suites, func(i, j int) bool { return suites[i].Name < suites[j].Name })
+	for _, s := range suites {
+		fmt.Fprintf(&b, "suite %s %s %s\n", s.Name, s.Date.UTC().Format(time.RFC3339), s.InRelease)
+	}
+	debs := append([]Deb(nil), l.Debs...)
+	sort.Slice(debs, func(i, j int) bool {
+		if debs[i].Name != debs[j].Name {
+			return debs[i].Name < debs[j].Name
+		}
+		return debs[i].Arch < debs[j].Arch
+	})
+	for _, d := range debs {
+		fmt.Fprintf(&b, "deb %s %s %s %d %s %s\n", d.Name, d.Version, d.Arch, d.Size, d.SHA256, d.Path)
+	}
+	gos := append([]Go(nil), l.Go...)
+	sort.Slice(gos, func(i, j int) bool { return gos[i].Name < gos[j].Name })
+	for _, g := range gos {
+		fmt.Fprintf(&b, "go %s %s@%s %s %s\n", g.Name, g.Module, g.Version, g.Package, g.Toolchain)
+		for _, m := range g.GoMod {
+			fmt.Fprintf(&b, "gomod %s %s\n", g.Name, m)
+		}
+		sum := append([]string(nil), g.Sum...)
+		sort.Strings(sum)
+		for _, s := range sum {
+			fmt.Fprintf(&b, "gosum %s %s\n", g.Name, s)
+		}
+	}
+	urls := append([]URL(nil), l.URLs...)
+	sort.Slice(urls, func(i, j int) bool { return urls[i].Name < urls[j].Name })
+	for _, u := range urls {
+		fmt.Fprintf(&b, "url %s %s %d %s\n", u.Name, u.SHA256, u.Size, u.URL)
+	}
+	return b.Bytes()
+}
+
+// Read parses the lock file at path.
+func Read(path string) (*Lock, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no lock file %s: run `drover lock %s` first", path, strings.TrimSuffix(path, ".lock"))
+		}
+		return nil, fmt.Errorf("reading lock: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse reads lock text; errors name path and line.
+func Parse(path string, data []byte) (*Lock, error) {
+	l := &Lock{}
+	gos := map[string]*Go{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	n := 0
+	sawVersion := false
+	for sc.Scan() {
+		n++
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("%s:%d: %s; the lock is damaged: run `drover lock` again", path, n, fmt.Sprintf(format, args...))
+		}
+		want := map[string]int{"lock": 2, "inputs": 2, "epoch": 3, "suite": 4, "deb": 7, "go": 5, "url": 5}
+		if w, ok := want[f[0]]; ok && len(f) != w {
+			return nil, bad("%q line wants %d fields, has %d", f[0], w, len(f))
+		}
+		switch f[0] {
+		case "lock":
+			if f[1] != strconv.Itoa(Version) {
+				return nil, bad("lock format %s is not supported (this drover reads %d)", f[1], Version)
+			}
+			sawVersion = true
+		case "inputs":
+			l.Inputs = f[1]
+		case "epoch":
+			e, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				return nil, bad("epoch %q is not a number", f[1])
+			}
+			l.Epoch = e
+		case "suite":
+			t, err := time.Parse(time.RFC3339, f[2])
+			if err != nil {
+				return nil, bad("suite date %q: %v", f[2], err)
+			}
+			l.Suites = append(l.Suites, Suite{Name: f[1], Date: t, InRelease: f[3]})
+		case "deb":
+			size, err := strconv.ParseInt(f[4], 10, 64)
+			if err != nil {
+				return nil, bad("size %q is not a number", f[4])
+			}
+			l.Debs = append(l.Debs, Deb{Name: f[1], Version: f[2], Arch: f[3], Size: size, SHA256: f[5], Path: f[6]})
+		case "go":
+			mod, ver, ok := strings.Cut(f[2], "@")
+			if !ok {
+				return nil, bad("want module@version, got %q", f[2])
+			}
+			g := &Go{Name: f[1], Module: mod, Version: ver, Package: f[3], Toolchain: f[4]}
+			if gos[g.Name] != nil {
+				return nil, bad("Go component %q is locked twice", g.Name)
+			}
+			gos[g.Name] = g
+		case "gomod", "gosum":
+			if len(f) < 3 {
+				return nil, bad("%q line is too short", f[0])
+			}
+			g := gos[f[1]]
+			if g == nil {
+				return nil, bad("%s for unknown Go component %q", f[0], f[1])
+			}
+			rest := strings.TrimSpace(strings.SplitN(line, " ", 3)[2])
+			if f[0] == "gomod" {
+				g.GoMod = append(g.GoMod, rest)
+			} else {
+				g.Sum = append(g.Sum, rest)
+			}
+		case "url":
+			size, err := strconv.ParseInt(f[3], 10, 64)
+			if err != nil {
+				return nil, bad("size %q is not a number", f[3])
+			}
+			l.URLs = append(l.URLs, URL{Name: f[1], SHA256: f[2], Size: size, URL: f[4]})
+		default:
+			return nil, bad("unknown line kind %q", f[0])
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if !sawVersion {
+		return nil, fmt.Errorf("%s: not a drover lock file (no `lock %d` line); run `drover lock` again", path, Version)
+	}
+	for _, g := range gos {
+		l.Go = append(l.Go, *g)
+	}
+	sort.Slice(l.Go, func(i, j int) bool { return l.Go[i].Name < l.Go[j].Name })
+	return l, nil
+}
+
+// Write stores the lock atomically, so an interrupted lock never leaves a
+// half-written file that a build would trust.
+func Write(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".lock-*")
+	if err != nil {
+		return fmt.Errorf("writing lock %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing lock %s: %w", path, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing lock %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing lock %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("writing lock %s: %w", path, err)
+	}
+	return nil
+}
+
+// CheckFresh returns an error telling the user to re-lock when the lock was
+// made for different recipe inputs.
+func (l *Lock) CheckFresh(recipePath, inputs string) error {
+	if l.Inputs != inputs {
+		return fmt.Errorf("lock %s.lock does not match recipe %s (its packages, kernel, suite or components changed since it was locked): run `drover lock %s`", recipePath, recipePath, recipePath)
+	}
+	return nil
+}

@@ -1,0 +1,89 @@
+package lock
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func sample() *Lock {
+	return &Lock{
+		Inputs: "ab12",
+		Epoch:  1764000000,
+		Suites: []Suite{{Name: "trixie", Date: time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC), InRelease: "ff00"}},
+		Debs: []Deb{
+			{Name: "systemd", Version: "257.13-1~deb13u1", Arch: "amd64", Size: 100, SHA256: "bb", Path: "pool/main/s/systemd/systemd_257.13-1~deb13u1_amd64.deb"},
+			{Name: "base-files", Version: "13.8", Arch: "amd64", Size: 7, SHA256: "aa", Path: "pool/main/b/base-files/base-files_13.8_amd64.deb"},
+		},
+		Go: []Go{{Name: "kubelet", Module: "k8s.io/kubernetes", Version: "v1.36.3", Package: "k8s.io/kubernetes/cmd/kubelet", Toolchain: "go1.26.8",
+			GoMod: []string{"module drover.invalid/build/kubelet", "require k8s.io/kubernetes v1.36.3"},
+			Sum:   []string{"k8s.io/kubernetes v1.36.3 h1:x=", "k8s.io/api v0.36.3 h1:y="}}},
+		URLs: []URL{{Name: "tool", SHA256: "cc", Size: 3, URL: "https://example.invalid/tool"}},
+	}
+}
+
+func TestRoundTripIsStable(t *testing.T) {
+	text := sample().Format("generated for a test")
+	l, err := Parse("x.lock", text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := l.Format("generated for a test")
+	if !bytes.Equal(text, again) {
+		t.Fatalf("format is not stable:\n%s\n---\n%s", text, again)
+	}
+	if !strings.Contains(string(text), "deb base-files 13.8 amd64 7 aa pool/main/b/base-files/base-files_13.8_amd64.deb\ndeb systemd") {
+		t.Errorf("debs not sorted by name:\n%s", text)
+	}
+	if !strings.Contains(string(text), "gosum kubelet k8s.io/api v0.36.3 h1:y=\ngosum kubelet k8s.io/kubernetes") {
+		t.Errorf("go.sum lines not sorted:\n%s", text)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct{ text, want string }{
+		{"lock 1\ndeb a b\n", "x.lock:2: \"deb\" line wants 7 fields, has 3; the lock is damaged: run `drover lock` again"},
+		{"lock 2\n", "x.lock:1: lock format 2 is not supported (this drover reads 1); the lock is damaged: run `drover lock` again"},
+		{"inputs x\n", "x.lock: not a drover lock file (no `lock 1` line); run `drover lock` again"},
+		{"lock 1\ngosum k a b c\n", "x.lock:2: gosum for unknown Go component \"k\"; the lock is damaged: run `drover lock` again"},
+		{"lock 1\nfrob x\n", "x.lock:2: unknown line kind \"frob\"; the lock is damaged: run `drover lock` again"},
+	} {
+		_, err := Parse("x.lock", []byte(tc.text))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("Parse(%q) error\n got: %v\nwant: %s", tc.text, err, tc.want)
+		}
+	}
+}
+
+func TestStale(t *testing.T) {
+	l := sample()
+	if err := l.CheckFresh("recipes/a.yaml", "ab12"); err != nil {
+		t.Fatal(err)
+	}
+	err := l.CheckFresh("recipes/a.yaml", "other")
+	want := "lock recipes/a.yaml.lock does not match recipe recipes/a.yaml (its packages, kernel, suite or components changed since it was locked): run `drover lock recipes/a.yaml`"
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestWriteAtomicAndReadMissing(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "r.yaml.lock")
+	if _, err := Read(p); err == nil || !strings.Contains(err.Error(), "run `drover lock "+filepath.Join(dir, "r.yaml")+"` first") {
+		t.Fatalf("missing lock error: %v", err)
+	}
+	if err := Write(p, sample().Format("")); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Fatalf("temp files left behind: %v", ents)
+	}
+	if _, err := Read(p); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,215 @@
+// Package recipe reads drover image recipes: the declarative list of what a
+// node image contains (Debian packages, Go components, URL components, files,
+// units, kernel command line, image options). Parsing is strict: unknown
+// fields, wrong types and invalid values are errors naming file, line and
+// field path. See docs/recipes.md for the format.
+package recipe
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Recipe is one image recipe as written by the user, with defaults applied.
+type Recipe struct {
+	Name     string            `yaml:"name"`
+	Arch     string            `yaml:"arch"`
+	Epoch    int64             `yaml:"epoch"`
+	Debian   Debian            `yaml:"debian"`
+	Kernel   string            `yaml:"kernel"`
+	Packages []string          `yaml:"packages"`
+	Prefer   map[string]string `yaml:"prefer"`
+	Go       []GoComponent     `yaml:"go"`
+	URLs     []URLComponent    `yaml:"urls"`
+	Files    []File            `yaml:"files"`
+	Units    Units             `yaml:"units"`
+	Cmdline  []string          `yaml:"cmdline"`
+	Image    Image             `yaml:"image"`
+
+	// Path is the file the recipe was read from; Dir is its directory,
+	// against which files' sources are resolved. Raw is the file's bytes.
+	Path string `yaml:"-"`
+	Dir  string `yaml:"-"`
+	Raw  []byte `yaml:"-"`
+}
+
+// Debian selects the Debian suite the packages come from.
+type Debian struct {
+	Suite      string   `yaml:"suite"`
+	Components []string `yaml:"components"`
+	// Keyring is the OpenPGP keyring InRelease must verify against; empty
+	// means the build host's Debian archive keyring (or --keyring).
+	Keyring string `yaml:"keyring"`
+}
+
+// GoComponent is a Go program built from the Go module proxy.
+type GoComponent struct {
+	Name    string   `yaml:"name"`
+	Module  string   `yaml:"module"`
+	Version string   `yaml:"version"`
+	Package string   `yaml:"package"`
+	Install string   `yaml:"install"`
+	Replace []string `yaml:"replace"`
+	Ldflags []string `yaml:"ldflags"`
+	Tags    []string `yaml:"tags"`
+	Line    int      `yaml:"-"`
+}
+
+// URLComponent is a file fetched over https and pinned by sha256, installed
+// as is or taken out of a tar archive.
+type URLComponent struct {
+	Name    string `yaml:"name"`
+	URL     string `yaml:"url"`
+	SHA256  string `yaml:"sha256"`
+	Install string `yaml:"install"`
+	Mode    uint32 `yaml:"mode"`
+	Member  string `yaml:"member"`
+	Line    int    `yaml:"-"`
+}
+
+// File is a file the recipe adds to the image, inline or from the repository.
+type File struct {
+	Path    string `yaml:"path"`
+	Mode    uint32 `yaml:"mode"`
+	Content string `yaml:"content"`
+	Source  string `yaml:"source"`
+	Line    int    `yaml:"-"`
+}
+
+// Units lists systemd units to enable, disable or mask at build time.
+type Units struct {
+	Enable  []string `yaml:"enable"`
+	Disable []string `yaml:"disable"`
+	Mask    []string `yaml:"mask"`
+}
+
+// Image holds output options.
+type Image struct {
+	// Size is the disk image size (e.g. "2GiB"); the var partition is not
+	// in the image, it is created on first boot over the rest of the disk.
+	Size    string   `yaml:"size"`
+	ESPSize string   `yaml:"espSize"`
+	Formats []string `yaml:"formats"`
+}
+
+// Defaults applied when a field is left out.
+const (
+	DefaultSuite   = "trixie"
+	DefaultArch    = "amd64"
+	DefaultKernel  = "linux-image-cloud-amd64"
+	DefaultESPSize = "64MiB"
+)
+
+// Load reads and validates the recipe at path.
+func Load(path string) (*Recipe, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading recipe: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes and validates a recipe; path is used in error messages and
+// to resolve files' sources. All problems are reported together.
+func Parse(path string, data []byte) (*Recipe, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	r := &Recipe{Path: path, Dir: filepath.Dir(path), Raw: data}
+	d := &decoder{file: path}
+	if doc.Kind == 0 {
+		return nil, &FieldError{File: path, Msg: "empty recipe; it needs at least a name"}
+	}
+	d.decode(&doc, reflect.ValueOf(r).Elem(), "")
+	if len(d.errs) > 0 {
+		return nil, errors.Join(d.errs...)
+	}
+	r.applyDefaults()
+	if errs := r.validate(&doc); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return r, nil
+}
+
+func (r *Recipe) applyDefaults() {
+	if r.Arch == "" {
+		r.Arch = DefaultArch
+	}
+	if r.Debian.Suite == "" {
+		r.Debian.Suite = DefaultSuite
+	}
+	if len(r.Debian.Components) == 0 {
+		r.Debian.Components = []string{"main"}
+	}
+	if r.Kernel == "" {
+		r.Kernel = DefaultKernel
+	}
+	if r.Image.ESPSize == "" {
+		r.Image.ESPSize = DefaultESPSize
+	}
+	if len(r.Image.Formats) == 0 {
+		r.Image.Formats = []string{"raw"}
+	}
+	for i := range r.URLs {
+		if r.URLs[i].Mode == 0 {
+			r.URLs[i].Mode = 0o755
+		}
+	}
+	for i := range r.Files {
+		if r.Files[i].Mode == 0 {
+			r.Files[i].Mode = 0o644
+		}
+	}
+}
+
+// Roots are the Debian packages the recipe asks for directly: its packages
+// and its kernel.
+func (r *Recipe) Roots() []string {
+	return append(append([]string(nil), r.Packages...), r.Kernel)
+}
+
+// InputsDigest is the sha256 of everything in the recipe that decides what
+// the lock resolves: arch, suite, components, keyring, packages, kernel, Go
+// and URL components. A lock records it; a different digest means the lock
+// is stale. Files, units, cmdline and image options do not need a re-lock.
+func (r *Recipe) InputsDigest() string {
+	type goIn struct {
+		Module, Version, Package string
+		Replace, Ldflags, Tags   []string
+	}
+	type urlIn struct{ URL, SHA256 string }
+	in := struct {
+		Arch, Suite, Kernel string
+		Components          []string
+		Packages            []string
+		Go                  []goIn
+		URLs                []urlIn
+	}{Arch: r.Arch, Suite: r.Debian.Suite, Kernel: r.Kernel, Components: r.Debian.Components, Packages: r.Packages}
+	for _, g := range r.Go {
+		in.Go = append(in.Go, goIn{g.Module, g.Version, g.Package, g.Replace, g.Ldflags, g.Tags})
+	}
+	for _, u := range r.URLs {
+		in.URLs = append(in.URLs, urlIn{u.URL, u.SHA256})
+	}
+	b, _ := json.Marshal(in) // plain structs of strings: cannot fail
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Digest is the sha256 of the recipe file as written.
+func (r *Recipe) Digest() string {
+	sum := sha256.Sum256(r.Raw)
+	return hex.EncodeToString(sum[:])
+}
+
+// LockPath is where the lock for this recipe lives: beside it.
+func (r *Recipe) LockPath() string { return r.Path + ".lock" }

@@ -1,0 +1,100 @@
+package recipe
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestShippedRecipesParse(t *testing.T) {
+	for _, name := range []string{"ecs-node", "minimal"} {
+		r, err := Load(filepath.Join("..", "..", "recipes", name+".yaml"))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if r.Name != name || r.Debian.Suite != "trixie" || r.Kernel != DefaultKernel {
+			t.Errorf("%s: unexpected recipe %+v", name, r)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	r, err := Parse("r.yaml", []byte("name: x\npackages: [systemd]\nfiles:\n  - path: /etc/x\n    content: hi\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Arch != "amd64" || r.Debian.Suite != "trixie" || r.Debian.Components[0] != "main" ||
+		r.Kernel != "linux-image-cloud-amd64" || r.Files[0].Mode != 0o644 || r.Image.Formats[0] != "raw" {
+		t.Errorf("defaults not applied: %+v", r)
+	}
+	if got := r.LockPath(); got != "r.yaml.lock" {
+		t.Errorf("LockPath = %q", got)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"unknown field", "name: x\npackges: [a]\n",
+			"r.yaml:2: packges: unknown field (known: name, arch, epoch, debian, kernel, packages, prefer, go, urls, files, units, cmdline, image)"},
+		{"unknown nested field", "name: x\ndebian:\n  suite: trixie\n  mirror: foo\n",
+			"r.yaml:4: debian.mirror: unknown field (known: suite, components, keyring)"},
+		{"wrong type list", "name: x\npackages: systemd\n",
+			`r.yaml:2: packages: want a list, got "systemd"`},
+		{"wrong type in list item", "name: x\ngo:\n  - name: k\n    replace: {a: b}\n",
+			"r.yaml:4: go[0].replace: want a list, got a mapping"},
+		{"wrong scalar type", "name: x\nepoch: soon\n",
+			`r.yaml:2: epoch: want a whole number, got "soon"`},
+		{"mode", "name: x\nfiles:\n  - path: /etc/a\n    content: a\n    mode: rwx\n",
+			`r.yaml:5: files[0].mode: want a whole number, got "rwx"`},
+		{"missing name", "packages: [ab]\n", "r.yaml:1: name: required: give the image a name (it names the output files)"},
+		{"bad package", "name: x\npackages: [systemd, 'Bad Name']\n",
+			`r.yaml:2: packages[1]: "Bad Name" is not a Debian package name (name or name=version)`},
+		{"go version", "name: x\ngo:\n  - name: k\n    module: m\n    version: latest\n    package: m/cmd\n    install: /usr/bin/k\n",
+			"r.yaml:5: go[0].version: required: an exact module version such as v1.36.3 (no 'latest')"},
+		{"replace syntax", "name: x\ngo:\n  - name: k\n    module: m\n    version: v1.0.0\n    package: m\n    install: /usr/bin/k\n    replace: ['a b']\n",
+			`r.yaml:8: go[0].replace[0]: "a b": write it as in go.mod: 'old => new version'`},
+		{"url sha", "name: x\nurls:\n  - name: u\n    url: https://example.invalid/x\n    sha256: abc\n    install: /usr/bin/u\n",
+			"r.yaml:5: urls[0].sha256: required: the 64 lower-case hex digits of the file's sha256"},
+		{"url scheme", "name: x\nurls:\n  - name: u\n    url: ftp://h/x\n    sha256: " + strings.Repeat("a", 64) + "\n    install: /u\n",
+			`r.yaml:4: urls[0].url: "ftp://h/x": want an https URL`},
+		{"file both", "name: x\nfiles:\n  - path: /etc/a\n    content: a\n    source: b\n",
+			"r.yaml:3: files[0]: give exactly one of content (inline) or source (a file beside the recipe)"},
+		{"format", "name: x\nimage:\n  formats: [raw, vmdk]\n",
+			`r.yaml:3: image.formats[1]: "vmdk": supported formats are raw, qcow2 and vhd`},
+		{"size", "name: x\nimage:\n  size: 2G\n",
+			`r.yaml:3: image.size: "2G": want a size such as 64MiB or 2GiB`},
+		{"unit", "name: x\nunits:\n  enable: [sshd]\n",
+			`r.yaml:3: units.enable[0]: "sshd" is not a systemd unit name`},
+		{"arch", "name: x\narch: riscv64\n", `r.yaml:2: arch: "riscv64": supported are amd64 and arm64`},
+		{"empty", "", "r.yaml: empty recipe; it needs at least a name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("r.yaml", []byte(tc.yaml))
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			if err.Error() != tc.want {
+				t.Errorf("error\n got: %s\nwant: %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestAllErrorsReported(t *testing.T) {
+	_, err := Parse("r.yaml", []byte("nam: x\npackages: 3\ncmdline: {}\n"))
+	if err == nil || strings.Count(err.Error(), "\n") != 2 {
+		t.Fatalf("want three errors, got %v", err)
+	}
+}
+
+func TestInputsDigest(t *testing.T) {
+	a, _ := Parse("r.yaml", []byte("name: x\npackages: [systemd]\n"))
+	b, _ := Parse("r.yaml", []byte("name: x\npackages: [systemd]\ncmdline: [quiet]\n"))
+	c, _ := Parse("r.yaml", []byte("name: x\npackages: [systemd, udev]\n"))
+	if a.InputsDigest() != b.InputsDigest() {
+		t.Error("cmdline must not change the inputs digest")
+	}
+	if a.InputsDigest() == c.InputsDigest() {
+		t.Error("packages must change the inputs digest")
+	}
+}

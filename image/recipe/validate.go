@@ -1,0 +1,231 @@
+package recipe
+
+import (
+	"fmt"
+	"net/url"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+var (
+	nameRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+	pkgRE     = regexp.MustCompile(`^[a-z0-9][a-z0-9.+-]+(=[A-Za-z0-9.+~:-]+)?$`)
+	sha256RE  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	replaceRE = regexp.MustCompile(`^(\S+)(?: (\S+))? => (\S+) (\S+)$`)
+	unitRE    = regexp.MustCompile(`^[A-Za-z0-9:_.@\\-]+\.(service|socket|target|timer|mount|path|slice)$`)
+	sizeRE    = regexp.MustCompile(`^([0-9]+)(B|KiB|MiB|GiB)$`)
+)
+
+// validator collects semantic problems, finding each field's line in the
+// YAML tree so that errors point at the right place.
+type validator struct {
+	r    *Recipe
+	doc  *yaml.Node
+	errs []error
+}
+
+func (v *validator) fail(p, format string, args ...any) {
+	v.errs = append(v.errs, &FieldError{File: v.r.Path, Line: lineOf(v.doc, p), Path: p, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (r *Recipe) validate(doc *yaml.Node) []error {
+	v := &validator{r: r, doc: doc}
+	if r.Name == "" {
+		v.fail("name", "required: give the image a name (it names the output files)")
+	} else if !nameRE.MatchString(r.Name) {
+		v.fail("name", "%q: use lower-case letters, digits, '.', '_' and '-'", r.Name)
+	}
+	if r.Arch != "amd64" && r.Arch != "arm64" {
+		v.fail("arch", "%q: supported are amd64 and arm64", r.Arch)
+	} else if r.Arch != "amd64" {
+		v.fail("arch", "%q: only amd64 images can be built so far", r.Arch)
+	}
+	if r.Epoch < 0 {
+		v.fail("epoch", "must be a Unix time in seconds")
+	}
+	for i, c := range r.Debian.Components {
+		if !nameRE.MatchString(c) {
+			v.fail(fmt.Sprintf("debian.components[%d]", i), "%q is not a Debian archive component", c)
+		}
+	}
+	seen := map[string]bool{}
+	for i, p := range r.Packages {
+		f := fmt.Sprintf("packages[%d]", i)
+		if !pkgRE.MatchString(p) {
+			v.fail(f, "%q is not a Debian package name (name or name=version)", p)
+		}
+		if seen[p] {
+			v.fail(f, "%q is listed twice", p)
+		}
+		seen[p] = true
+	}
+	if !pkgRE.MatchString(r.Kernel) {
+		v.fail("kernel", "%q is not a Debian package name", r.Kernel)
+	}
+	for p, pkg := range r.Prefer {
+		if !path.IsAbs(p) || !pkgRE.MatchString(pkg) {
+			v.fail("prefer."+p, "want an absolute path mapped to the package whose copy wins")
+		}
+	}
+	v.goComponents()
+	v.urlComponents()
+	v.files()
+	v.units()
+	v.image()
+	return v.errs
+}
+
+func (v *validator) goComponents() {
+	names := map[string]bool{}
+	for i, g := range v.r.Go {
+		f := fmt.Sprintf("go[%d]", i)
+		if g.Name == "" || !nameRE.MatchString(g.Name) || names[g.Name] {
+			v.fail(f+".name", "required and unique: a short name such as kubelet")
+		}
+		names[g.Name] = true
+		if g.Module == "" {
+			v.fail(f+".module", "required: the Go module path, e.g. k8s.io/kubernetes")
+		}
+		if !strings.HasPrefix(g.Version, "v") {
+			v.fail(f+".version", "required: an exact module version such as v1.36.3 (no 'latest')")
+		}
+		if g.Package == "" {
+			v.fail(f+".package", "required: the main package to build, e.g. k8s.io/kubernetes/cmd/kubelet")
+		} else if g.Package != g.Module && !strings.HasPrefix(g.Package, g.Module+"/") {
+			v.fail(f+".package", "%q is not inside module %q", g.Package, g.Module)
+		}
+		if !path.IsAbs(g.Install) {
+			v.fail(f+".install", "required: the absolute path to install the binary at, e.g. /usr/bin/kubelet")
+		}
+		for j, rep := range g.Replace {
+			if !replaceRE.MatchString(rep) {
+				v.fail(fmt.Sprintf("%s.replace[%d]", f, j), "%q: write it as in go.mod: 'old => new version'", rep)
+			}
+		}
+	}
+}
+
+func (v *validator) urlComponents() {
+	for i, u := range v.r.URLs {
+		f := fmt.Sprintf("urls[%d]", i)
+		if u.Name == "" || !nameRE.MatchString(u.Name) {
+			v.fail(f+".name", "required: a short name for the component")
+		}
+		pu, err := url.Parse(u.URL)
+		if err != nil || (pu.Scheme != "https" && pu.Scheme != "http") || pu.Host == "" {
+			v.fail(f+".url", "%q: want an https URL", u.URL)
+		}
+		if !sha256RE.MatchString(u.SHA256) {
+			v.fail(f+".sha256", "required: the 64 lower-case hex digits of the file's sha256")
+		}
+		if !path.IsAbs(u.Install) {
+			v.fail(f+".install", "required: the absolute path to install the file at")
+		}
+		if u.Mode > 0o7777 {
+			v.fail(f+".mode", "%#o is not a file mode", u.Mode)
+		}
+	}
+}
+
+func (v *validator) files() {
+	for i, fl := range v.r.Files {
+		f := fmt.Sprintf("files[%d]", i)
+		if !path.IsAbs(fl.Path) || path.Clean(fl.Path) != fl.Path {
+			v.fail(f+".path", "%q: want a clean absolute path", fl.Path)
+		}
+		if (fl.Content == "") == (fl.Source == "") {
+			v.fail(f, "give exactly one of content (inline) or source (a file beside the recipe)")
+		}
+		if fl.Source != "" && (path.IsAbs(fl.Source) || strings.HasPrefix(path.Clean(fl.Source), "..")) {
+			v.fail(f+".source", "%q: want a path relative to the recipe's directory, inside it", fl.Source)
+		}
+		if fl.Mode > 0o7777 {
+			v.fail(f+".mode", "%#o is not a file mode", fl.Mode)
+		}
+	}
+}
+
+func (v *validator) units() {
+	for field, list := range map[string][]string{"enable": v.r.Units.Enable, "disable": v.r.Units.Disable, "mask": v.r.Units.Mask} {
+		for i, u := range list {
+			if !unitRE.MatchString(u) {
+				v.fail(fmt.Sprintf("units.%s[%d]", field, i), "%q is not a systemd unit name", u)
+			}
+		}
+	}
+}
+
+func (v *validator) image() {
+	if v.r.Image.Size != "" {
+		if _, err := ParseSize(v.r.Image.Size); err != nil {
+			v.fail("image.size", "%v", err)
+		}
+	}
+	if _, err := ParseSize(v.r.Image.ESPSize); err != nil {
+		v.fail("image.espSize", "%v", err)
+	}
+	for i, f := range v.r.Image.Formats {
+		if f != "raw" && f != "qcow2" && f != "vhd" {
+			v.fail(fmt.Sprintf("image.formats[%d]", i), "%q: supported formats are raw, qcow2 and vhd", f)
+		}
+	}
+}
+
+// ParseSize reads sizes such as 512MiB or 2GiB.
+func ParseSize(s string) (int64, error) {
+	m := sizeRE.FindStringSubmatch(s)
+	if m == nil {
+		return 0, fmt.Errorf("%q: want a size such as 64MiB or 2GiB", s)
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q: %w", s, err)
+	}
+	shift := map[string]uint{"B": 0, "KiB": 10, "MiB": 20, "GiB": 30}[m[2]]
+	return n << shift, nil
+}
+
+// lineOf finds the line of a field path like "go[1].replace[0]" in the YAML
+// tree; it falls back to the nearest enclosing node that exists.
+func lineOf(doc *yaml.Node, p string) int {
+	n := doc
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := n.Line
+	for _, part := range splitPath(p) {
+		var next *yaml.Node
+		if idx, err := strconv.Atoi(part); err == nil && n.Kind == yaml.SequenceNode {
+			if idx < len(n.Content) {
+				next = n.Content[idx]
+				line = next.Line
+			}
+		} else if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == part {
+					next = n.Content[i+1]
+					line = n.Content[i].Line // the key's line, also for lists and maps
+					break
+				}
+			}
+		}
+		if next == nil {
+			break
+		}
+		n = next
+	}
+	return line
+}
+
+func splitPath(p string) []string {
+	p = strings.ReplaceAll(p, "[", ".")
+	p = strings.ReplaceAll(p, "]", "")
+	if p == "" {
+		return nil
+	}
+	return strings.Split(p, ".")
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages drover's tests and smoke harness need on the
+# build host: the independent checkers (veritysetup, fsck.erofs, fsck.fat,
+# sfdisk, qemu-img), QEMU + OVMF for boot tests, mmdebstrap for the
+# benchmark's peer pipeline. Idempotent; run as root (CI does).
+set -euo pipefail
+pkgs=(ca-certificates cryptsetup-bin erofs-utils dosfstools fdisk qemu-utils
+      qemu-system-x86 ovmf mmdebstrap e2fsprogs zstd xz-utils cpio iproute2
+      debian-archive-keyring util-linux)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "host-setup: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+  echo "host-setup: missing ${missing[*]}; run as root: sudo $0" >&2
+  exit 1
+fi
+echo "host-setup: installing ${missing[*]}"
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
