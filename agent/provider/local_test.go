@@ -1,0 +1,104 @@
+package provider
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"strings"
+	"testing"
+)
+
+func gz(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+const fwUserData = "sys/firmware/qemu_fw_cfg/by_name/opt/drover/userdata/raw"
+const fwFacts = "sys/firmware/qemu_fw_cfg/by_name/opt/drover/facts/raw"
+
+func TestQEMU(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	q := &QEMU{Root: root}
+
+	if data, present, err := q.UserData(ctx); data != nil || present || err != nil {
+		t.Errorf("no fw_cfg: %q, %v, %v; want not present", data, present, err)
+	}
+	if f, err := q.Facts(ctx); f != (Facts{}) || err != nil {
+		t.Errorf("no facts entry: %+v, %v; want empty", f, err)
+	}
+
+	writeFile(t, root, fwUserData, string(gz(t, []byte(`{"ignition":{"version":"3.4.0"}}`))))
+	writeFile(t, root, fwFacts, `{"instance-id":"i-q","region-id":"local","hostname":"vm1"}`)
+	data, present, err := q.UserData(ctx)
+	if string(data) != `{"ignition":{"version":"3.4.0"}}` || !present || err != nil {
+		t.Errorf("gzip fw_cfg: %q, %v, %v", data, present, err)
+	}
+	f, err := q.Facts(ctx)
+	if err != nil || f != (Facts{InstanceID: "i-q", RegionID: "local", Hostname: "vm1"}) || f.ProviderID() != "local.i-q" {
+		t.Errorf("facts = %+v, %v", f, err)
+	}
+
+	writeFile(t, root, fwFacts, `{"instance_id":"typo"}`)
+	if _, err := q.Facts(ctx); err == nil || !strings.Contains(err.Error(), "instance_id") {
+		t.Errorf("facts with an unknown key: %v, want an error naming it", err)
+	}
+}
+
+func TestFile(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	writeFile(t, root, "etc/drover/config.ign", "config")
+	writeFile(t, root, "etc/drover/facts.json", `{"zone-id":"z1"}`)
+
+	f := &File{Root: root, Path: "/etc/drover/config.ign", FactsPath: "/etc/drover/facts.json"}
+	data, present, err := f.UserData(ctx)
+	if string(data) != "config" || !present || err != nil {
+		t.Errorf("UserData = %q, %v, %v", data, present, err)
+	}
+	if facts, err := f.Facts(ctx); err != nil || facts != (Facts{ZoneID: "z1"}) {
+		t.Errorf("Facts = %+v, %v", facts, err)
+	}
+
+	// ".." cannot climb out of the root: this resolves to <root>/etc/drover/config.ign.
+	f.Path = "/../../etc/drover/config.ign"
+	if data, _, err := f.UserData(ctx); string(data) != "config" || err != nil {
+		t.Errorf("UserData with leading ..: %q, %v", data, err)
+	}
+
+	f.Path = "/etc/drover/missing.ign"
+	if _, _, err := f.UserData(ctx); err == nil || !strings.Contains(err.Error(), "drover.config=/etc/drover/missing.ign") {
+		t.Errorf("missing file: %v, want an error naming the kernel argument", err)
+	}
+	f.Path = "relative.ign"
+	if _, _, err := f.UserData(ctx); err == nil || !strings.Contains(err.Error(), "absolute") {
+		t.Errorf("relative path: %v", err)
+	}
+	if facts, err := (&File{Root: root}).Facts(ctx); err != nil || facts != (Facts{}) {
+		t.Errorf("no drover.facts: %+v, %v", facts, err)
+	}
+}
+
+func TestDecodeUserData(t *testing.T) {
+	plain := []byte("#!/bin/sh\n")
+	if out, err := decodeUserData(plain, 100); err != nil || !bytes.Equal(out, plain) {
+		t.Errorf("plain = %q, %v", out, err)
+	}
+	if out, err := decodeUserData(gz(t, bytes.Repeat([]byte("a"), 100)), 100); err != nil || len(out) != 100 {
+		t.Errorf("gzip at the limit = %d bytes, %v", len(out), err)
+	}
+	if _, err := decodeUserData(gz(t, bytes.Repeat([]byte("a"), 101)), 100); err == nil {
+		t.Error("gzip beyond the decompressed limit accepted")
+	}
+	if _, err := decodeUserData([]byte{0x1f, 0x8b, 0, 0}, 100); err == nil {
+		t.Error("corrupt gzip accepted")
+	}
+}
