@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-os/drover/image/lock"
+	"github.com/drover-os/drover/image/recipe"
+	"github.com/drover-os/drover/image/sources"
+)
+
+func newFetchCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "fetch RECIPE",
+		Short: "Download everything RECIPE.lock pins into the verified cache",
+		Long: `fetch downloads every .deb and URL component the lock pins into the
+content-addressed cache, in parallel with retries, resuming partial downloads.
+Entries already cached are re-verified: a corrupted entry is reported (name,
+expected and actual sha256) and fetched again. It refuses a lock that no longer
+matches the recipe.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := recipe.Load(args[0])
+			if err != nil {
+				return err
+			}
+			l, err := lock.Read(r.LockPath())
+			if err != nil {
+				return err
+			}
+			if err := l.CheckFresh(r.Path, r.InputsDigest()); err != nil {
+				return err
+			}
+			o, err := g.options(len(l.Debs) > 0)
+			if err != nil {
+				return err
+			}
+			start := time.Now()
+			f, err := sources.Fetch(cmd.Context(), l, o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.log(), "fetch: %d packages and %d URL components verified in the cache (%s) in %s\n",
+				len(f.Debs), len(f.URLs), sources.HumanBytes(f.Bytes), time.Since(start).Round(time.Millisecond))
+			return nil
+		},
+	}
+}

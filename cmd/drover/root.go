@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/drover-os/drover/image/cache"
+	"github.com/drover-os/drover/image/debian"
+	"github.com/drover-os/drover/image/gomod"
+	"github.com/drover-os/drover/image/sources"
+)
+
+// version is stamped by the release build; "dev" otherwise.
+var version = "dev"
+
+// globals are the flags every command shares.
+type globals struct {
+	cacheDir string
+	mirror   string
+	keyring  string
+	quiet    bool
+	parallel int
+}
+
+func newRootCmd() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "drover",
+		Short: "Build immutable Kubernetes node images for Alibaba Cloud ECS",
+		Long: `drover builds immutable Kubernetes node images for Alibaba Cloud ECS from a
+declarative recipe, and smoke-tests them under QEMU.
+
+A typical pipeline:
+  drover lock recipes/ecs-node.yaml        # resolve and pin every input (review the .lock diff)
+  drover build recipes/ecs-node.yaml -o out/
+  drover validate userdata.ign             # reject bad user-data before it reaches a launch template
+
+Inputs come from a Debian mirror (--mirror, else $DROVER_MIRROR, else the build
+host's apt sources), the Go module proxy (as configured for the go command) and
+https URLs pinned by sha256. Downloads are cached, verified, under
+$XDG_CACHE_HOME/drover (or --cache).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.cacheDir, "cache", "", "download and build cache (default $XDG_CACHE_HOME/drover)")
+	pf.StringVar(&g.mirror, "mirror", "", "Debian archive root URL (default $DROVER_MIRROR, else the build host's apt sources)")
+	pf.StringVar(&g.keyring, "keyring", "", "OpenPGP keyring the Debian InRelease must verify against (default: the recipe's, else "+debian.DefaultKeyring+")")
+	pf.BoolVarP(&g.quiet, "quiet", "q", false, "print only errors")
+	pf.IntVar(&g.parallel, "parallel", 4, "parallel downloads")
+	root.AddCommand(newLockCmd(g), newFetchCmd(g), newSourcesCmd(g))
+	return root
+}
+
+// log is where progress goes: stderr, unless --quiet.
+func (g *globals) log() io.Writer {
+	if g.quiet {
+		return io.Discard
+	}
+	return os.Stderr
+}
+
+// options builds the sources options shared by lock and fetch.
+func (g *globals) options(needMirror bool) (sources.Options, error) {
+	dir := g.cacheDir
+	if dir == "" {
+		d, err := cache.DefaultDir(os.Getenv)
+		if err != nil {
+			return sources.Options{}, err
+		}
+		dir = d
+	}
+	c, err := cache.Open(dir)
+	if err != nil {
+		return sources.Options{}, err
+	}
+	o := sources.Options{
+		Keyring:  g.keyring,
+		Cache:    c,
+		HTTP:     &http.Client{Timeout: 10 * time.Minute},
+		Log:      g.log(),
+		Progress: !g.quiet && term.IsTerminal(int(os.Stderr.Fd())),
+		Parallel: g.parallel,
+		Go:       gomod.Env{Log: g.log(), WorkDir: os.TempDir()},
+	}
+	if needMirror {
+		m, err := debian.ResolveMirror(g.mirror, os.Getenv, os.DirFS("/"))
+		if err != nil {
+			return o, fmt.Errorf("%w (pass --mirror URL or set DROVER_MIRROR)", err)
+		}
+		o.Mirror = m
+	}
+	return o, nil
+}

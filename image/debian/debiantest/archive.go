@@ -1,0 +1,176 @@
+// Package debiantest serves a small, signed, fake Debian archive over HTTP
+// for tests of everything that consumes the Debian client: a test keyring,
+// a clearsigned InRelease, a Packages.xz index and the .deb files.
+package debiantest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/clearsign"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
+	"github.com/ulikunitz/xz"
+)
+
+// Package is one package in the fake archive.
+type Package struct {
+	Name, Version, Arch string
+	Depends, Provides   string
+	Data                []byte // the .deb bytes (any content will do for resolution tests)
+}
+
+// Archive is a running fake archive.
+type Archive struct {
+	URL         string // archive root to pass as the mirror
+	KeyringPath string // binary keyring file that verifies the InRelease
+	Suite       string
+	Date        time.Time
+
+	mu       sync.Mutex
+	files    map[string][]byte
+	requests []string
+	entity   *openpgp.Entity
+	pkgs     []Package
+}
+
+// New builds and serves an archive for suite with the given packages.
+func New(t testing.TB, suite string, pkgs []Package) *Archive {
+	t.Helper()
+	cfg := &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA}
+	e, err := openpgp.NewEntity("drover test archive", "", "test@drover.invalid", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Archive{Suite: suite, Date: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC), entity: e, pkgs: pkgs}
+	var kr bytes.Buffer
+	if err := e.Serialize(&kr); err != nil {
+		t.Fatal(err)
+	}
+	a.KeyringPath = filepath.Join(t.TempDir(), "test-keyring.gpg")
+	if err := os.WriteFile(a.KeyringPath, kr.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.rebuild(t)
+	srv := httptest.NewServer(http.HandlerFunc(a.serve))
+	t.Cleanup(srv.Close)
+	a.URL = srv.URL + "/debian"
+	return a
+}
+
+// SetPackages replaces the archive content and re-signs it (an archive update).
+func (a *Archive) SetPackages(t testing.TB, pkgs []Package) {
+	a.mu.Lock()
+	a.pkgs = pkgs
+	a.Date = a.Date.Add(24 * time.Hour)
+	a.mu.Unlock()
+	a.rebuild(t)
+}
+
+// Put serves extra content at a path below the server root (e.g. for URL components).
+func (a *Archive) Put(path string, data []byte) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.files[path] = data
+}
+
+// Set replaces the bytes served at path under the archive root, e.g. to
+// break the InRelease signature.
+func (a *Archive) Set(path string, data []byte) { a.Put("/debian/"+path, data) }
+
+// Get returns what is served at path under the archive root.
+func (a *Archive) Get(path string) []byte {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.files["/debian/"+path]
+}
+
+// Requests lists the paths requested so far.
+func (a *Archive) Requests() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.requests...)
+}
+
+func (a *Archive) serve(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	a.requests = append(a.requests, r.URL.Path)
+	data, ok := a.files[r.URL.Path]
+	a.mu.Unlock()
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
+}
+
+func hexsum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func (a *Archive) rebuild(t testing.TB) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	files := map[string][]byte{}
+	for p, d := range a.files {
+		if !strings.HasPrefix(p, "/debian/") {
+			files[p] = d // extra content survives an archive update
+		}
+	}
+	pkgs := append([]Package(nil), a.pkgs...)
+	sort.Slice(pkgs, func(i, j int) bool { return pkgs[i].Name < pkgs[j].Name })
+	var idx bytes.Buffer
+	for _, p := range pkgs {
+		arch := p.Arch
+		if arch == "" {
+			arch = "amd64"
+		}
+		data := p.Data
+		if data == nil {
+			data = []byte("deb " + p.Name + " " + p.Version)
+		}
+		path := fmt.Sprintf("pool/main/%c/%s/%s_%s_%s.deb", p.Name[0], p.Name, p.Name, strings.ReplaceAll(p.Version, ":", "%3a"), arch)
+		files["/debian/"+path] = data
+		fmt.Fprintf(&idx, "Package: %s\nVersion: %s\nArchitecture: %s\nPriority: optional\n", p.Name, p.Version, arch)
+		if p.Depends != "" {
+			fmt.Fprintf(&idx, "Depends: %s\n", p.Depends)
+		}
+		if p.Provides != "" {
+			fmt.Fprintf(&idx, "Provides: %s\n", p.Provides)
+		}
+		fmt.Fprintf(&idx, "Filename: %s\nSize: %d\nSHA256: %s\n\n", path, len(data), hexsum(data))
+	}
+	var xzb bytes.Buffer
+	zw, err := xz.NewWriter(&xzb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw.Write(idx.Bytes())
+	zw.Close()
+	comp := "main/binary-amd64/Packages.xz"
+	files["/debian/dists/"+a.Suite+"/"+comp] = xzb.Bytes()
+	release := fmt.Sprintf("Origin: Debian\nLabel: Debian\nSuite: %s\nCodename: %s\nDate: %s\nArchitectures: amd64\nComponents: main\nSHA256:\n %s %d %s\n",
+		a.Suite, a.Suite, a.Date.Format(time.RFC1123Z), hexsum(xzb.Bytes()), xzb.Len(), comp)
+	var signed bytes.Buffer
+	w, err := clearsign.Encode(&signed, a.entity.PrivateKey, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte(release))
+	w.Close()
+	files["/debian/dists/"+a.Suite+"/InRelease"] = signed.Bytes()
+	a.files = files
+}

@@ -1,0 +1,290 @@
+package debian
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/clearsign"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
+)
+
+// Release is the signed description of one suite of the archive.
+type Release struct {
+	Origin        string
+	Label         string
+	Suite         string
+	Codename      string
+	Version       string
+	Date          time.Time
+	ValidUntil    time.Time // zero when the Release has no Valid-Until
+	Architectures []string
+	Components    []string
+	AcquireByHash bool
+	// Files is the SHA256 list: every index file of the suite with its size
+	// and hash, relative to dists/<suite>/.
+	Files []ReleaseFile
+	// SHA256 is the hex sha256 of the whole InRelease file as fetched; the
+	// lock pins it.
+	SHA256 string
+	// SignedBy is the fingerprint (hex, upper case) of the key whose signature
+	// verified.
+	SignedBy string
+}
+
+// ReleaseFile is one line of the Release's SHA256 list.
+type ReleaseFile struct {
+	Path   string
+	Size   int64
+	SHA256 string
+}
+
+// File returns the entry for path (relative to dists/<suite>/).
+func (r *Release) File(path string) (ReleaseFile, bool) {
+	for _, f := range r.Files {
+		if f.Path == path {
+			return f, true
+		}
+	}
+	return ReleaseFile{}, false
+}
+
+// Name is the suite name used in messages: the codename when there is one.
+func (r *Release) Name() string {
+	if r.Codename != "" {
+		return r.Codename
+	}
+	return r.Suite
+}
+
+// SignatureError reports an InRelease that no key of the keyring verifies.
+type SignatureError struct {
+	Suite       string   // from the unverified text; for the message only
+	KeyringPath string   // filled in by Client, which knows the path
+	SignerIDs   []string // issuer key IDs found in the signature block
+	Err         error    // the last verification error
+}
+
+func (e *SignatureError) Error() string {
+	ring := "the keyring"
+	if e.KeyringPath != "" {
+		ring = "keyring " + e.KeyringPath
+	}
+	signers := "no issuer key IDs"
+	if len(e.SignerIDs) > 0 {
+		signers = "signed by key IDs " + strings.Join(e.SignerIDs, ", ")
+	}
+	suite := e.Suite
+	if suite == "" {
+		suite = "unknown suite"
+	}
+	return fmt.Sprintf("InRelease for %s: signature does not verify against %s (%s): check --keyring or the mirror", suite, ring, signers)
+}
+
+func (e *SignatureError) Unwrap() error { return e.Err }
+
+// VerifyInRelease checks the clearsigned InRelease data and parses the signed
+// text. InRelease carries one signature per current archive key; it is
+// accepted when at least one of them is made by a key of keyring and verifies
+// at time now (key expiry and revocation are judged at now). A Release whose
+// Valid-Until is before now is refused as stale.
+func VerifyInRelease(data []byte, keyring openpgp.EntityList, now time.Time) (*Release, error) {
+	block, _ := clearsign.Decode(data)
+	if block == nil {
+		return nil, fmt.Errorf("reading InRelease: no clearsigned message found (is the mirror serving an error page?)")
+	}
+	// Only for the error message: nothing in the text is trusted yet.
+	suite := unverifiedSuite(block.Plaintext)
+
+	sigs, ids, err := splitSignatures(block.ArmoredSignature.Body)
+	if err != nil {
+		return nil, fmt.Errorf("reading InRelease for %s: signature block: %w", suite, err)
+	}
+	cfg := &packet.Config{Time: func() time.Time { return now }}
+	var signer *openpgp.Entity
+	lastErr := errors.New("no signature packets")
+	for _, sig := range sigs {
+		_, ent, err := openpgp.VerifyDetachedSignature(keyring, bytes.NewReader(block.Bytes), bytes.NewReader(sig), cfg)
+		if err == nil {
+			signer = ent
+			break
+		}
+		lastErr = err
+	}
+	if signer == nil {
+		return nil, &SignatureError{Suite: suite, SignerIDs: ids, Err: lastErr}
+	}
+
+	rel, err := ParseRelease(block.Plaintext)
+	if err != nil {
+		return nil, fmt.Errorf("parsing InRelease for %s: %w", suite, err)
+	}
+	sum := sha256.Sum256(data)
+	rel.SHA256 = hex.EncodeToString(sum[:])
+	rel.SignedBy = strings.ToUpper(hex.EncodeToString(signer.PrimaryKey.Fingerprint))
+	if !rel.ValidUntil.IsZero() && now.After(rel.ValidUntil) {
+		return nil, fmt.Errorf("InRelease for %s expired at %s (Valid-Until): the mirror is stale, use another mirror", rel.Name(), rel.ValidUntil.Format(time.RFC1123))
+	}
+	return rel, nil
+}
+
+// splitSignatures returns each signature packet of the block serialized on
+// its own, so each can be verified independently (go-crypto stops at the first
+// signature whose issuer is in the keyring, even if that one fails), and the
+// issuer key IDs for messages.
+func splitSignatures(body io.Reader) ([][]byte, []string, error) {
+	var sigs [][]byte
+	var ids []string
+	r := packet.NewOpaqueReader(body)
+	for {
+		op, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		var buf bytes.Buffer
+		if err := op.Serialize(&buf); err != nil {
+			return nil, nil, err
+		}
+		if p, err := op.Parse(); err == nil {
+			if s, ok := p.(*packet.Signature); ok {
+				switch {
+				case len(s.IssuerFingerprint) > 0:
+					ids = append(ids, strings.ToUpper(hex.EncodeToString(s.IssuerFingerprint)))
+				case s.IssuerKeyId != nil:
+					ids = append(ids, fmt.Sprintf("%016X", *s.IssuerKeyId))
+				}
+			}
+		}
+		sigs = append(sigs, buf.Bytes())
+	}
+	return sigs, ids, nil
+}
+
+func unverifiedSuite(text []byte) string {
+	var suite string
+	for _, line := range strings.Split(string(text), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || strings.HasPrefix(line, " ") {
+			continue
+		}
+		switch k {
+		case "Codename":
+			return strings.TrimSpace(v)
+		case "Suite":
+			suite = strings.TrimSpace(v)
+		}
+	}
+	return suite
+}
+
+// ParseRelease parses the text of a Release file (the signed part of
+// InRelease). It does not check any signature.
+func ParseRelease(text []byte) (*Release, error) {
+	rel := &Release{}
+	field := ""
+	for n, line := range strings.Split(string(text), "\n") {
+		line = strings.TrimRight(line, "\r")
+		if line == "" {
+			continue
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			if field == "SHA256" {
+				f, err := parseReleaseFile(line)
+				if err != nil {
+					return nil, fmt.Errorf("line %d: %w", n+1, err)
+				}
+				rel.Files = append(rel.Files, f)
+			}
+			continue
+		}
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			return nil, fmt.Errorf("line %d: %q is not a field", n+1, line)
+		}
+		field = k
+		v = strings.TrimSpace(v)
+		var err error
+		switch k {
+		case "Origin":
+			rel.Origin = v
+		case "Label":
+			rel.Label = v
+		case "Suite":
+			rel.Suite = v
+		case "Codename":
+			rel.Codename = v
+		case "Version":
+			rel.Version = v
+		case "Date":
+			rel.Date, err = parseReleaseTime(v)
+		case "Valid-Until":
+			rel.ValidUntil, err = parseReleaseTime(v)
+		case "Architectures":
+			rel.Architectures = strings.Fields(v)
+		case "Components":
+			rel.Components = strings.Fields(v)
+		case "Acquire-By-Hash":
+			rel.AcquireByHash = strings.EqualFold(v, "yes")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %s: %w", n+1, k, err)
+		}
+	}
+	if rel.Suite == "" && rel.Codename == "" {
+		return nil, fmt.Errorf("no Suite or Codename field")
+	}
+	if len(rel.Files) == 0 {
+		return nil, fmt.Errorf("no SHA256 file list")
+	}
+	return rel, nil
+}
+
+func parseReleaseFile(line string) (ReleaseFile, error) {
+	f := strings.Fields(line)
+	if len(f) != 3 {
+		return ReleaseFile{}, fmt.Errorf("SHA256 entry %q: want \"hash size path\"", strings.TrimSpace(line))
+	}
+	size, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil || size < 0 {
+		return ReleaseFile{}, fmt.Errorf("SHA256 entry for %s: bad size %q", f[2], f[1])
+	}
+	if len(f[0]) != 64 {
+		return ReleaseFile{}, fmt.Errorf("SHA256 entry for %s: hash %q is not 64 hex digits", f[2], f[0])
+	}
+	if _, err := hex.DecodeString(f[0]); err != nil {
+		return ReleaseFile{}, fmt.Errorf("SHA256 entry for %s: hash %q is not hex", f[2], f[0])
+	}
+	return ReleaseFile{Path: f[2], Size: size, SHA256: strings.ToLower(f[0])}, nil
+}
+
+// releaseTimeLayouts are the forms seen in Release files: Debian writes
+// RFC 1123 with "UTC", other tools "+0000", some a one-digit day or no weekday.
+var releaseTimeLayouts = []string{
+	time.RFC1123Z,
+	time.RFC1123,
+	"Mon, 2 Jan 2006 15:04:05 -0700",
+	"Mon, 2 Jan 2006 15:04:05 MST",
+	"2 Jan 2006 15:04:05 -0700",
+	"2 Jan 2006 15:04:05 MST",
+	"Mon, 2 Jan 2006 15:04:05 -0700 (MST)",
+}
+
+func parseReleaseTime(v string) (time.Time, error) {
+	v = strings.Join(strings.Fields(v), " ")
+	for _, layout := range releaseTimeLayouts {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("unrecognised date %q (want RFC 1123, e.g. \"Sat, 09 Aug 2025 09:27:52 UTC\")", v)
+}

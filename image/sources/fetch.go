@@ -1,0 +1,46 @@
+package sources
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/drover-os/drover/image/fetch"
+	"github.com/drover-os/drover/image/lock"
+)
+
+// Fetched maps every locked download to its verified file in the cache.
+type Fetched struct {
+	Debs  map[string]string // package name -> path
+	URLs  map[string]string // component name -> path
+	Bytes int64
+}
+
+// Fetch downloads (or re-verifies in the cache) every .deb and URL file the
+// lock pins. Go components are built by the image build, which caches them.
+func Fetch(ctx context.Context, l *lock.Lock, o Options) (*Fetched, error) {
+	if o.Mirror == "" && len(l.Debs) > 0 {
+		return nil, fmt.Errorf("no Debian mirror: pass --mirror, set DROVER_MIRROR or configure apt")
+	}
+	items := make([]fetch.Item, 0, len(l.Debs)+len(l.URLs))
+	for _, d := range l.Debs {
+		items = append(items, fetch.Item{Name: d.FileName(), URL: strings.TrimSuffix(o.Mirror, "/") + "/" + d.Path, SHA256: d.SHA256, Size: d.Size})
+	}
+	for _, u := range l.URLs {
+		items = append(items, fetch.Item{Name: u.Name, URL: u.URL, SHA256: u.SHA256, Size: u.Size})
+	}
+	paths, err := o.fetcher().Fetch(ctx, items)
+	if err != nil {
+		return nil, err
+	}
+	f := &Fetched{Debs: map[string]string{}, URLs: map[string]string{}}
+	for _, d := range l.Debs {
+		f.Debs[d.Name] = paths[d.SHA256]
+		f.Bytes += d.Size
+	}
+	for _, u := range l.URLs {
+		f.URLs[u.Name] = paths[u.SHA256]
+		f.Bytes += u.Size
+	}
+	return f, nil
+}

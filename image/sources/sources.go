@@ -1,0 +1,259 @@
+// Package sources turns a recipe into a lock (resolve) and a lock into
+// verified local files (fetch). It is the glue between the recipe, the
+// Debian client, the Go component builder, the URL fetcher and the cache;
+// each of those does its own checking.
+package sources
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/drover-os/drover/image/cache"
+	"github.com/drover-os/drover/image/debian"
+	"github.com/drover-os/drover/image/fetch"
+	"github.com/drover-os/drover/image/gomod"
+	"github.com/drover-os/drover/image/lock"
+	"github.com/drover-os/drover/image/recipe"
+)
+
+// Options says where inputs come from and where progress goes.
+type Options struct {
+	Mirror   string // archive root; resolved by the CLI from --mirror, DROVER_MIRROR or apt
+	Keyring  string // --keyring; else the recipe's, else the host's Debian keyring
+	Cache    *cache.Cache
+	HTTP     *http.Client
+	Log      io.Writer
+	Progress bool // progress bars (a TTY)
+	Parallel int
+	Go       gomod.Env
+}
+
+func (o *Options) logf(format string, args ...any) {
+	if o.Log != nil {
+		fmt.Fprintf(o.Log, format+"\n", args...)
+	}
+}
+
+func (o *Options) fetcher() *fetch.Fetcher {
+	return &fetch.Fetcher{Cache: o.Cache, HTTP: o.HTTP, Parallel: o.Parallel, Log: o.Log, Progress: o.Progress}
+}
+
+// oneFetcher adapts the fetcher to the Debian client's single-file Store.
+type oneFetcher struct{ f *fetch.Fetcher }
+
+func (s oneFetcher) Fetch(ctx context.Context, name, url, sha256 string, size int64) (string, error) {
+	return s.f.FetchOne(ctx, name, url, sha256, size)
+}
+
+// keyringPath picks the keyring: flag, then recipe (relative to it), then
+// the build host's.
+func (o *Options) keyringPath(r *recipe.Recipe) string {
+	switch {
+	case o.Keyring != "":
+		return o.Keyring
+	case r.Debian.Keyring != "" && !filepath.IsAbs(r.Debian.Keyring):
+		return filepath.Join(r.Dir, r.Debian.Keyring)
+	case r.Debian.Keyring != "":
+		return r.Debian.Keyring
+	}
+	return debian.DefaultKeyring
+}
+
+// Result is what a lock run found: the lock and the explanation of it.
+type Result struct {
+	Lock      *lock.Lock
+	Unchanged bool // the previous lock still holds: same inputs, same signed Release
+	Why       map[string]string
+	Choices   []debian.Choice
+	Release   *debian.Release
+}
+
+// Lock resolves the recipe. prev is the existing lock, or nil. The signed
+// InRelease is fetched and verified before anything else; when it and the
+// recipe inputs are unchanged the previous lock is returned as is, so
+// re-locking is cheap and changes nothing.
+func Lock(ctx context.Context, r *recipe.Recipe, prev *lock.Lock, o Options) (*Result, error) {
+	kr := o.keyringPath(r)
+	keyring, err := debian.LoadKeyring(kr)
+	if err != nil {
+		return nil, err
+	}
+	client := &debian.Client{
+		Mirror: o.Mirror, HTTP: o.HTTP, Keyring: keyring, KeyringPath: kr,
+		Store: oneFetcher{o.fetcher()}, IndexDir: filepath.Join(o.Cache.Dir(), "index"), Log: o.Log,
+	}
+	rel, err := client.Release(ctx, r.Debian.Suite)
+	if err != nil {
+		return nil, err
+	}
+	inputs := r.InputsDigest()
+	if prev != nil && prev.Inputs == inputs && len(prev.Suites) == 1 && prev.Suites[0].InRelease == rel.SHA256 {
+		o.logf("lock: %s unchanged (same recipe inputs, same signed %s Release of %s)", r.LockPath(), rel.Name(), rel.Date.UTC().Format("2006-01-02 15:04"))
+		return &Result{Lock: prev, Unchanged: true, Release: rel}, nil
+	}
+	idx, err := client.Index(ctx, rel, r.Debian.Components, r.Arch)
+	if err != nil {
+		return nil, err
+	}
+	closure, err := debian.Resolve(idx, r.Arch, r.Roots())
+	if err != nil {
+		return nil, fmt.Errorf("resolving %s: %w", r.Path, err)
+	}
+	l := &lock.Lock{
+		Inputs: inputs,
+		Suites: []lock.Suite{{Name: r.Debian.Suite, Date: rel.Date.UTC(), InRelease: rel.SHA256}},
+	}
+	for _, p := range closure.Packages {
+		l.Debs = append(l.Debs, lock.Deb{Name: p.Name, Version: p.Version, Arch: p.Architecture, Size: p.Size, SHA256: p.SHA256, Path: p.Filename})
+	}
+	o.logf("lock: %d packages in the closure of %d requested (%s to download)", len(l.Debs), len(r.Roots()), HumanBytes(closure.TotalSize()))
+	if l.Go, err = lockGo(ctx, r, prev, o); err != nil {
+		return nil, err
+	}
+	if l.URLs, err = lockURLs(ctx, r, o); err != nil {
+		return nil, err
+	}
+	l.Epoch = epoch(r, prev, l, rel)
+	return &Result{Lock: l, Why: closure.Why, Choices: closure.Choices, Release: rel}, nil
+}
+
+// epoch is the timestamp stamped on every file in the image: the recipe's
+// if it sets one; else the previous lock's when the locked content did not
+// change (so a newer Release alone does not change the image); else the
+// signed Release's date.
+func epoch(r *recipe.Recipe, prev, l *lock.Lock, rel *debian.Release) int64 {
+	if r.Epoch != 0 {
+		return r.Epoch
+	}
+	if prev != nil && sameContent(prev, l) {
+		return prev.Epoch
+	}
+	return rel.Date.Unix()
+}
+
+func sameContent(a, b *lock.Lock) bool {
+	strip := func(l *lock.Lock) string {
+		c := *l
+		c.Suites, c.Epoch, c.Inputs = nil, 0, ""
+		return string(c.Format(""))
+	}
+	return strip(a) == strip(b)
+}
+
+// lockGo pins each Go component's module graph. A component whose module,
+// version, package and replaces equal the previous lock's keeps its pins:
+// resolving kubernetes' module graph again costs minutes and gives the
+// same answer.
+func lockGo(ctx context.Context, r *recipe.Recipe, prev *lock.Lock, o Options) ([]lock.Go, error) {
+	var out []lock.Go
+	for _, g := range r.Go {
+		if p := prevGo(prev, g); p != nil {
+			out = append(out, *p)
+			continue
+		}
+		o.logf("lock: resolving Go component %s (%s@%s)", g.Name, g.Module, g.Version)
+		c, err := Component(g)
+		if err != nil {
+			return nil, fmt.Errorf("%s: go component %s: %w", r.Path, g.Name, err)
+		}
+		locked, err := gomod.Lock(ctx, o.Go, c)
+		if err != nil {
+			return nil, fmt.Errorf("%s: go component %s: %w", r.Path, g.Name, err)
+		}
+		out = append(out, lock.Go{
+			Name: g.Name, Module: g.Module, Version: g.Version, Package: g.Package, Toolchain: locked.GoVersion,
+			GoMod: nonEmptyLines(locked.GoMod), Sum: locked.Sum,
+		})
+	}
+	return out, nil
+}
+
+func prevGo(prev *lock.Lock, g recipe.GoComponent) *lock.Go {
+	if prev == nil {
+		return nil
+	}
+	for i, p := range prev.Go {
+		if p.Name == g.Name && p.Module == g.Module && p.Version == g.Version && p.Package == g.Package && sameReplaces(p.GoMod, g.Replace) {
+			return &prev.Go[i]
+		}
+	}
+	return nil
+}
+
+func sameReplaces(gomodLines, replaces []string) bool {
+	var have []string
+	for _, l := range gomodLines {
+		if r, ok := strings.CutPrefix(l, "replace "); ok {
+			have = append(have, strings.Join(strings.Fields(r), " "))
+		}
+	}
+	want := make([]string, 0, len(replaces))
+	for _, r := range replaces {
+		want = append(want, strings.Join(strings.Fields(r), " "))
+	}
+	sort.Strings(have)
+	sort.Strings(want)
+	return strings.Join(have, "\n") == strings.Join(want, "\n")
+}
+
+// Component converts a recipe Go component for the builder.
+func Component(g recipe.GoComponent) (gomod.Component, error) {
+	c := gomod.Component{Name: g.Name, Module: g.Module, Version: g.Version, Package: g.Package, Ldflags: g.Ldflags, Tags: g.Tags}
+	for _, line := range g.Replace {
+		old, rest, _ := strings.Cut(line, "=>")
+		of := strings.Fields(old)
+		nf := strings.Fields(rest)
+		if len(of) == 0 || len(nf) != 2 {
+			return c, fmt.Errorf("replace %q: want 'old => new version'", line)
+		}
+		c.Replace = append(c.Replace, gomod.Replace{Old: of[0], New: nf[0], Version: nf[1]})
+	}
+	return c, nil
+}
+
+func nonEmptyLines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// lockURLs fetches every URL component into the cache, which checks it
+// against the recipe's sha256: a 404 or a mismatch fails the lock.
+func lockURLs(ctx context.Context, r *recipe.Recipe, o Options) ([]lock.URL, error) {
+	var out []lock.URL
+	for _, u := range r.URLs {
+		path, err := o.fetcher().FetchOne(ctx, u.Name, u.URL, u.SHA256, 0)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: url component %s: %w", r.Path, u.Line, u.Name, err)
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			return nil, fmt.Errorf("url component %s: %w", u.Name, err)
+		}
+		out = append(out, lock.URL{Name: u.Name, SHA256: u.SHA256, Size: fi.Size(), URL: u.URL})
+	}
+	return out, nil
+}
+
+// HumanBytes formats a byte count for people.
+func HumanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
