@@ -1,0 +1,189 @@
+// Package status keeps the agent's boot timeline: which phase it is in,
+// when each phase started and ended (wall time and seconds since boot), and
+// the error that stopped it. It is written to /run/drover/status.json after
+// every change (atomically), printed on the serial console one line per
+// phase, and read back by `drover-agent status` and the smoke harness.
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Path is where the status file lives on a node (under the agent's root).
+const Path = "/run/drover/status.json"
+
+// Phase is one step of the agent's timeline.
+type Phase struct {
+	Name     string    `json:"name"`
+	Started  time.Time `json:"started"`
+	Ended    time.Time `json:"ended,omitempty"`
+	UptimeS  float64   `json:"uptimeStart"`         // seconds since boot at start
+	UptimeE  float64   `json:"uptimeEnd,omitempty"` // seconds since boot at end
+	Result   string    `json:"result"`              // running, ok, failed, skipped
+	Detail   string    `json:"detail,omitempty"`    // e.g. "node IP 10.0.2.15"
+	Error    string    `json:"error,omitempty"`
+	Attempts int       `json:"attempts,omitempty"`
+}
+
+// Status is the whole file.
+type Status struct {
+	Phase   string  `json:"phase"` // current or last phase
+	State   string  `json:"state"` // provisioning, joined, failed, refused
+	Error   string  `json:"error,omitempty"`
+	Phases  []Phase `json:"phases"`
+	Updated string  `json:"updated"`
+}
+
+// Recorder updates the status file and prints console lines.
+type Recorder struct {
+	mu      sync.Mutex
+	st      Status
+	path    string
+	console func(string)
+	uptime  func() float64
+	now     func() time.Time
+}
+
+// NewRecorder writes to root+Path; console receives one line per event.
+func NewRecorder(root string, console func(string), uptime func() float64) *Recorder {
+	return &Recorder{path: filepath.Join(root, Path), console: console, uptime: uptime, now: time.Now,
+		st: Status{State: "provisioning"}}
+}
+
+// Begin starts a phase.
+func (r *Recorder) Begin(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	up := r.uptime()
+	r.st.Phase = name
+	r.st.Phases = append(r.st.Phases, Phase{Name: name, Started: r.now().UTC(), UptimeS: up, Result: "running"})
+	r.line(fmt.Sprintf("drover-agent: [%7.2fs] %s: started", up, name))
+	r.save()
+}
+
+// End finishes the current phase; err nil means ok.
+func (r *Recorder) End(detail string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.st.Phases) == 0 {
+		return
+	}
+	p := &r.st.Phases[len(r.st.Phases)-1]
+	p.Ended, p.UptimeE, p.Detail = r.now().UTC(), r.uptime(), detail
+	if err != nil {
+		p.Result, p.Error = "failed", err.Error()
+		r.st.State, r.st.Error = "failed", fmt.Sprintf("%s: %v", p.Name, err)
+		r.line(fmt.Sprintf("drover-agent: [%7.2fs] %s: FAILED: %v", p.UptimeE, p.Name, err))
+	} else {
+		p.Result = "ok"
+		msg := fmt.Sprintf("drover-agent: [%7.2fs] %s: ok (%.1fs)", p.UptimeE, p.Name, p.UptimeE-p.UptimeS)
+		if detail != "" {
+			msg += ": " + detail
+		}
+		r.line(msg)
+	}
+	r.save()
+}
+
+// SetState records a final state such as "joined" or "refused".
+func (r *Recorder) SetState(state, errText string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st.State, r.st.Error = state, errText
+	r.save()
+}
+
+// Note prints a console line and keeps it in the current phase's detail.
+func (r *Recorder) Note(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.line(fmt.Sprintf("drover-agent: [%7.2fs] %s", r.uptime(), msg))
+}
+
+// Snapshot returns a copy of the status.
+func (r *Recorder) Snapshot() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.st
+	s.Phases = append([]Phase(nil), r.st.Phases...)
+	return s
+}
+
+func (r *Recorder) line(s string) {
+	if r.console != nil {
+		r.console(s)
+	}
+}
+
+// save writes the file atomically; a failure to write status must not stop
+// provisioning, so it is reported on the console only.
+func (r *Recorder) save() {
+	r.st.Updated = r.now().UTC().Format(time.RFC3339Nano)
+	data, _ := json.MarshalIndent(r.st, "", "  ")
+	if err := writeAtomic(r.path, append(data, '\n')); err != nil {
+		r.line("drover-agent: cannot write status file: " + err.Error())
+	}
+}
+
+func writeAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// Read loads a status file.
+func Read(root string) (*Status, error) {
+	data, err := os.ReadFile(filepath.Join(root, Path))
+	if err != nil {
+		return nil, fmt.Errorf("reading agent status: %w", err)
+	}
+	var s Status
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", Path, err)
+	}
+	return &s, nil
+}
+
+// Format renders a status for an operator.
+func Format(s *Status) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "state: %s (phase %s)\n", s.State, s.Phase)
+	if s.Error != "" {
+		fmt.Fprintf(&b, "error: %s\n", s.Error)
+	}
+	for _, p := range s.Phases {
+		fmt.Fprintf(&b, "  %-10s %-8s %7.2fs → %7.2fs", p.Name, p.Result, p.UptimeS, p.UptimeE)
+		if p.Detail != "" {
+			fmt.Fprintf(&b, "  %s", p.Detail)
+		}
+		if p.Error != "" {
+			fmt.Fprintf(&b, "  error: %s", p.Error)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Uptime reads /proc/uptime under root (seconds since boot), or 0.
+func Uptime(root string) func() float64 {
+	return func() float64 {
+		data, err := os.ReadFile(filepath.Join(root, "/proc/uptime"))
+		if err != nil {
+			return 0
+		}
+		var up float64
+		fmt.Sscanf(string(data), "%f", &up)
+		return up
+	}
+}
