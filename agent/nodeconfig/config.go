@@ -1,0 +1,150 @@
+package nodeconfig
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// The document's type, checked exactly.
+const (
+	APIVersion = "drover.dev/v1alpha1"
+	Kind       = "NodeConfig"
+)
+
+// Path is where the node file lands on the node (an Ignition storage.files
+// entry in the user-data).
+const Path = "/etc/drover/node.yaml"
+
+// Defaults applied by Parse when the document leaves a field out.
+const (
+	DefaultClusterDNS   = "10.96.0.10"
+	DefaultDomain       = "cluster.local"
+	DefaultMaxPods      = 110
+	DefaultSandboxImage = "registry.k8s.io/pause:3.10"
+)
+
+// Config is a parsed and validated node file, defaults filled in.
+type Config struct {
+	APIVersion string
+	Kind       string
+	Cluster    Cluster
+	Kubelet    Kubelet
+	Containerd Containerd
+}
+
+// Cluster says where the API server is, how to trust it and how to
+// authenticate to it during TLS bootstrap.
+type Cluster struct {
+	// Server is the API server's https URL.
+	Server string
+	// CAData holds the cluster CA as PEM certificates. Exactly one of CAData
+	// and CAHash is set.
+	CAData string
+	// CAHash pins the cluster CA as "sha256:<hex of the SPKI>" (the kubeadm
+	// discovery-token-ca-cert-hash form), lower case.
+	CAHash string
+	// BootstrapToken is "<id>.<secret>", the credential of the bootstrap
+	// kubeconfig.
+	BootstrapToken string
+	// DNS lists the cluster DNS service IPs, in canonical form.
+	DNS []string
+	// Domain is the cluster domain.
+	Domain string
+}
+
+// Kubelet holds what the node file sets on the kubelet.
+type Kubelet struct {
+	// Labels are the user's node labels (the ECS facts labels are added at
+	// render time, see NodeLabels).
+	Labels map[string]string
+	// Taints are registered with the Node at registration.
+	Taints []Taint
+	// MaxPods caps the pods on the node.
+	MaxPods int32
+	// Config is a JSON object merged field by field into the rendered
+	// KubeletConfiguration, last; nil when the node file has none.
+	Config json.RawMessage
+}
+
+// Taint is one kubelet.taints entry, "key[=value]:Effect".
+type Taint struct {
+	Key    string
+	Value  string
+	Effect string
+}
+
+// String gives the taint in the form it was written.
+func (t Taint) String() string {
+	if t.Value == "" {
+		return t.Key + ":" + t.Effect
+	}
+	return t.Key + "=" + t.Value + ":" + t.Effect
+}
+
+// Containerd holds what the node file sets on containerd.
+type Containerd struct {
+	// SandboxImage is the pause image of every pod sandbox.
+	SandboxImage string
+	// Mirrors maps a registry host ("docker.io", "registry.k8s.io:443") to
+	// the mirror URLs tried, in order, before the registry itself.
+	Mirrors map[string][]string
+}
+
+// Problem is one thing wrong with a node file, at a line and a field path
+// such as "kubelet.taints[1]".
+type Problem struct {
+	Source  string
+	Path    string
+	Line    int
+	Message string
+}
+
+// String gives "<source>:<line>: <path>: <message>"; the line is left out
+// when unknown and the path when the problem is with the whole document.
+func (p Problem) String() string {
+	var b strings.Builder
+	b.WriteString(p.Source)
+	if p.Line > 0 {
+		fmt.Fprintf(&b, ":%d", p.Line)
+	}
+	b.WriteString(": ")
+	if p.Path != "" {
+		b.WriteString(p.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(p.Message)
+	return b.String()
+}
+
+// Error is what Parse returns for a node file with problems: all of them, in
+// document order.
+type Error struct {
+	Problems []Problem
+}
+
+func (e *Error) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Parse reads a node file; source names it in errors (a path, or
+// "user-data:/etc/drover/node.yaml"). A document with any problem gives a
+// nil Config and an *Error listing every problem.
+func Parse(data []byte, source string) (*Config, error) {
+	c, problems := parse(data, source)
+	if len(problems) > 0 {
+		return nil, &Error{Problems: problems}
+	}
+	return c, nil
+}
+
+// Validate lists every problem of a node file, in document order; none means
+// Parse accepts it.
+func Validate(data []byte, source string) []Problem {
+	_, problems := parse(data, source)
+	return problems
+}

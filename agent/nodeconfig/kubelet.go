@@ -1,0 +1,235 @@
+package nodeconfig
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"sigs.k8s.io/yaml"
+)
+
+// Where the rendered files go on the node. The kubeconfig the kubelet writes
+// after the bootstrap lives under /var, which persists: /etc is rebuilt at
+// every boot and the bootstrap token is deleted once the node has joined.
+const (
+	KubeletConfigPath       = "/etc/kubernetes/kubelet-config.yaml"
+	BootstrapKubeconfigPath = "/etc/kubernetes/bootstrap-kubelet.conf"
+	KubeconfigPath          = "/var/lib/kubelet/kubeconfig"
+	CertDir                 = "/var/lib/kubelet/pki"
+	CAFile                  = "/etc/kubernetes/pki/ca.crt"
+	ContainerRuntimeSocket  = "unix:///run/containerd/containerd.sock"
+)
+
+// KubeletConfig renders the KubeletConfiguration for this node as YAML:
+// drover's settings, then the node file's kubelet.config merged over them
+// field by field (objects merge, lists and scalars replace).
+func KubeletConfig(c *Config, f Facts) ([]byte, error) {
+	if err := f.Check(); err != nil {
+		return nil, fmt.Errorf("rendering the kubelet configuration: %w", err)
+	}
+	taints := make([]corev1.Taint, len(c.Kubelet.Taints))
+	for i, t := range c.Kubelet.Taints {
+		taints[i] = corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)}
+	}
+	typeMeta := metav1.TypeMeta{APIVersion: kubeletv1beta1.SchemeGroupVersion.String(), Kind: "KubeletConfiguration"}
+	kc := kubeletv1beta1.KubeletConfiguration{
+		TypeMeta:                 typeMeta,
+		CgroupDriver:             "systemd",
+		ContainerRuntimeEndpoint: ContainerRuntimeSocket,
+		Authentication: kubeletv1beta1.KubeletAuthentication{
+			X509:      kubeletv1beta1.KubeletX509Authentication{ClientCAFile: CAFile},
+			Webhook:   kubeletv1beta1.KubeletWebhookAuthentication{Enabled: ptr(true)},
+			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: ptr(false)},
+		},
+		Authorization: kubeletv1beta1.KubeletAuthorization{Mode: kubeletv1beta1.KubeletAuthorizationModeWebhook},
+		// 0 turns the unauthenticated read-only port off; it is the
+		// v1beta1 default, written here so a reader need not know that.
+		ReadOnlyPort:       0,
+		RotateCertificates: true,
+		ServerTLSBootstrap: false,
+		// The join phase polls healthz on loopback.
+		HealthzBindAddress: "127.0.0.1",
+		HealthzPort:        ptr(int32(10248)),
+		ProviderID:         ProviderID(f),
+		ClusterDNS:         slices.Clone(c.Cluster.DNS),
+		ClusterDomain:      c.Cluster.Domain,
+		MaxPods:            c.Kubelet.MaxPods,
+		RegisterWithTaints: taints,
+		// No static pods: everything a node runs comes from the API server.
+		StaticPodPath: "",
+		FailSwapOn:    ptr(true),
+	}
+	if len(c.Kubelet.Config) > 0 {
+		// Parse checked the overrides against the type already; this
+		// strict decode only guards against a Config built by hand.
+		dec := json.NewDecoder(bytes.NewReader(c.Kubelet.Config))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&kc); err != nil {
+			return nil, fmt.Errorf("merging kubelet.config into the kubelet configuration: %w", err)
+		}
+		kc.TypeMeta = typeMeta
+		kc.ProviderID = ProviderID(f)
+	}
+	out, err := yaml.Marshal(&kc)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the kubelet configuration: %w", err)
+	}
+	return out, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// KubeletFlags gives the kubelet's command-line flags for what the
+// configuration file cannot say, sorted. nodeIP is the address the Node
+// reports; empty means the instance's private IPv4.
+func KubeletFlags(c *Config, f Facts, nodeIP string) ([]string, error) {
+	labels, err := NodeLabels(c, f)
+	if err != nil {
+		return nil, fmt.Errorf("rendering the kubelet flags: %w", err)
+	}
+	flags := []string{
+		"--bootstrap-kubeconfig=" + BootstrapKubeconfigPath,
+		"--cert-dir=" + CertDir,
+		"--config=" + KubeletConfigPath,
+		"--kubeconfig=" + KubeconfigPath,
+	}
+	if f.Hostname != "" {
+		// ECS hostnames carry upper case (iZbp1…Z); a Node name may not.
+		flags = append(flags, "--hostname-override="+strings.ToLower(f.Hostname))
+	}
+	if nodeIP == "" {
+		nodeIP = f.PrivateIPv4
+	}
+	if nodeIP != "" {
+		a, err := netip.ParseAddr(nodeIP)
+		if err != nil || a.Zone() != "" {
+			return nil, fmt.Errorf("rendering the kubelet flags: node IP %q is not an IP address", nodeIP)
+		}
+		flags = append(flags, "--node-ip="+a.String())
+	}
+	if len(labels) > 0 {
+		pairs := make([]string, 0, len(labels))
+		for k, v := range labels {
+			pairs = append(pairs, k+"="+v)
+		}
+		slices.Sort(pairs)
+		flags = append(flags, "--node-labels="+strings.Join(pairs, ","))
+	}
+	slices.Sort(flags)
+	return flags, nil
+}
+
+type kubeconfig struct {
+	APIVersion     string         `json:"apiVersion"`
+	Kind           string         `json:"kind"`
+	Clusters       []namedCluster `json:"clusters"`
+	Users          []namedUser    `json:"users"`
+	Contexts       []namedContext `json:"contexts"`
+	CurrentContext string         `json:"current-context"`
+	Preferences    struct{}       `json:"preferences"`
+}
+
+type namedCluster struct {
+	Name    string `json:"name"`
+	Cluster struct {
+		Server                   string `json:"server"`
+		CertificateAuthorityData []byte `json:"certificate-authority-data"`
+	} `json:"cluster"`
+}
+
+type namedUser struct {
+	Name string `json:"name"`
+	User struct {
+		Token string `json:"token"`
+	} `json:"user"`
+}
+
+type namedContext struct {
+	Name    string `json:"name"`
+	Context struct {
+		Cluster string `json:"cluster"`
+		User    string `json:"user"`
+	} `json:"context"`
+}
+
+// BootstrapKubeconfig renders the kubeconfig the kubelet uses once, to
+// request its client certificate: the server, the CA and the bootstrap
+// token. A node file that only pins the CA by caHash has no CA to embed:
+// the join fetches the CA, checks it with MatchCAHash and sets
+// Cluster.CAData first.
+func BootstrapKubeconfig(c *Config) ([]byte, error) {
+	if c.Cluster.CAData == "" {
+		return nil, errors.New("rendering the bootstrap kubeconfig: the cluster CA is not known (the node file pins it by caHash only); fetch it, check it with MatchCAHash and set Cluster.CAData")
+	}
+	kc := kubeconfig{APIVersion: "v1", Kind: "Config", CurrentContext: "default"}
+	var cl namedCluster
+	cl.Name = "default"
+	cl.Cluster.Server = c.Cluster.Server
+	cl.Cluster.CertificateAuthorityData = []byte(c.Cluster.CAData)
+	var u namedUser
+	u.Name = "kubelet-bootstrap"
+	u.User.Token = c.Cluster.BootstrapToken
+	var ctx namedContext
+	ctx.Name = "default"
+	ctx.Context.Cluster = cl.Name
+	ctx.Context.User = u.Name
+	kc.Clusters = []namedCluster{cl}
+	kc.Users = []namedUser{u}
+	kc.Contexts = []namedContext{ctx}
+	out, err := yaml.Marshal(&kc)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the bootstrap kubeconfig: %w", err)
+	}
+	return out, nil
+}
+
+// CAHash gives the pin of a CA certificate in the form cluster.caHash takes:
+// "sha256:" and the hex SHA-256 of its DER SubjectPublicKeyInfo.
+func CAHash(certPEM []byte) (string, error) {
+	block, _ := pem.Decode(certPEM)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return "", errors.New("computing the CA pin: no PEM CERTIFICATE block found")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return "", fmt.Errorf("computing the CA pin: parsing the certificate: %w", err)
+	}
+	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// MatchCAHash checks that one of the PEM certificates matches the pin, as
+// kubeadm's discovery does with a CA bundle.
+func MatchCAHash(certsPEM []byte, pin string) error {
+	pin = strings.ToLower(pin)
+	rest := certsPEM
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		got, err := CAHash(pem.EncodeToMemory(block))
+		if err != nil {
+			return err
+		}
+		if got == pin {
+			return nil
+		}
+	}
+	return fmt.Errorf("checking the cluster CA against cluster.caHash %s: no certificate matches; the API server is not the one the node file names, or the pin is stale", pin)
+}
