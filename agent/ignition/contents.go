@@ -1,0 +1,272 @@
+package ignition
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/coreos/ignition/v2/config/v3_5/types"
+	"github.com/vincent-petithory/dataurl"
+)
+
+// maxFileSize bounds one file's decompressed contents, so a small gzip
+// bomb in the user-data cannot fill the tmpfs /etc.
+const maxFileSize = 64 << 20
+
+// Fetcher gets the body of an http(s) URL. The agent passes HTTPFetcher;
+// tests pass a MapFetcher.
+type Fetcher interface {
+	Get(ctx context.Context, url string) ([]byte, error)
+}
+
+// MapFetcher is an in-memory Fetcher for tests: it serves the bodies it
+// holds and fails for any other URL.
+type MapFetcher map[string][]byte
+
+// Get returns the body stored for url.
+func (m MapFetcher) Get(_ context.Context, url string) ([]byte, error) {
+	b, ok := m[url]
+	if !ok {
+		return nil, fmt.Errorf("GET %s: not found", url)
+	}
+	return b, nil
+}
+
+// HTTPFetcher fetches over HTTP with a bounded body size.
+type HTTPFetcher struct {
+	// Client defaults to http.DefaultClient; give one with a timeout.
+	Client *http.Client
+	// MaxBytes bounds the body; zero means 64 MiB.
+	MaxBytes int64
+}
+
+// Get fetches url and fails on any status but 200.
+func (h HTTPFetcher) Get(ctx context.Context, url string) ([]byte, error) {
+	client := h.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	limit := h.MaxBytes
+	if limit <= 0 {
+		limit = maxFileSize
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: reading body: %w", url, err)
+	}
+	if int64(len(body)) > limit {
+		return nil, fmt.Errorf("GET %s: body larger than %d bytes", url, limit)
+	}
+	return body, nil
+}
+
+// resolved is one resource (contents or an append fragment) once known.
+type resolved struct {
+	data   []byte
+	done   bool
+	remote string // the http(s) URL still to fetch when !done
+}
+
+// fileContents holds what one storage.files entry writes.
+type fileContents struct {
+	hasSource bool // contents.source given: the file is replaced, not kept
+	contents  resolved
+	appends   []resolved
+}
+
+// complete reports whether every piece is known.
+func (f fileContents) complete() bool {
+	if !f.contents.done {
+		return false
+	}
+	for _, a := range f.appends {
+		if !a.done {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeLocal resolves what needs no network: absent sources and data:
+// URLs. http(s) sources are left for Resolve.
+func decodeLocal(files []types.File, c *collector) []fileContents {
+	out := make([]fileContents, len(files))
+	for i, f := range files {
+		at := []any{"storage", "files", i}
+		out[i].hasSource = f.Contents.Source != nil
+		out[i].contents = decodeResource(f.Path, f.Contents, sub(at, "contents"), c)
+		for j, a := range f.Append {
+			out[i].appends = append(out[i].appends, decodeResource(f.Path, a, sub(at, "append", j), c))
+		}
+	}
+	return out
+}
+
+func decodeResource(file string, r types.Resource, at []any, c *collector) resolved {
+	if r.Source == nil {
+		return resolved{done: true}
+	}
+	src := *r.Source
+	u, err := url.Parse(src)
+	if err != nil {
+		return resolved{done: true} // Ignition has reported it
+	}
+	switch u.Scheme {
+	case "http", "https":
+		if r.Verification.Hash == nil {
+			return resolved{done: true} // refused by the policy: never fetched
+		}
+		return resolved{remote: src}
+	case "data":
+		du, err := dataurl.DecodeString(src)
+		if err != nil {
+			return resolved{done: true} // Ignition has reported it
+		}
+		data, ok := finish(file, "the inline data: URL", du.Data, r, at, c)
+		return resolved{data: data, done: ok}
+	}
+	return resolved{done: true} // refused by the policy or by Ignition
+}
+
+// Resolve fetches every http(s) source of cfg through f and verifies it
+// against its verification.hash. Nothing is written: a config whose remote
+// contents fail is refused before the apply starts. The error is Problems.
+func Resolve(ctx context.Context, cfg *Config, f Fetcher) error {
+	if cfg == nil || f == nil {
+		return errors.New("resolving ignition contents: no config or no fetcher")
+	}
+	c := &collector{tree: cfg.tree}
+	resolve(ctx, cfg, f, c)
+	if len(c.list) > 0 {
+		sortProblems(c.list)
+		return Problems(c.list)
+	}
+	return nil
+}
+
+func resolve(ctx context.Context, cfg *Config, f Fetcher, c *collector) {
+	for i, file := range cfg.Ignition.Storage.Files {
+		if i >= len(cfg.files) {
+			break
+		}
+		at := []any{"storage", "files", i}
+		fc := &cfg.files[i]
+		fetchInto(ctx, f, file.Path, file.Contents, &fc.contents, sub(at, "contents"), c)
+		for j := range fc.appends {
+			fetchInto(ctx, f, file.Path, file.Append[j], &fc.appends[j], sub(at, "append", j), c)
+		}
+	}
+}
+
+func fetchInto(ctx context.Context, f Fetcher, file string, r types.Resource, dst *resolved, at []any, c *collector) {
+	if dst.done || dst.remote == "" {
+		return
+	}
+	body, err := f.Get(ctx, dst.remote)
+	if err != nil {
+		c.addf(sub(at, "source"), "fetching contents of %s failed: %v — check that the URL is reachable from the node", file, err)
+		return
+	}
+	data, ok := finish(file, fmt.Sprintf("%q", dst.remote), body, r, at, c)
+	if ok {
+		*dst = resolved{data: data, done: true}
+	}
+}
+
+// finish verifies a resource's raw bytes against its hash (which, as in
+// Ignition, covers the compressed form) and decompresses them.
+func finish(file, from string, raw []byte, r types.Resource, at []any, c *collector) ([]byte, bool) {
+	if r.Verification.Hash != nil {
+		want := *r.Verification.Hash
+		algo, _, _ := strings.Cut(want, "-")
+		var h hash.Hash
+		switch algo {
+		case "sha256":
+			h = sha256.New()
+		case "sha512":
+			h = sha512.New()
+		default:
+			return nil, false // Ignition: "unrecognized hash function"
+		}
+		h.Write(raw)
+		got := algo + "-" + hex.EncodeToString(h.Sum(nil))
+		if !strings.EqualFold(got, want) {
+			c.addf(sub(at, "verification", "hash"), "contents of %s from %s do not match: want %s, got %s — correct verification.hash or the source", file, from, want, got)
+			return nil, false
+		}
+	}
+	if r.Compression == nil || *r.Compression == "" {
+		return raw, true
+	}
+	if *r.Compression != "gzip" {
+		return nil, false // Ignition: "invalid compression method"
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	var out []byte
+	if err == nil {
+		out, err = io.ReadAll(io.LimitReader(zr, maxFileSize+1))
+		if err == nil && len(out) > maxFileSize {
+			err = fmt.Errorf("more than %d MiB decompressed", maxFileSize>>20)
+		}
+	}
+	if err != nil {
+		c.addf(sub(at, "compression"), "contents of %s from %s do not decompress as gzip: %v — compress them with gzip or drop \"compression\"", file, from, err)
+		return nil, false
+	}
+	return out, true
+}
+
+// knownFiles maps each file path to the contents it will have, for the
+// Extra checks; files that are kept or appended to on the node, or not yet
+// fetched, are left out because their final contents are not known here.
+func (cfg *Config) knownFiles() map[string][]byte {
+	out := map[string][]byte{}
+	for i, f := range cfg.Ignition.Storage.Files {
+		if i >= len(cfg.files) {
+			break
+		}
+		fc := cfg.files[i]
+		if !fc.hasSource || !fc.complete() {
+			continue
+		}
+		out[cleanPath(f.Path)] = fc.final(nil)
+	}
+	return out
+}
+
+// final is the file's contents: its own (or the existing ones when it has
+// no source) followed by every append fragment.
+func (f fileContents) final(existing []byte) []byte {
+	var b bytes.Buffer
+	if f.hasSource {
+		b.Write(f.contents.data)
+	} else {
+		b.Write(existing)
+	}
+	for _, a := range f.appends {
+		b.Write(a.data)
+	}
+	return b.Bytes()
+}

@@ -1,0 +1,54 @@
+package ignition
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// FuzzValidate: Validate never panics, every problem is addressed, and its
+// verdict agrees with the agent's separate steps (Parse, Resolve, Plan) and
+// with Prepare.
+func FuzzValidate(f *testing.F) {
+	names, err := filepath.Glob("testdata/configs/*.ign")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, n := range names {
+		data, err := os.ReadFile(n)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	ctx := context.Background()
+	opts := Options{Fetcher: testFetcher}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ps := Validate(data, opts)
+		for _, p := range ps {
+			if !strings.HasPrefix(p.Path, "$") || p.Message == "" || p.String() != p.Path+": "+p.Message {
+				t.Errorf("malformed problem %#v", p)
+			}
+		}
+		cfg, err := Parse(data)
+		if err == nil {
+			err = Resolve(ctx, cfg, testFetcher)
+		}
+		var plan *NodePlan
+		if err == nil {
+			plan, err = Plan(cfg)
+		}
+		if (len(ps) == 0) != (err == nil) {
+			t.Fatalf("Validate found %q; Parse/Resolve/Plan: %v", lines(ps), err)
+		}
+		plan2, err2 := Prepare(ctx, data, opts)
+		if (err2 == nil) != (err == nil) {
+			t.Fatalf("Prepare: %v; Parse/Resolve/Plan: %v", err2, err)
+		}
+		if plan != nil && plan.String() != plan2.String() {
+			t.Fatalf("plans differ:\n%s\n%s", plan, plan2)
+		}
+	})
+}
