@@ -1,0 +1,133 @@
+package boot
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// TestPlanGolden pins what `drover-init --plan testdata/config.json`
+// prints.
+func TestPlanGolden(t *testing.T) {
+	c := testConfig(t)
+	var b strings.Builder
+	for i, s := range Steps() {
+		fmt.Fprintf(&b, "%2d. %s\n", i+1, s.Describe(c))
+	}
+	for _, s := range Steps() {
+		fmt.Fprintf(&b, "%s\n", s)
+	}
+	path := filepath.Join("testdata", "plan.golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if b.String() != string(want) {
+		t.Errorf("plan differs from %s (go test -update rewrites it):\n%s", path, b.String())
+	}
+}
+
+func TestStepsOrder(t *testing.T) {
+	names := StepNames(Steps())
+	want := "mount-api config modules partitions verity mount-root var-partition var-format var-mount etc-overlay machine-id move-mounts switch-root"
+	if strings.Join(names, " ") != want {
+		t.Errorf("steps = %v", names)
+	}
+}
+
+func fakeStep(name string, log *[]string, err error) Step {
+	return Step{Name: name, describe: func(*Config) string { return name }, run: func(*Machine) error {
+		*log = append(*log, name)
+		return err
+	}}
+}
+
+func TestRun(t *testing.T) {
+	var out bytes.Buffer
+	l := NewLog(time.Now())
+	l.AttachWriter(&out)
+	var ran []string
+	m := NewMachine(DefaultPaths, l)
+	m.Config = &Config{}
+	m.Cmdline.Break = "c"
+	err := Run(m, []Step{fakeStep("a", &ran, nil), fakeStep("b", &ran, nil), fakeStep("c", &ran, nil)})
+	var brk *BreakError
+	if !errors.As(err, &brk) || brk.Step != "c" || strings.Join(ran, ",") != "a,b" {
+		t.Errorf("break: err %v, ran %v", err, ran)
+	}
+	if !regexp.MustCompile(`^drover-init: a \(\+\d+\.\d{3}s\)\ndrover-init: b \(\+\d+\.\d{3}s\)\n$`).MatchString(out.String()) {
+		t.Errorf("console:\n%s", out.String())
+	}
+
+	ran = nil
+	m.Cmdline.Break = ""
+	boom := errors.New("boom")
+	err = Run(m, []Step{fakeStep("a", &ran, nil), fakeStep("b", &ran, boom), fakeStep("c", &ran, nil)})
+	if !errors.Is(err, boom) || err.Error() != "b: boom" || len(ran) != 2 {
+		t.Errorf("failure: err %v, ran %v", err, ran)
+	}
+}
+
+func TestLogBuffersUntilAttached(t *testing.T) {
+	l := NewLog(time.Now())
+	l.Printf("early %d", 1)
+	l.Debugf("hidden")
+	l.SetDebug(true)
+	l.Debugf("shown")
+	l.Fatal("partitions: no disk", 10*time.Second)
+	var out bytes.Buffer
+	l.AttachWriter(&out)
+	want := "drover-init: early 1\ndrover-init:   shown\ndrover-init: FATAL: partitions: no disk; rebooting in 10s\n"
+	if out.String() != want {
+		t.Errorf("log:\n%q\nwant\n%q", out.String(), want)
+	}
+}
+
+func TestHasExt4Magic(t *testing.T) {
+	if !HasExt4Magic([]byte{0x53, 0xef}) || HasExt4Magic([]byte{0xef, 0x53}) || HasExt4Magic([]byte{0x53}) || HasExt4Magic(make([]byte, 2)) {
+		t.Error("HasExt4Magic misreads the magic")
+	}
+}
+
+func TestDeleteTree(t *testing.T) {
+	root := t.TempDir()
+	for _, p := range []string{"init", "etc/drover-init.json", "lib/modules/6.1/kernel/a.ko.xz", "sysroot/", "dev/"} {
+		full := filepath.Join(root, p)
+		if strings.HasSuffix(p, "/") {
+			if err := os.MkdirAll(full, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte("x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("init", filepath.Join(root, "linuxrc")); err != nil {
+		t.Fatal(err)
+	}
+	if err := DeleteTree(root); err != nil {
+		t.Fatal(err)
+	}
+	left, err := os.ReadDir(root)
+	if err != nil || len(left) != 0 {
+		t.Errorf("left behind: %v (%v)", left, err)
+	}
+}
