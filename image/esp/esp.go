@@ -70,8 +70,18 @@ func Build(size int64, files []File, label string, volumeID uint32, mtime time.T
 			need, g.clusterBytes, size, g.clusters, MinSize(files))
 	}
 
+	// go-diskfs sizes the FAT with a formula that, when it divides
+	// exactly (64 MiB is such a size), leaves the FAT a few entries short of
+	// the cluster count: the file system then claims clusters its FAT
+	// cannot describe. Give the file system a few sectors less in that case;
+	// the partition keeps its size.
+	fsSize := size
+	for !g.fatCovers() {
+		fsSize -= sectorSize
+		g = geometryFor(fsSize)
+	}
 	mem := newMemBackend(size)
-	fs, err := fat32.Create(mem, size, 0, sectorSize, label, true)
+	fs, err := fat32.Create(mem, fsSize, 0, sectorSize, label, true)
 	if err != nil {
 		return nil, fmt.Errorf("building ESP: creating FAT32: %w", err)
 	}

@@ -288,3 +288,16 @@ func TestFatTimeClamps(t *testing.T) {
 		t.Errorf("2024-02-29T23:59:59+01:00 → %#x %#x, want %#x %#x (UTC, 2 s resolution)", d, c, wantD, wantC)
 	}
 }
+
+func TestSizeWhereGoDiskfsFATFormulaDividesExactly(t *testing.T) {
+	files := []File{{Path: "EFI/BOOT/BOOTX64.EFI", Data: []byte("efi")}}
+	for _, mb := range []int64{64, 129} {
+		b, err := Build(mb<<20, files, "ESP", 1, time.Unix(1764000000, 0))
+		if err != nil {
+			t.Fatalf("%d MiB: %v", mb, err)
+		}
+		if int64(len(b)) != mb<<20 {
+			t.Errorf("%d MiB: image is %d bytes", mb, len(b))
+		}
+	}
+}

@@ -52,6 +52,12 @@ func geometryFor(size int64) geometry {
 	}
 }
 
+// fatCovers reports whether the FAT has an entry for every cluster (plus
+// the two reserved entries).
+func (g geometry) fatCovers() bool {
+	return 4*(g.clusters+2) <= g.sectorsPerFAT*sectorSize
+}
+
 // finish makes go-diskfs's output reproducible and clean for fsck.fat: it
 // stores volumeID as the serial number (boot sector and its backup);
 // rewrites the creation, access and modification times of every directory
