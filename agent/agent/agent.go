@@ -1,0 +1,197 @@
+// Package agent is drover-agent's state machine: config → apply → network
+// → runtime → kubelet → certificate → ready → cleanup, then guard. Each
+// phase has a deadline, a console line and an entry in the status file.
+// Everything that touches the node goes through Env, so the whole run is
+// tested against fakes and a temporary root.
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/drover-os/drover/agent/ignition"
+	"github.com/drover-os/drover/agent/kube"
+	"github.com/drover-os/drover/agent/nodeconfig"
+	"github.com/drover-os/drover/agent/provider"
+	"github.com/drover-os/drover/agent/status"
+	"github.com/drover-os/drover/agent/systemd"
+)
+
+// Where the agent keeps its state on the node (under Env.Root).
+const (
+	StateDir     = "/var/lib/drover"
+	StoredConfig = StateDir + "/config.ign"
+	StoredDigest = StateDir + "/config.sha256"
+	ManagedFile  = "/run/drover/managed.json"
+	NodeFile     = "/etc/drover/node.yaml"
+	KubeletCert  = "/var/lib/kubelet/pki/kubelet-client-current.pem"
+	HealthzURL   = "http://127.0.0.1:10248/healthz"
+)
+
+// ErrImmutable is reported when the user-data differs from the config the
+// instance was provisioned with.
+var ErrImmutable = errors.New("configuration is immutable; replace the instance")
+
+// Primary is the node's primary network interface as the network phase found it.
+type Primary struct {
+	Link    string
+	MAC     string
+	IPv4    string
+	Gateway string
+}
+
+// NodeAPI is what the agent asks the API server, with the kubelet's own credentials.
+type NodeAPI interface {
+	GetNode(ctx context.Context, name string) (*kube.Node, error)
+	SetCondition(ctx context.Context, name string, c kube.Condition) error
+	Event(ctx context.Context, node, uid, reason, message string) error
+}
+
+// Env is everything the agent touches; main wires the real ones.
+type Env struct {
+	Root     string
+	Provider provider.Provider
+	Systemd  systemd.Manager
+	Fetcher  ignition.Fetcher
+	// Network waits for the primary interface (bounded by ctx).
+	Network func(ctx context.Context, preferMAC string) (Primary, error)
+	// Prepare sets the hostname and kernel prerequisites (modules, sysctls).
+	Prepare func(hostname string) error
+	Healthz func(ctx context.Context) error
+	// Kube builds the API client once the kubelet has its certificate.
+	Kube    func(server string, ca []byte, certFile string) (NodeAPI, error)
+	Console func(string)
+	Uptime  func() float64
+	Notify  func(string)
+	Poll    time.Duration // how often waits re-check (default 1s)
+}
+
+// Deadlines per phase.
+type Deadlines struct {
+	Config, Apply, Network, Runtime, Kubelet, Certificate, Ready time.Duration
+}
+
+// DefaultDeadlines are generous for software-emulated test VMs and real ECS alike.
+var DefaultDeadlines = Deadlines{Config: 5 * time.Minute, Apply: time.Minute, Network: 3 * time.Minute,
+	Runtime: 3 * time.Minute, Kubelet: 5 * time.Minute, Certificate: 10 * time.Minute, Ready: 15 * time.Minute}
+
+// Agent runs one provisioning.
+type Agent struct {
+	env  Env
+	dl   Deadlines
+	rec  *status.Recorder
+	node *nodeconfig.Config
+	// results carried between phases
+	userData []byte
+	facts    provider.Facts
+	primary  Primary
+	managed  []ignition.Managed
+	nodeName string
+}
+
+// New returns an agent over env.
+func New(env Env, dl Deadlines) *Agent {
+	if env.Poll == 0 {
+		env.Poll = time.Second
+	}
+	if env.Notify == nil {
+		env.Notify = func(string) {}
+	}
+	return &Agent{env: env, dl: dl, rec: status.NewRecorder(env.Root, env.Console, env.Uptime)}
+}
+
+// Status returns the recorder (for the guard and tests).
+func (a *Agent) Status() *status.Recorder { return a.rec }
+
+func (a *Agent) path(p string) string { return filepath.Join(a.env.Root, p) }
+
+// phase runs fn under a deadline, recording it.
+func (a *Agent) phase(ctx context.Context, name string, d time.Duration, fn func(ctx context.Context) (string, error)) error {
+	a.rec.Begin(name)
+	a.env.Notify("STATUS=" + name)
+	pctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	detail, err := fn(pctx)
+	if err != nil && pctx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("%w (phase deadline %s)", err, d)
+	}
+	a.rec.End(detail, err)
+	return err
+}
+
+// Run provisions the node and returns once it is Ready (or failed).
+func (a *Agent) Run(ctx context.Context) error {
+	steps := []struct {
+		name string
+		d    time.Duration
+		fn   func(context.Context) (string, error)
+	}{
+		{"config", a.dl.Config, a.config},
+		{"apply", a.dl.Apply, a.apply},
+		{"network", a.dl.Network, a.network},
+		{"runtime", a.dl.Runtime, a.runtime},
+		{"kubelet", a.dl.Kubelet, a.kubelet},
+		{"certificate", a.dl.Certificate, a.certificate},
+		{"ready", a.dl.Ready, a.ready},
+		{"cleanup", time.Minute, a.cleanup},
+	}
+	for _, s := range steps {
+		err := a.phase(ctx, s.name, s.d, s.fn)
+		if errors.Is(err, errNoConfig) {
+			a.rec.SetState("unconfigured", err.Error())
+			a.env.Notify("READY=1")
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if s.name == "apply" {
+			// The node's configuration is in place: boot may go on while
+			// the join proceeds (STATUS= tells each phase).
+			a.env.Notify("READY=1")
+		}
+	}
+	a.rec.SetState("joined", a.snapshotError())
+	a.env.Notify("STATUS=joined")
+	return nil
+}
+
+func (a *Agent) snapshotError() string { return a.rec.Snapshot().Error }
+
+var errNoConfig = errors.New("no user-data: the node stays unconfigured (give the instance an Ignition config as UserData)")
+
+func digest(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// waitFor polls check until it returns true or ctx ends.
+func (a *Agent) waitFor(ctx context.Context, what string, check func() (bool, error)) error {
+	var last error
+	for {
+		ok, err := check()
+		if ok {
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			if last != nil {
+				return fmt.Errorf("waiting for %s: %w (last: %v)", what, ctx.Err(), last)
+			}
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		case <-time.After(a.env.Poll):
+		}
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

@@ -1,0 +1,247 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/drover-os/drover/agent/ignition"
+	"github.com/drover-os/drover/agent/nodeconfig"
+)
+
+// Options returns the ignition options the agent validates with; `drover
+// validate` and `drover-agent validate` use the same, so verdicts agree.
+func Options(f ignition.Fetcher) ignition.Options {
+	return ignition.Options{Fetcher: f, Extra: NodeFileCheck}
+}
+
+// NodeFileCheck validates /etc/drover/node.yaml when the config writes it.
+// A config without a node file is refused: the node could not join.
+func NodeFileCheck(files map[string][]byte) []ignition.Problem {
+	data, ok := files[NodeFile]
+	if !ok {
+		return []ignition.Problem{{Path: "$.storage.files", Message: "no " + NodeFile + ": a drover node needs its node file to join the cluster (see docs/node-config.md; `drover userdata` writes one)"}}
+	}
+	var out []ignition.Problem
+	for _, p := range nodeconfig.Validate(data, NodeFile) {
+		out = append(out, ignition.Problem{Path: NodeFile, Message: p.String()})
+	}
+	return out
+}
+
+// config fetches the user-data and checks it against what this instance
+// was first provisioned with.
+func (a *Agent) config(ctx context.Context) (string, error) {
+	data, present, err := a.env.Provider.UserData(ctx)
+	if err != nil {
+		return "", fmt.Errorf("fetching user-data from %s: %w", a.env.Provider.Name(), err)
+	}
+	facts, err := a.env.Provider.Facts(ctx)
+	if err != nil {
+		return "", fmt.Errorf("reading instance facts from %s: %w", a.env.Provider.Name(), err)
+	}
+	a.facts = facts
+	stored, serr := os.ReadFile(a.path(StoredConfig))
+	switch {
+	case serr == nil && present && digest(stored) != digest(data):
+		// Keep running the configuration the instance was provisioned
+		// with; say loudly that the new one is refused.
+		a.rec.Note("REFUSED: user-data changed since first boot (sha256 " + digest(data)[:12] + " vs stored " + digest(stored)[:12] + "): " + ErrImmutable.Error())
+		a.rec.SetState("provisioning", "user-data refused: "+ErrImmutable.Error())
+		a.userData = stored
+		return fmt.Sprintf("stored config from first boot (%d bytes); the changed user-data is REFUSED", len(stored)), nil
+	case serr == nil:
+		a.userData = stored
+		return fmt.Sprintf("stored config from first boot (%d bytes), re-applied", len(stored)), nil
+	case !present:
+		return "", errNoConfig
+	}
+	a.userData = data
+	return fmt.Sprintf("user-data from %s (%d bytes), instance %s", a.env.Provider.Name(), len(data), facts.InstanceID), nil
+}
+
+// apply validates the whole config, then writes it; nothing is written
+// unless everything validates.
+func (a *Agent) apply(ctx context.Context) (string, error) {
+	plan, err := ignition.Prepare(ctx, a.userData, Options(a.env.Fetcher))
+	if err != nil {
+		return "", err
+	}
+	applied, err := ignition.Apply(plan, a.env.Root)
+	if err != nil {
+		return "", err
+	}
+	a.managed = applied.Managed
+	node, err := nodeconfig.Parse(mustRead(a.path(NodeFile)), NodeFile)
+	if err != nil {
+		return "", err
+	}
+	a.node = node
+	if !fileExists(a.path(StoredConfig)) {
+		if err := writeAtomic(a.path(StoredConfig), a.userData, 0o600); err != nil {
+			return "", err
+		}
+		if err := writeAtomic(a.path(StoredDigest), []byte(digest(a.userData)+"\n"), 0o644); err != nil {
+			return "", err
+		}
+	}
+	m, _ := json.MarshalIndent(a.managed, "", "  ")
+	if err := writeAtomic(a.path(ManagedFile), m, 0o644); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d paths managed", len(a.managed)), nil
+}
+
+func mustRead(p string) []byte {
+	b, _ := os.ReadFile(p)
+	return b
+}
+
+func (a *Agent) network(ctx context.Context) (string, error) {
+	p, err := a.env.Network(ctx, a.facts.MAC)
+	if err != nil {
+		return "", err
+	}
+	a.primary = p
+	a.nodeName = strings.ToLower(a.facts.Hostname)
+	if a.nodeName == "" {
+		a.nodeName = strings.ToLower(a.facts.InstanceID)
+	}
+	if err := a.env.Prepare(a.nodeName); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s %s via %s, hostname %s", p.Link, p.IPv4, p.Gateway, a.nodeName), nil
+}
+
+func (a *Agent) nodeFacts() nodeconfig.Facts {
+	f := a.facts
+	ip := f.PrivateIPv4
+	if ip == "" {
+		ip = a.primary.IPv4
+	}
+	return nodeconfig.Facts{InstanceID: f.InstanceID, RegionID: f.RegionID, ZoneID: f.ZoneID,
+		InstanceType: f.InstanceType, Hostname: a.nodeName, PrivateIPv4: ip}
+}
+
+// runtime renders containerd's and the kubelet's configuration into the
+// tmpfs /etc and starts containerd.
+func (a *Agent) runtime(ctx context.Context) (string, error) {
+	facts := a.nodeFacts()
+	kc, err := nodeconfig.KubeletConfig(a.node, facts)
+	if err != nil {
+		return "", err
+	}
+	flags, err := nodeconfig.KubeletFlags(a.node, facts, facts.PrivateIPv4)
+	if err != nil {
+		return "", err
+	}
+	files := map[string][]byte{
+		"/etc/containerd/config.toml": nodeconfig.ContainerdConfig(a.node),
+		nodeconfig.KubeletConfigPath:  kc,
+		nodeconfig.CAFile:             []byte(a.node.Cluster.CAData),
+		"/etc/default/kubelet":        []byte("KUBELET_ARGS=\"" + strings.Join(flags, " ") + "\"\n"),
+	}
+	for host, toml := range nodeconfig.HostsToml(a.node) {
+		files["/etc/containerd/certs.d/"+host+"/hosts.toml"] = toml
+	}
+	// The bootstrap kubeconfig is written only while the kubelet has no
+	// client certificate; once joined it is deleted and never rewritten.
+	if !fileExists(a.path(nodeconfig.KubeconfigPath)) {
+		bk, err := nodeconfig.BootstrapKubeconfig(a.node)
+		if err != nil {
+			return "", err
+		}
+		files[nodeconfig.BootstrapKubeconfigPath] = bk
+	}
+	for p, data := range files {
+		mode := os.FileMode(0o644)
+		if strings.Contains(p, "kubeconfig") || strings.HasSuffix(p, ".conf") {
+			mode = 0o600
+		}
+		if err := writeAtomic(a.path(p), data, mode); err != nil {
+			return "", err
+		}
+	}
+	if err := a.env.Systemd.Reload(ctx); err != nil {
+		return "", err
+	}
+	if err := a.env.Systemd.Start(ctx, "containerd.service"); err != nil {
+		return "", err
+	}
+	return "containerd active", nil
+}
+
+func (a *Agent) kubelet(ctx context.Context) (string, error) {
+	if err := a.env.Systemd.Start(ctx, "kubelet.service"); err != nil {
+		return "", err
+	}
+	if err := a.waitFor(ctx, "kubelet healthz", func() (bool, error) {
+		err := a.env.Healthz(ctx)
+		return err == nil, err
+	}); err != nil {
+		return "", err
+	}
+	return "kubelet healthy", nil
+}
+
+func (a *Agent) certificate(ctx context.Context) (string, error) {
+	if err := a.waitFor(ctx, "the kubelet's client certificate (CSR approval)", func() (bool, error) {
+		return fileExists(a.path(KubeletCert)), nil
+	}); err != nil {
+		return "", fmt.Errorf("%w: is the CSR approver running and the bootstrap token valid?", err)
+	}
+	return KubeletCert, nil
+}
+
+func (a *Agent) ready(ctx context.Context) (string, error) {
+	api, err := a.env.Kube(a.node.Cluster.Server, []byte(a.node.Cluster.CAData), a.path(KubeletCert))
+	if err != nil {
+		return "", err
+	}
+	var reason string
+	err = a.waitFor(ctx, "Node "+a.nodeName+" Ready", func() (bool, error) {
+		n, err := api.GetNode(ctx, a.nodeName)
+		if err != nil {
+			return false, err
+		}
+		ok, why := n.Ready()
+		reason = why
+		return ok, fmt.Errorf("not ready: %s", why)
+	})
+	if err != nil {
+		return "", err
+	}
+	return "node " + a.nodeName + " Ready (" + reason + ")", nil
+}
+
+// cleanup deletes the bootstrap credentials: the kubelet now has its own.
+func (a *Agent) cleanup(ctx context.Context) (string, error) {
+	p := a.path(nodeconfig.BootstrapKubeconfigPath)
+	if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+		return "", fmt.Errorf("deleting the bootstrap kubeconfig: %w", err)
+	}
+	return "bootstrap kubeconfig deleted", nil
+}
+
+// API returns the API client for the guard, with the kubelet's credentials.
+func (a *Agent) API() (NodeAPI, string, error) {
+	api, err := a.env.Kube(a.node.Cluster.Server, []byte(a.node.Cluster.CAData), a.path(KubeletCert))
+	return api, a.nodeName, err
+}
+
+func writeAtomic(path string, data []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".drover-tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,146 @@
+// Command drover-agent provisions a drover node once from its user-data,
+// joins it to the cluster and then guards it against local change.
+//
+//	drover-agent run             provision (the systemd service runs this)
+//	drover-agent status          print the boot timeline and state
+//	drover-agent validate FILE   check an Ignition config exactly as run would
+//	drover-agent apply FILE      refused: a node's configuration is immutable
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/drover-os/drover/agent/agent"
+	"github.com/drover-os/drover/agent/ignition"
+	"github.com/drover-os/drover/agent/kube"
+	"github.com/drover-os/drover/agent/network"
+	"github.com/drover-os/drover/agent/provider"
+	"github.com/drover-os/drover/agent/status"
+	"github.com/drover-os/drover/agent/systemd"
+)
+
+const usage = `usage: drover-agent run | status | validate FILE | apply FILE
+
+  run             provision this node from its user-data and join the cluster (run by drover-agent.service)
+  status          print the provisioning timeline and state (/run/drover/status.json)
+  validate FILE   check an Ignition config exactly as the agent would; exit 0 only if it would be accepted
+  apply FILE      refused: configuration is immutable; replace the instance
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "run":
+		err = run(ctx)
+	case "status":
+		var s *status.Status
+		if s, err = status.Read("/"); err == nil {
+			fmt.Print(status.Format(s))
+		}
+	case "validate":
+		if len(os.Args) != 3 {
+			fmt.Fprint(os.Stderr, usage)
+			os.Exit(2)
+		}
+		os.Exit(validate(ctx, os.Args[2]))
+	case "apply":
+		err = fmt.Errorf("%w: drover applies the user-data once, at first boot; build a new user-data and roll the launch template", agent.ErrImmutable)
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "drover-agent: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func validate(ctx context.Context, path string) int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "drover-agent: %v\n", err)
+		return 2
+	}
+	problems := ignition.Validate(data, agent.Options(&ignition.HTTPFetcher{}))
+	for _, p := range problems {
+		fmt.Println(p.String())
+	}
+	if len(problems) > 0 {
+		return 1
+	}
+	fmt.Println("ok: the agent would accept this config")
+	return 0
+}
+
+// console writes a line to stdout, which the unit sends to the journal and
+// the serial console (what ECS GetInstanceConsoleOutput returns).
+func console(s string) { fmt.Println(s) }
+
+func run(ctx context.Context) error {
+	probes, err := provider.ReadProbes("/")
+	if err != nil {
+		return err
+	}
+	platform := provider.Detect(probes)
+	ecs := &provider.ECSClient{Log: func(s string) { console("drover-agent: " + s) }}
+	prov, err := provider.Open(platform, "/", probes, ecs)
+	if err != nil {
+		return err
+	}
+	sd, err := systemd.Dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer sd.Close()
+	logf := func(format string, args ...any) { console("drover-agent: " + fmt.Sprintf(format, args...)) }
+	env := agent.Env{
+		Root: "/", Provider: prov, Systemd: sd, Fetcher: &ignition.HTTPFetcher{},
+		Network: func(ctx context.Context, mac string) (agent.Primary, error) {
+			p, err := network.Wait(ctx, network.WaitOptions{PreferredMAC: mac, Logf: logf})
+			if err != nil {
+				return agent.Primary{}, err
+			}
+			return agent.Primary{Link: p.Link, MAC: p.MAC, IPv4: p.IPv4.String(), Gateway: p.Gateway.String()}, nil
+		},
+		Prepare: func(hostname string) error {
+			if _, err := network.SetHostname("/", hostname, logf); err != nil {
+				return err
+			}
+			if err := network.LoadModules("/", network.RequiredModules()...); err != nil {
+				return err
+			}
+			return network.ApplySysctls("/", network.Sysctls(), logf)
+		},
+		Healthz: func(ctx context.Context) error { return kube.Healthz(ctx, agent.HealthzURL) },
+		Kube: func(server string, ca []byte, cert string) (agent.NodeAPI, error) {
+			return kube.New(server, ca, cert, cert)
+		},
+		Console: console,
+		Uptime:  status.Uptime("/"),
+		Notify:  func(s string) { systemd.Notify(s) },
+	}
+	a := agent.New(env, agent.DefaultDeadlines)
+	console(fmt.Sprintf("drover-agent: platform %s (%s)", platform, prov.Name()))
+	if err := a.Run(ctx); err != nil {
+		return err
+	}
+	if a.Status().Snapshot().State != "joined" {
+		return nil
+	}
+	a.Guard(ctx, 30*time.Second)
+	return nil
+}
