@@ -124,12 +124,22 @@ func Read(path string) (*Lock, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("no lock file %s: run `drover lock %s` first", path, strings.TrimSuffix(path, ".lock"))
+			return nil, &missingError{path}
 		}
 		return nil, fmt.Errorf("reading lock: %w", err)
 	}
 	return Parse(path, data)
 }
+
+// missingError says there is no lock yet and what to run; it matches
+// os.ErrNotExist for callers that treat a missing lock as "none yet".
+type missingError struct{ path string }
+
+func (e *missingError) Error() string {
+	return fmt.Sprintf("no lock file %s: run `drover lock %s` first", e.path, strings.TrimSuffix(e.path, ".lock"))
+}
+
+func (e *missingError) Is(target error) bool { return target == os.ErrNotExist }
 
 // Parse reads lock text; errors name path and line.
 func Parse(path string, data []byte) (*Lock, error) {

@@ -211,5 +211,15 @@ func (r *Recipe) Digest() string {
 	return hex.EncodeToString(sum[:])
 }
 
+// GoComponent returns the Go component called name, or nil.
+func (r *Recipe) GoComponent(name string) *GoComponent {
+	for i := range r.Go {
+		if r.Go[i].Name == name {
+			return &r.Go[i]
+		}
+	}
+	return nil
+}
+
 // LockPath is where the lock for this recipe lives: beside it.
 func (r *Recipe) LockPath() string { return r.Path + ".lock" }

@@ -1,0 +1,344 @@
+// Package qemu boots a drover image under QEMU the way ECS would run it:
+// UEFI (OVMF), the disk behind a copy-on-write overlay so the image is never
+// modified, serial console to a log, user-mode networking, optional NVMe,
+// optional SMBIOS product name and metadata-service forwarding. KVM is used
+// when it is usable, software emulation (TCG) otherwise.
+package qemu
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Config describes one VM.
+type Config struct {
+	Image     string // raw image (never written)
+	StateDir  string // overlay disk, OVMF vars and logs; kept across boots of the same VM
+	DiskSize  int64  // overlay size (the disk the instance sees); 0 = 4 GiB
+	MemoryMiB int    // default 2048
+	CPUs      int    // default 2
+	NVMe      bool   // attach the disk as NVMe instead of virtio-blk
+	// Net is the user-mode network, e.g. 100.64.0.0/10 so that the ECS
+	// metadata address 100.100.100.200 lies inside it (slirp only
+	// forwards guest connections to addresses in its network).
+	Net string
+	// GuestFwd maps a guest address:port to a command whose stdin/stdout
+	// carry each connection (QEMU's guestfwd=…-cmd:…).
+	GuestFwd map[string]string
+	// ProductName sets SMBIOS type 1 product (e.g. "Alibaba Cloud ECS").
+	ProductName string
+	FwCfg       map[string]string // name -> file
+	Console     io.Writer         // serial console copy (e.g. os.Stdout); the log is always written
+	QEMU        string            // default qemu-system-x86_64
+	OVMFCode    string            // default /usr/share/OVMF/OVMF_CODE_4M.fd (or OVMF_CODE.fd)
+	OVMFVars    string            // template, default beside the code
+}
+
+// SerialLog is the serial console log's path in the state dir.
+func (c *Config) SerialLog() string { return filepath.Join(c.StateDir, "serial.log") }
+
+// Overlay is the copy-on-write disk's path in the state dir.
+func (c *Config) Overlay() string { return filepath.Join(c.StateDir, "disk.qcow2") }
+
+// KVMUsable reports whether /dev/kvm can create a VM here. KVM may be
+// present but unusable (nested virtualisation off, no permission).
+func KVMUsable() (bool, string) {
+	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if err != nil {
+		return false, err.Error()
+	}
+	defer f.Close()
+	const kvmGetAPIVersion, kvmCreateVM = 0xAE00, 0xAE01
+	v, err := unix.IoctlRetInt(int(f.Fd()), kvmGetAPIVersion)
+	if err != nil || v != 12 {
+		return false, fmt.Sprintf("KVM_GET_API_VERSION: %v %v", v, err)
+	}
+	vm, err := unix.IoctlRetInt(int(f.Fd()), kvmCreateVM)
+	if err != nil {
+		return false, "KVM_CREATE_VM: " + err.Error()
+	}
+	unix.Close(vm)
+	return probeQEMU()
+}
+
+var probe struct {
+	once sync.Once
+	ok   bool
+	why  string
+}
+
+// probeQEMU starts QEMU with KVM for two seconds: on some hosts /dev/kvm
+// answers but QEMU aborts setting up the vCPU (e.g. "failed to set MSR").
+// Surviving two seconds means KVM works.
+func probeQEMU() (bool, string) {
+	probe.once.Do(func() {
+		c := &Config{}
+		if err := c.defaultsNoDir(); err != nil {
+			probe.why = err.Error()
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, c.QEMU, "-machine", "q35,accel=kvm", "-cpu", "host", "-m", "128",
+			"-nodefaults", "-display", "none", "-no-reboot",
+			"-drive", "if=pflash,format=raw,readonly=on,file="+c.OVMFCode)
+		out, err := cmd.CombinedOutput()
+		if ctx.Err() != nil {
+			probe.ok = true
+			return
+		}
+		probe.why = fmt.Sprintf("qemu with KVM exited at once (%v): %s", err, strings.TrimSpace(lastLine(string(out))))
+	})
+	return probe.ok, probe.why
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+func firstExisting(paths ...string) string {
+	for _, p := range paths {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+func (c *Config) defaults() error {
+	if err := c.defaultsNoDir(); err != nil {
+		return err
+	}
+	return os.MkdirAll(c.StateDir, 0o755)
+}
+
+func (c *Config) defaultsNoDir() error {
+	if c.DiskSize == 0 {
+		c.DiskSize = 4 << 30
+	}
+	if c.MemoryMiB == 0 {
+		c.MemoryMiB = 2048
+	}
+	if c.CPUs == 0 {
+		c.CPUs = 2
+	}
+	if c.QEMU == "" {
+		c.QEMU = "qemu-system-x86_64"
+	}
+	if c.OVMFCode == "" {
+		c.OVMFCode = firstExisting("/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_CODE.fd")
+		c.OVMFVars = firstExisting("/usr/share/OVMF/OVMF_VARS_4M.fd", "/usr/share/OVMF/OVMF_VARS.fd")
+	}
+	if c.OVMFCode == "" || c.OVMFVars == "" {
+		return errors.New("no OVMF firmware in /usr/share/OVMF: install the Debian package ovmf (scripts/host-setup.sh)")
+	}
+	if _, err := exec.LookPath(c.QEMU); err != nil {
+		return fmt.Errorf("%s not found: install the Debian package qemu-system-x86 (scripts/host-setup.sh)", c.QEMU)
+	}
+	return nil
+}
+
+// Prepare creates the overlay disk and the UEFI variable store once; later
+// boots of the same state dir reuse them (a reboot keeps /var).
+func (c *Config) Prepare(ctx context.Context) error {
+	if err := c.defaults(); err != nil {
+		return err
+	}
+	img, err := filepath.Abs(c.Image)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(c.Overlay()); os.IsNotExist(err) {
+		out, err := exec.CommandContext(ctx, "qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", img,
+			c.Overlay(), strconv.FormatInt(c.DiskSize, 10)).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("creating the overlay disk: %v: %s", err, out)
+		}
+	}
+	vars := filepath.Join(c.StateDir, "OVMF_VARS.fd")
+	if _, err := os.Stat(vars); os.IsNotExist(err) {
+		data, err := os.ReadFile(c.OVMFVars)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(vars, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Args returns the QEMU command line.
+func (c *Config) Args(kvm bool) []string {
+	accel := "tcg,thread=multi"
+	cpu := "max"
+	if kvm {
+		accel, cpu = "kvm", "host"
+	}
+	a := []string{
+		"-name", "drover", "-machine", "q35", "-accel", accel, "-cpu", cpu,
+		"-smp", strconv.Itoa(c.CPUs), "-m", strconv.Itoa(c.MemoryMiB),
+		"-nographic", "-no-reboot",
+		"-drive", "if=pflash,format=raw,readonly=on,file=" + c.OVMFCode,
+		"-drive", "if=pflash,format=raw,file=" + filepath.Join(c.StateDir, "OVMF_VARS.fd"),
+		"-drive", "if=none,id=disk0,format=qcow2,file=" + c.Overlay(),
+		"-serial", "stdio", "-monitor", "none",
+	}
+	if c.NVMe {
+		a = append(a, "-device", "nvme,drive=disk0,serial=drover0")
+	} else {
+		a = append(a, "-device", "virtio-blk-pci,drive=disk0")
+	}
+	netdev := "user,id=n0"
+	if c.Net != "" {
+		netdev += ",net=" + c.Net
+	}
+	for addr, cmd := range c.GuestFwd {
+		netdev += ",guestfwd=tcp:" + addr + "-cmd:" + cmd
+	}
+	a = append(a, "-netdev", netdev, "-device", "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56")
+	if c.ProductName != "" {
+		a = append(a, "-smbios", "type=1,manufacturer=Alibaba Cloud,product="+c.ProductName)
+	}
+	for name, file := range c.FwCfg {
+		a = append(a, "-fw_cfg", "name="+name+",file="+file)
+	}
+	a = append(a, "-device", "virtio-rng-pci")
+	return a
+}
+
+// ansi matches terminal escape sequences (systemd colours its status
+// lines), so the log and the patterns are plain text.
+var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
+
+// VM is a running QEMU.
+type VM struct {
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when QEMU exited
+	exitErr error
+	mu      sync.Mutex
+	log     strings.Builder
+	subs    []chan string
+}
+
+// Start boots the VM. The serial console is copied to the log file, to
+// c.Console and to Wait* callers.
+func Start(ctx context.Context, c *Config) (*VM, error) {
+	if err := c.Prepare(ctx); err != nil {
+		return nil, err
+	}
+	kvm, _ := KVMUsable()
+	cmd := exec.Command(c.QEMU, c.Args(kvm)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	logf, err := os.OpenFile(c.SerialLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting qemu: %w", err)
+	}
+	vm := &VM{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := ansi.ReplaceAllString(strings.TrimRight(sc.Text(), "\r"), "")
+			fmt.Fprintln(logf, line)
+			if c.Console != nil {
+				fmt.Fprintln(c.Console, line)
+			}
+			vm.mu.Lock()
+			vm.log.WriteString(line + "\n")
+			for _, s := range vm.subs {
+				select {
+				case s <- line:
+				default:
+				}
+			}
+			vm.mu.Unlock()
+		}
+		logf.Close()
+		vm.exitErr = cmd.Wait()
+		close(vm.done)
+	}()
+	return vm, nil
+}
+
+// Log returns the console output so far.
+func (vm *VM) Log() string {
+	vm.mu.Lock()
+	defer vm.mu.Unlock()
+	return vm.log.String()
+}
+
+// WaitFor waits until a console line contains one of the patterns and
+// returns the pattern that matched, or fails when the VM exits or ctx ends.
+func (vm *VM) WaitFor(ctx context.Context, patterns ...string) (string, error) {
+	ch := make(chan string, 4096)
+	vm.mu.Lock()
+	for _, line := range strings.Split(vm.log.String(), "\n") {
+		for _, p := range patterns {
+			if strings.Contains(line, p) {
+				vm.mu.Unlock()
+				return p, nil
+			}
+		}
+	}
+	vm.subs = append(vm.subs, ch)
+	vm.mu.Unlock()
+	for {
+		select {
+		case line := <-ch:
+			for _, p := range patterns {
+				if strings.Contains(line, p) {
+					return p, nil
+				}
+			}
+		case <-vm.done:
+			return "", fmt.Errorf("VM exited (%v) before the console showed %q", vm.exitErr, patterns)
+		case <-ctx.Done():
+			return "", fmt.Errorf("console did not show %q: %w", patterns, ctx.Err())
+		}
+	}
+}
+
+// Stop ends the VM: SIGTERM (QEMU powers off), then SIGKILL after 10 s.
+func (vm *VM) Stop() error {
+	if vm.cmd.Process == nil {
+		return nil
+	}
+	_ = syscall.Kill(-vm.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-vm.done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-vm.cmd.Process.Pid, syscall.SIGKILL)
+		<-vm.done
+	}
+	return nil
+}
+
+// Wait waits for QEMU to exit.
+func (vm *VM) Wait() error {
+	<-vm.done
+	return vm.exitErr
+}

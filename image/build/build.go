@@ -1,0 +1,264 @@
+package build
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/drover-os/drover/agent/units"
+	"github.com/drover-os/drover/image/deb"
+	"github.com/drover-os/drover/image/finalize"
+	"github.com/drover-os/drover/image/gomod"
+	"github.com/drover-os/drover/image/kmod"
+	"github.com/drover-os/drover/image/sources"
+	"github.com/drover-os/drover/image/tree"
+)
+
+// Options are the build's inputs besides the plan.
+type Options struct {
+	Sources sources.Options
+	// AgentBin and InitBin are drover's own binaries to install; by
+	// default they sit beside the drover executable (make build puts them
+	// in bin/).
+	AgentBin, InitBin string
+	Version           string // builder version, for the manifest
+	Log               io.Writer
+}
+
+// Result describes a finished build.
+type Result struct {
+	Manifest *Manifest
+	Outputs  []string // paths
+	Timings  []Timing
+}
+
+// Timing is how long a build stage took.
+type Timing struct {
+	Stage string
+	Took  time.Duration
+}
+
+type builder struct {
+	p       *Plan
+	o       Options
+	epoch   time.Time
+	tree    *tree.Tree
+	man     *Manifest
+	timings []Timing
+	tmp     string
+	// taken from the tree for the ESP and initrd
+	kernel, systemdBoot []byte
+	modules             *kmod.Index
+}
+
+func (b *builder) logf(format string, args ...any) {
+	if b.o.Log != nil {
+		fmt.Fprintf(b.o.Log, format+"\n", args...)
+	}
+}
+
+func (b *builder) stage(name string, fn func() error) error {
+	start := time.Now()
+	b.logf("build: %s …", name)
+	if err := fn(); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	took := time.Since(start)
+	b.timings = append(b.timings, Timing{name, took})
+	b.logf("build: %s done in %s", name, took.Round(time.Millisecond))
+	return nil
+}
+
+// Build runs the plan. Outputs are written into a temporary directory
+// inside OutDir and renamed into place at the end.
+func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
+	if err := os.MkdirAll(p.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating output directory: %w", err)
+	}
+	tmp, err := os.MkdirTemp(p.OutDir, ".drover-build-")
+	if err != nil {
+		return nil, fmt.Errorf("creating work directory: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	b := &builder{p: p, o: o, epoch: time.Unix(p.Lock.Epoch, 0).UTC(), tree: tree.New(), tmp: tmp}
+	b.tree.Prefer = p.Recipe.Prefer
+	b.man = newManifest(p, o.Version)
+
+	var fetched *sources.Fetched
+	var disk *diskResult
+	steps := []struct {
+		name string
+		fn   func() error
+	}{
+		{"fetch", func() (err error) { fetched, err = sources.Fetch(ctx, p.Lock, o.Sources); return }},
+		{"assemble", func() error { return b.assemble(fetched) }},
+		{"go components", func() error { return b.goComponents(ctx) }},
+		{"add files", func() error { return b.addFiles(fetched) }},
+		{"finalize", func() error { return b.finalize() }},
+		{"image", func() (err error) { disk, err = b.image(ctx); return }},
+		{"formats", func() error { return b.formats(disk) }},
+		{"manifest", func() error { return b.writeManifest(disk) }},
+	}
+	for _, s := range steps {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := b.stage(s.name, s.fn); err != nil {
+			return nil, err
+		}
+	}
+	outs, err := b.publish()
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Manifest: b.man, Outputs: outs, Timings: b.timings}, nil
+}
+
+// assemble streams every .deb into the tree, in lock (name) order.
+func (b *builder) assemble(f *sources.Fetched) error {
+	order := make([]string, 0, len(f.Debs))
+	for name := range f.Debs {
+		order = append(order, name)
+	}
+	sort.Strings(order)
+	if err := deb.ExtractAll(f.Debs, order, b.tree, deb.Options{Skip: skipDuringExtract}, 4); err != nil {
+		return err
+	}
+	b.logf("build: %d packages assembled: %d paths, %s", len(order), b.tree.Len(), sources.HumanBytes(b.tree.Size()))
+	return nil
+}
+
+// skipDuringExtract drops what the strip step would remove anyway, so it
+// never takes memory. Copyright files are kept.
+func skipDuringExtract(p string) bool {
+	for _, pre := range []string{"/usr/share/man/", "/usr/share/info/", "/usr/share/locale/", "/usr/share/lintian/"} {
+		if strings.HasPrefix(p, pre) {
+			return true
+		}
+	}
+	return strings.HasPrefix(p, "/usr/share/doc/") && !strings.HasSuffix(p, "/copyright") && strings.Count(p, "/") > 4
+}
+
+// goComponents builds each locked Go component (cached) and installs it.
+func (b *builder) goComponents(ctx context.Context) error {
+	for _, lg := range b.p.Lock.Go {
+		rg := b.p.Recipe.GoComponent(lg.Name)
+		if rg == nil {
+			return fmt.Errorf("go component %s is in the lock but not the recipe: run drover lock", lg.Name)
+		}
+		comp, err := sources.Component(*rg)
+		if err != nil {
+			return err
+		}
+		locked := &gomod.Locked{Component: comp, GoMod: gomod.GoModFromLines(lg.GoMod), Sum: lg.Sum, GoVersion: lg.Toolchain}
+		bin, cached, err := gomod.BuildCached(ctx, b.o.Sources.Go, b.o.Sources.Cache, locked, "linux", b.p.Recipe.Arch)
+		if err != nil {
+			return fmt.Errorf("go component %s: %w", lg.Name, err)
+		}
+		data, err := os.ReadFile(bin.Path)
+		if err != nil {
+			return err
+		}
+		how := "built"
+		if cached {
+			how = "cached"
+		}
+		b.logf("build: go component %s %s (%s, sha256 %s)", lg.Name, how, sources.HumanBytes(bin.Size), bin.SHA256[:12])
+		if err := b.tree.Set(&tree.Node{Path: rg.Install, Kind: tree.Regular, Mode: 0o755, Data: data, Owner: "go:" + lg.Name}); err != nil {
+			return err
+		}
+		b.man.addGo(lg, bin, rg.Install)
+	}
+	return nil
+}
+
+// addFiles installs URL components, the recipe's files and drover's own
+// binaries and units.
+func (b *builder) addFiles(f *sources.Fetched) error {
+	for _, u := range b.p.Recipe.URLs {
+		data, err := urlContent(f.URLs[u.Name], u.Member)
+		if err != nil {
+			return fmt.Errorf("url component %s: %w", u.Name, err)
+		}
+		if err := b.tree.Set(&tree.Node{Path: u.Install, Kind: tree.Regular, Mode: u.Mode, Data: data, Owner: "url:" + u.Name}); err != nil {
+			return err
+		}
+	}
+	for _, rf := range b.p.Recipe.Files {
+		data := []byte(rf.Content)
+		if rf.Source != "" {
+			var err error
+			if data, err = os.ReadFile(filepath.Join(b.p.Recipe.Dir, rf.Source)); err != nil {
+				return fmt.Errorf("%s:%d: file %s: %w", b.p.Recipe.Path, rf.Line, rf.Path, err)
+			}
+		}
+		if err := b.tree.Set(&tree.Node{Path: rf.Path, Kind: tree.Regular, Mode: rf.Mode, Data: data, Owner: "recipe"}); err != nil {
+			return err
+		}
+	}
+	for _, own := range []struct{ src, dst string }{{b.o.AgentBin, "/usr/bin/drover-agent"}, {b.o.InitBin, "/usr/lib/drover/drover-init"}} {
+		data, err := os.ReadFile(own.src)
+		if err != nil {
+			return fmt.Errorf("drover's own binary %s: %w (run `make build`, or pass --agent/--init)", own.dst, err)
+		}
+		if err := b.tree.Set(&tree.Node{Path: own.dst, Kind: tree.Regular, Mode: 0o755, Data: data, Owner: "drover"}); err != nil {
+			return err
+		}
+		b.man.addOwn(own.dst, data)
+	}
+	ents, err := units.FS.ReadDir(".")
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		data, _ := units.FS.ReadFile(e.Name())
+		if err := b.tree.Set(&tree.Node{Path: units.Dir + "/" + e.Name(), Kind: tree.Regular, Mode: 0o644, Data: data, Owner: "drover"}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *builder) finalize() error {
+	kver, err := kernelVersion(b.tree)
+	if err != nil {
+		return err
+	}
+	b.man.Kernel = kver
+	steps := append([]finalize.Step{kmodStep{kver: kver, index: &b.modules}}, finalize.Steps()...)
+	// The kernel and systemd-boot must be taken before strip empties /boot.
+	if err := b.takeBootFiles(kver); err != nil {
+		return err
+	}
+	env := &finalize.Env{Name: b.p.Recipe.Name, Version: b.epoch.Format("20060102.150405"), BuildID: b.buildID(),
+		Epoch: b.epoch, Kernel: kver, Enable: b.p.Recipe.Units.Enable, Disable: b.p.Recipe.Units.Disable, Mask: b.p.Recipe.Units.Mask, Log: b.o.Log}
+	return finalize.Run(b.tree, env, steps)
+}
+
+// buildID names the inputs: lock and recipe digests.
+func (b *builder) buildID() string {
+	h := sha256.New()
+	h.Write(b.p.Lock.Format(""))
+	h.Write(b.p.Recipe.Raw)
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+func kernelVersion(t *tree.Tree) (string, error) {
+	var found []string
+	for _, p := range t.Glob("/usr/lib/modules/*") {
+		if t.Get(p).Kind == tree.Dir {
+			found = append(found, filepath.Base(p))
+		}
+	}
+	if len(found) != 1 {
+		return "", fmt.Errorf("want exactly one kernel in /usr/lib/modules, found %v: check the recipe's kernel", found)
+	}
+	return found[0], nil
+}

@@ -1,0 +1,182 @@
+package build
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/drover-os/drover/image/esp"
+	"github.com/drover-os/drover/image/gomod"
+	"github.com/drover-os/drover/image/lock"
+	"github.com/drover-os/drover/image/tree"
+)
+
+// Manifest describes an image completely enough to review a change
+// (`drover diff`) and to re-check the image (`drover verify`).
+type Manifest struct {
+	Schema        string        `json:"schema"`
+	Name          string        `json:"name"`
+	Version       string        `json:"version"`
+	BuildID       string        `json:"buildID"`
+	Builder       string        `json:"builder"`
+	RecipeSHA256  string        `json:"recipeSHA256"`
+	LockSHA256    string        `json:"lockSHA256"`
+	Epoch         int64         `json:"epoch"`
+	Suites        []lock.Suite  `json:"suites"`
+	Kernel        string        `json:"kernel"`
+	Cmdline       string        `json:"cmdline"`
+	RootHash      string        `json:"rootHash"`
+	Packages      []Package     `json:"packages"`
+	Go            []GoComponent `json:"go"`
+	URLs          []lock.URL    `json:"urls"`
+	Own           []OwnFile     `json:"drover"`
+	Units         []string      `json:"enabledUnits"`
+	InitrdModules []string      `json:"initrdModules"`
+	RootFS        RootFSInfo    `json:"rootfs"`
+	ESP           []ESPFile     `json:"esp"`
+	Partitions    []Partition   `json:"partitions"`
+	DiskSize      int64         `json:"diskSize"`
+	Images        []ImageFile   `json:"images"`
+	Files         []FileEntry   `json:"files"`
+}
+
+// Package is one Debian package in the image.
+type Package struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Arch    string `json:"arch"`
+	SHA256  string `json:"sha256"`
+	Path    string `json:"path"`
+}
+
+// GoComponent is one Go binary with its build info.
+type GoComponent struct {
+	Name      string   `json:"name"`
+	Module    string   `json:"module"`
+	Version   string   `json:"version"`
+	Package   string   `json:"package"`
+	Install   string   `json:"install"`
+	SHA256    string   `json:"sha256"`
+	GoVersion string   `json:"goVersion"`
+	Deps      []string `json:"deps"`
+}
+
+// OwnFile is one of drover's own files in the image.
+type OwnFile struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+}
+
+// RootFSInfo summarises the erofs root.
+type RootFSInfo struct {
+	Size  int64 `json:"size"`
+	Files int   `json:"files"`
+	Dirs  int   `json:"dirs"`
+	Bytes int64 `json:"dataBytes"`
+}
+
+// ESPFile is one file on the ESP.
+type ESPFile struct {
+	Path   string `json:"path"`
+	Size   int    `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// Partition is one GPT entry with the digest of its content.
+type Partition struct {
+	Index  int    `json:"index"`
+	Name   string `json:"name"`
+	Type   string `json:"type"`
+	UUID   string `json:"uuid"`
+	Offset int64  `json:"offset"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// ImageFile is one output file.
+type ImageFile struct {
+	Format string `json:"format"`
+	File   string `json:"file"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// FileEntry is one path in the root filesystem.
+type FileEntry struct {
+	Path   string `json:"path"`
+	Kind   string `json:"kind"`
+	Mode   string `json:"mode"`
+	Owner  string `json:"owner"` // uid:gid
+	SHA256 string `json:"sha256,omitempty"`
+	Target string `json:"target,omitempty"`
+	From   string `json:"from"` // package or origin
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func newManifest(p *Plan, version string) *Manifest {
+	m := &Manifest{Schema: "drover.dev/manifest/v1", Name: p.Recipe.Name, Builder: "drover " + version,
+		RecipeSHA256: p.Recipe.Digest(), LockSHA256: sha(p.Lock.Format("")), Epoch: p.Lock.Epoch,
+		Suites: p.Lock.Suites, URLs: p.Lock.URLs, Version: time.Unix(p.Lock.Epoch, 0).UTC().Format("20060102.150405")}
+	for _, d := range p.Lock.Debs {
+		m.Packages = append(m.Packages, Package{d.Name, d.Version, d.Arch, d.SHA256, d.Path})
+	}
+	return m
+}
+
+func (m *Manifest) addGo(lg lock.Go, bin *gomod.Binary, install string) {
+	m.Go = append(m.Go, GoComponent{Name: lg.Name, Module: lg.Module, Version: lg.Version, Package: lg.Package,
+		Install: install, SHA256: bin.SHA256, GoVersion: bin.GoVersion, Deps: bin.Deps})
+}
+
+func (m *Manifest) addOwn(path string, data []byte) {
+	m.Own = append(m.Own, OwnFile{path, sha(data)})
+}
+
+func manifestFiles(t *tree.Tree) []FileEntry {
+	var out []FileEntry
+	t.Walk(func(n *tree.Node) error {
+		e := FileEntry{Path: n.Path, Kind: n.Kind.String(), Mode: fmt.Sprintf("%04o", n.Mode), Owner: fmt.Sprintf("%d:%d", n.UID, n.GID), From: n.Owner}
+		switch n.Kind {
+		case tree.Regular:
+			e.SHA256 = sha(n.Data)
+		case tree.Symlink:
+			e.Target = n.Target
+		}
+		out = append(out, e)
+		return nil
+	})
+	return out
+}
+
+func espManifest(files []esp.File) []ESPFile {
+	out := make([]ESPFile, 0, len(files))
+	for _, f := range files {
+		out = append(out, ESPFile{f.Path, len(f.Data), sha(f.Data)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// enabledUnits lists the unit symlinks under /etc/systemd/system.
+func enabledUnits(files []FileEntry) []string {
+	var out []string
+	for _, f := range files {
+		if f.Kind == "symlink" && len(f.Path) > len("/etc/systemd/system/") && f.Path[:len("/etc/systemd/system/")] == "/etc/systemd/system/" {
+			out = append(out, f.Path[len("/etc/systemd/system/"):]+" -> "+f.Target)
+		}
+	}
+	return out
+}
+
+// JSON renders the manifest (stable: struct field order, sorted lists).
+func (m *Manifest) JSON() []byte {
+	b, _ := json.MarshalIndent(m, "", "  ")
+	return append(b, '\n')
+}

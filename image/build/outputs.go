@@ -1,0 +1,278 @@
+package build
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/ulikunitz/xz"
+
+	"github.com/drover-os/drover/image/formats"
+	"github.com/drover-os/drover/image/gpt"
+	"github.com/drover-os/drover/image/sources"
+)
+
+func humanBytes(n int64) string { return sources.HumanBytes(n) }
+
+// formats writes the qcow2 and vhd the recipe asks for, from the raw image.
+func (b *builder) formats(d *diskResult) error {
+	raw, err := os.Open(d.RawPath)
+	if err != nil {
+		return err
+	}
+	defer raw.Close()
+	for _, f := range b.p.Recipe.Image.Formats {
+		out := filepath.Join(b.tmp, b.p.Recipe.Name+"."+f)
+		switch f {
+		case "qcow2":
+			w, err := os.Create(out)
+			if err != nil {
+				return err
+			}
+			if err := formats.WriteQCOW2(w, raw, d.Size, true); err != nil {
+				w.Close()
+				return fmt.Errorf("qcow2: %w", err)
+			}
+			if err := w.Close(); err != nil {
+				return err
+			}
+		case "vhd":
+			w, err := os.Create(out)
+			if err != nil {
+				return err
+			}
+			if err := formats.WriteVHD(w, io.NewSectionReader(raw, 0, d.Size), d.Size, b.epoch, derive16("vhd-id", d.RootHash)); err != nil {
+				w.Close()
+				return fmt.Errorf("vhd: %w", err)
+			}
+			if err := w.Close(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// writeManifest records partitions, images and files, and writes the
+// manifest, the SPDX SBOM and the provenance statement.
+func (b *builder) writeManifest(d *diskResult) error {
+	m := b.man
+	m.BuildID, m.Cmdline, m.RootHash, m.DiskSize, m.InitrdModules = b.buildID(), d.Cmdline, d.RootHash, d.Size, d.Initrd
+	m.Units = enabledUnits(m.Files)
+	raw, err := os.Open(d.RawPath)
+	if err != nil {
+		return err
+	}
+	defer raw.Close()
+	for _, p := range d.Layout.Parts {
+		h := sha256.New()
+		if _, err := io.Copy(h, io.NewSectionReader(raw, p.Offset, p.Length)); err != nil {
+			return err
+		}
+		m.Partitions = append(m.Partitions, Partition{Index: p.Index, Name: p.Name, Type: gpt.TypeName(p.Type), UUID: p.UUID,
+			Offset: p.Offset, Size: p.Length, SHA256: hex.EncodeToString(h.Sum(nil))})
+	}
+	for _, f := range b.p.Recipe.Image.Formats {
+		name := b.p.Recipe.Name + "." + f
+		sum, size, err := fileSHA(filepath.Join(b.tmp, name))
+		if err != nil {
+			return err
+		}
+		m.Images = append(m.Images, ImageFile{Format: f, File: name, Size: size, SHA256: sum})
+	}
+	if err := os.WriteFile(filepath.Join(b.tmp, b.p.Recipe.Name+".manifest.json"), m.JSON(), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(b.tmp, b.p.Recipe.Name+".spdx.json"), spdx(m), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(b.tmp, b.p.Recipe.Name+".provenance.json"), provenance(m), 0o644)
+}
+
+func fileSHA(p string) (string, int64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	return hex.EncodeToString(h.Sum(nil)), n, err
+}
+
+// publish renames the finished outputs into the output directory. A raw
+// image the recipe did not ask for is still kept: it is what `drover run`
+// boots and `drover verify` checks.
+func (b *builder) publish() ([]string, error) {
+	ents, err := os.ReadDir(b.tmp)
+	if err != nil {
+		return nil, err
+	}
+	var outs []string
+	for _, e := range ents {
+		n := e.Name()
+		if n == "root.erofs" || n == "root.verity" {
+			continue
+		}
+		dst := filepath.Join(b.p.OutDir, n)
+		if err := os.Rename(filepath.Join(b.tmp, n), dst); err != nil {
+			return outs, fmt.Errorf("publishing %s: %w", n, err)
+		}
+		outs = append(outs, dst)
+	}
+	return outs, nil
+}
+
+// urlContent returns a URL component's file, or one member of a tar archive.
+func urlContent(p, member string) ([]byte, error) {
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	if member == "" {
+		return data, nil
+	}
+	var r io.Reader = bytes.NewReader(data)
+	switch {
+	case bytes.HasPrefix(data, []byte{0x1f, 0x8b}):
+		if r, err = gzip.NewReader(r); err != nil {
+			return nil, err
+		}
+	case bytes.HasPrefix(data, []byte{0xfd, '7', 'z', 'X', 'Z', 0}):
+		if r, err = xz.NewReader(r); err != nil {
+			return nil, err
+		}
+	case bytes.HasPrefix(data, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		zr, err := zstd.NewReader(r)
+		if err != nil {
+			return nil, err
+		}
+		defer zr.Close()
+		r = zr
+	}
+	tr := tar.NewReader(r)
+	want := path.Clean(strings.TrimPrefix(member, "./"))
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading archive: %w", err)
+		}
+		name := path.Clean(strings.TrimPrefix(h.Name, "./"))
+		if name == want && h.Typeflag == tar.TypeReg {
+			return io.ReadAll(tr)
+		}
+		if len(names) < 10 && h.Typeflag == tar.TypeReg {
+			names = append(names, name)
+		}
+	}
+	return nil, fmt.Errorf("archive has no member %q (it has e.g. %s): fix the recipe's member", member, strings.Join(names, ", "))
+}
+
+// spdx renders an SPDX 2.3 JSON document listing every package and Go module.
+func spdx(m *Manifest) []byte {
+	type ext struct {
+		Category string `json:"referenceCategory"`
+		Type     string `json:"referenceType"`
+		Locator  string `json:"referenceLocator"`
+	}
+	type pkg struct {
+		ID       string `json:"SPDXID"`
+		Name     string `json:"name"`
+		Version  string `json:"versionInfo"`
+		Download string `json:"downloadLocation"`
+		Checksum []struct {
+			Algorithm string `json:"algorithm"`
+			Value     string `json:"checksumValue"`
+		} `json:"checksums,omitempty"`
+		FilesAnalyzed bool   `json:"filesAnalyzed"`
+		Supplier      string `json:"supplier,omitempty"`
+		Refs          []ext  `json:"externalRefs,omitempty"`
+	}
+	type rel struct {
+		A    string `json:"spdxElementId"`
+		Type string `json:"relationshipType"`
+		B    string `json:"relatedSpdxElement"`
+	}
+	doc := map[string]any{
+		"spdxVersion": "SPDX-2.3", "dataLicense": "CC0-1.0", "SPDXID": "SPDXRef-DOCUMENT",
+		"name":              m.Name + "-" + m.Version,
+		"documentNamespace": "https://drover.dev/spdx/" + m.Name + "/" + m.RootHash,
+		"creationInfo":      map[string]any{"created": epochString(m.Epoch), "creators": []string{"Tool: " + m.Builder}},
+	}
+	var pkgs []pkg
+	var rels []rel
+	image := pkg{ID: "SPDXRef-image", Name: m.Name, Version: m.Version, Download: "NOASSERTION"}
+	pkgs = append(pkgs, image)
+	rels = append(rels, rel{"SPDXRef-DOCUMENT", "DESCRIBES", image.ID})
+	id := func(prefix, name string) string {
+		r := strings.NewReplacer("+", "-", "~", "-", ":", "-", "/", "-", "_", "-", "@", "-")
+		return "SPDXRef-" + prefix + "-" + r.Replace(name)
+	}
+	for _, p := range m.Packages {
+		x := pkg{ID: id("deb", p.Name), Name: p.Name, Version: p.Version, Download: "NOASSERTION", Supplier: "Organization: Debian",
+			Refs: []ext{{"PACKAGE-MANAGER", "purl", fmt.Sprintf("pkg:deb/debian/%s@%s?arch=%s", p.Name, p.Version, p.Arch)}}}
+		x.Checksum = append(x.Checksum, struct {
+			Algorithm string `json:"algorithm"`
+			Value     string `json:"checksumValue"`
+		}{"SHA256", p.SHA256})
+		pkgs = append(pkgs, x)
+		rels = append(rels, rel{image.ID, "CONTAINS", x.ID})
+	}
+	for _, g := range m.Go {
+		x := pkg{ID: id("go", g.Name), Name: g.Module, Version: g.Version, Download: "NOASSERTION",
+			Refs: []ext{{"PACKAGE-MANAGER", "purl", "pkg:golang/" + g.Module + "@" + g.Version}}}
+		pkgs = append(pkgs, x)
+		rels = append(rels, rel{image.ID, "CONTAINS", x.ID})
+	}
+	doc["packages"], doc["relationships"] = pkgs, rels
+	b, _ := json.MarshalIndent(doc, "", "  ")
+	return append(b, '\n')
+}
+
+// provenance renders an in-toto statement with an SLSA v1 provenance
+// predicate: what was built, from which recipe and lock, with which inputs.
+func provenance(m *Manifest) []byte {
+	var subjects []map[string]any
+	for _, im := range m.Images {
+		subjects = append(subjects, map[string]any{"name": im.File, "digest": map[string]string{"sha256": im.SHA256}})
+	}
+	var deps []map[string]any
+	for _, p := range m.Packages {
+		deps = append(deps, map[string]any{"uri": "pkg:deb/debian/" + p.Name + "@" + p.Version + "?arch=" + p.Arch, "digest": map[string]string{"sha256": p.SHA256}})
+	}
+	for _, g := range m.Go {
+		deps = append(deps, map[string]any{"uri": "pkg:golang/" + g.Module + "@" + g.Version, "digest": map[string]string{"sha256": g.SHA256}})
+	}
+	for _, u := range m.URLs {
+		deps = append(deps, map[string]any{"uri": u.URL, "digest": map[string]string{"sha256": u.SHA256}})
+	}
+	st := map[string]any{
+		"_type": "https://in-toto.io/Statement/v1", "subject": subjects,
+		"predicateType": "https://slsa.dev/provenance/v1",
+		"predicate": map[string]any{
+			"buildDefinition": map[string]any{
+				"buildType":            "https://drover.dev/build/v1",
+				"externalParameters":   map[string]any{"recipe": map[string]string{"sha256": m.RecipeSHA256}, "lock": map[string]string{"sha256": m.LockSHA256}},
+				"resolvedDependencies": deps,
+			},
+			"runDetails": map[string]any{"builder": map[string]any{"id": "https://drover.dev/builder", "version": map[string]string{"drover": m.Builder}},
+				"metadata": map[string]any{"invocationId": m.BuildID}},
+		},
+	}
+	b, _ := json.MarshalIndent(st, "", "  ")
+	return append(b, '\n')
+}

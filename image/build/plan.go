@@ -1,0 +1,102 @@
+// Package build turns a recipe and its lock into a bootable disk image: it
+// plans the build as a printable value (`drover build --plan`), then runs
+// it: fetch, Go components, assemble, finalize, erofs, verity, initrd, ESP,
+// GPT, output formats, manifest. Outputs appear in the output directory only
+// when every step succeeded.
+package build
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/drover-os/drover/image/finalize"
+	"github.com/drover-os/drover/image/lock"
+	"github.com/drover-os/drover/image/recipe"
+	"github.com/drover-os/drover/image/sources"
+)
+
+// InitrdModules are the kernel modules drover-init loads, by name: block
+// devices (virtio-blk, virtio-scsi, NVMe), device-mapper + verity, and the
+// filesystems it mounts. Modules the kernel has built in are skipped.
+var InitrdModules = []string{
+	"virtio_pci", "virtio_blk", "virtio_scsi", "sd_mod", "nvme",
+	"dm_mod", "dm_verity", "erofs", "overlay", "ext4", "crc32c_generic",
+}
+
+// Plan is what a build will do, computed from the recipe and lock alone.
+type Plan struct {
+	Recipe   *recipe.Recipe
+	Lock     *lock.Lock
+	OutDir   string
+	Outputs  []string
+	Steps    []string
+	Finalize []finalize.Step
+}
+
+// NewPlan checks the lock against the recipe and lists the steps.
+func NewPlan(r *recipe.Recipe, l *lock.Lock, outDir string) (*Plan, error) {
+	if err := l.CheckFresh(r.Path, r.InputsDigest()); err != nil {
+		return nil, err
+	}
+	p := &Plan{Recipe: r, Lock: l, OutDir: outDir, Finalize: finalize.Steps()}
+	var debBytes int64
+	for _, d := range l.Debs {
+		debBytes += d.Size
+	}
+	p.Steps = []string{
+		fmt.Sprintf("fetch %d packages (%s) and %d URL components into the verified cache", len(l.Debs), sources.HumanBytes(debBytes), len(l.URLs)),
+	}
+	for _, g := range l.Go {
+		p.Steps = append(p.Steps, fmt.Sprintf("go build %s (%s@%s, %d modules pinned) CGO_ENABLED=0 -trimpath", g.Package, g.Module, g.Version, len(g.Sum)))
+	}
+	p.Steps = append(p.Steps,
+		fmt.Sprintf("assemble: stream %d data.tar into the in-memory tree", len(l.Debs)),
+		"add: Go components, URL components, recipe files, drover-agent and its units, drover-init",
+		"finalize: "+stepNames(p.Finalize),
+		"kmod-index: modules.dep/alias/symbols(.bin) from the modules' .modinfo",
+		"rootfs: erofs, every timestamp "+epochString(l.Epoch),
+		"verity: sha256 hash tree, 4096-byte blocks, salt derived from content",
+		"initrd: drover-init + modules "+strings.Join(InitrdModules, " ")+" (those not built in)",
+		"esp: FAT32 "+r.Image.ESPSize+": systemd-boot, loader.conf (timeout 0), entry with cmdline "+strings.Join(r.Cmdline, " ")+" drover.roothash=<root hash>",
+		"disk: GPT esp + root + root-verity (DPS types, UUIDs from the root hash); var is created on first boot",
+	)
+	for _, f := range r.Image.Formats {
+		p.Outputs = append(p.Outputs, r.Name+"."+f)
+	}
+	p.Outputs = append(p.Outputs, r.Name+".manifest.json", r.Name+".spdx.json", r.Name+".provenance.json")
+	return p, nil
+}
+
+func stepNames(steps []finalize.Step) string {
+	names := make([]string, len(steps))
+	for i, s := range steps {
+		names[i] = s.String()
+	}
+	return strings.Join(names, ", ")
+}
+
+// String prints the plan for `drover build --plan`.
+func (p *Plan) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "recipe  %s (sha256 %s)\n", p.Recipe.Path, p.Recipe.Digest())
+	fmt.Fprintf(&b, "lock    %s (%d packages, %d Go components, %d URL components, epoch %s)\n",
+		p.Recipe.LockPath(), len(p.Lock.Debs), len(p.Lock.Go), len(p.Lock.URLs), epochString(p.Lock.Epoch))
+	b.WriteString("steps\n")
+	for i, s := range p.Steps {
+		fmt.Fprintf(&b, "  %2d. %s\n", i+1, s)
+	}
+	b.WriteString("finalize steps\n")
+	for _, s := range p.Finalize {
+		fmt.Fprintf(&b, "      %-13s %s\n", s.String(), s.Why())
+	}
+	b.WriteString("outputs\n")
+	for _, o := range p.Outputs {
+		fmt.Fprintf(&b, "      %s/%s\n", strings.TrimSuffix(p.OutDir, "/"), o)
+	}
+	return b.String()
+}
+
+func epochString(e int64) string {
+	return time.Unix(e, 0).UTC().Format(time.RFC3339)
+}
