@@ -5,7 +5,7 @@ RECIPE    ?= recipes/ecs-node.yaml
 BIN       := bin
 GOFLAGS_BUILD := -trimpath -buildvcs=false
 
-.PHONY: help image test unit integration e2e bench fuzz lint build clean
+.PHONY: help image test unit integration e2e bench fuzz fuzz-short lint build clean
 
 help: ## List the targets and what they do
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -18,7 +18,7 @@ image: build ## Build the default recipe (RECIPE=recipes/ecs-node.yaml) into out
 	./scripts/host-setup.sh
 	$(BIN)/drover build $(RECIPE) -o $(OUT)
 
-test: lint unit integration e2e ## Everything: lint, unit, integration (root, network) and QEMU tests
+test: lint unit integration fuzz-short e2e ## Everything: lint, unit, integration (root, network) and QEMU tests
 
 lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }
@@ -32,10 +32,13 @@ integration: build ## Integration tests: Debian mirror, Go proxy, root-only test
 	$(GO) test -count=1 -tags integration -timeout 40m ./...
 
 e2e: build ## QEMU end-to-end tests (build, boot, join)
-	@echo "e2e: no end-to-end tests yet"
+	$(GO) test -count=1 -tags e2e -timeout 85m -v ./e2e/
+
+fuzz-short: ## Every fuzz target for a few seconds (part of make test)
+	./scripts/fuzz.sh 5000x
 
 fuzz: ## Run every fuzz target briefly
-	./scripts/fuzz.sh 20s
+	./scripts/fuzz.sh 200000x
 
 bench: build ## Benchmarks: resolve/fetch, build, boot; prints the figures the project tracks
 	./scripts/bench.sh

@@ -30,6 +30,12 @@ func ContainerdConfig(c *Config) []byte {
 	b.WriteString("  SystemdCgroup = true\n")
 	b.WriteString("\n[plugins.\"io.containerd.grpc.v1.cri\".registry]\n")
 	fmt.Fprintf(&b, "  config_path = %s\n", tomlString(ContainerdCertsDir))
+	// Debian's containernetworking-plugins installs to /usr/lib/cni, not
+	// containerd's default /opt/cni/bin. The CNI configuration itself comes
+	// from the cluster (a CNI DaemonSet, or a file in the user-data).
+	b.WriteString("\n[plugins.\"io.containerd.grpc.v1.cri\".cni]\n")
+	b.WriteString("  bin_dir = \"/usr/lib/cni\"\n")
+	b.WriteString("  conf_dir = \"/etc/cni/net.d\"\n")
 	return []byte(b.String())
 }
 
