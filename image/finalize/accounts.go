@@ -216,7 +216,9 @@ func writeAccounts(t *tree.Tree, users map[string]user, groups map[string]int, m
 	for _, u := range users {
 		ul = append(ul, u)
 	}
-	sort.Slice(ul, func(i, j int) bool { return ul[i].uid < ul[j].uid || (ul[i].uid == ul[j].uid && ul[i].name < ul[j].name) })
+	sort.Slice(ul, func(i, j int) bool {
+		return ul[i].uid < ul[j].uid || (ul[i].uid == ul[j].uid && ul[i].name < ul[j].name)
+	})
 	var passwd, shadow strings.Builder
 	for _, u := range ul {
 		fmt.Fprintf(&passwd, "%s:x:%d:%d:%s:%s:%s\n", u.name, u.uid, u.gid, u.gecos, u.home, u.shell)

@@ -114,7 +114,9 @@ func (osRelease) Run(t *tree.Tree, env *Env) error {
 type machineID struct{}
 
 func (machineID) String() string { return "machine-id" }
-func (machineID) Why() string    { return "an image carries no identity; drover-init keeps one per instance in /var" }
+func (machineID) Why() string {
+	return "an image carries no identity; drover-init keeps one per instance in /var"
+}
 func (machineID) Run(t *tree.Tree, env *Env) error {
 	return t.Set(file("/etc/machine-id", 0o444, ""))
 }
@@ -124,7 +126,9 @@ func (machineID) Run(t *tree.Tree, env *Env) error {
 type fstab struct{}
 
 func (fstab) String() string { return "fstab" }
-func (fstab) Why() string    { return "drover-init mounts /, /var and /etc; nothing for systemd to mount from fstab" }
+func (fstab) Why() string {
+	return "drover-init mounts /, /var and /etc; nothing for systemd to mount from fstab"
+}
 func (fstab) Run(t *tree.Tree, env *Env) error {
 	return t.Set(file("/etc/fstab", 0o644, "# drover: / is a read-only dm-verity erofs, /var the persistent var partition and\n# /etc a tmpfs overlay, all mounted by drover-init before systemd starts.\n"))
 }

@@ -90,4 +90,3 @@ func Write(w io.Writer, files []File, mtime time.Time) error {
 	}
 	return zw.Close()
 }
-
