@@ -18,6 +18,11 @@ import (
 // Path is where the status file lives on a node (under the agent's root).
 const Path = "/run/drover/status.json"
 
+// LastBootPath keeps a copy on the persistent /var, so the last boot's
+// timeline and error survive a reboot and can be read from the disk of a
+// stopped instance (the smoke harness does).
+const LastBootPath = "/var/lib/drover/last-boot-status.json"
+
 // Phase is one step of the agent's timeline.
 type Phase struct {
 	Name     string    `json:"name"`
@@ -45,6 +50,7 @@ type Recorder struct {
 	mu      sync.Mutex
 	st      Status
 	path    string
+	copy    string
 	console func(string)
 	uptime  func() float64
 	now     func() time.Time
@@ -52,7 +58,7 @@ type Recorder struct {
 
 // NewRecorder writes to root+Path; console receives one line per event.
 func NewRecorder(root string, console func(string), uptime func() float64) *Recorder {
-	return &Recorder{path: filepath.Join(root, Path), console: console, uptime: uptime, now: time.Now,
+	return &Recorder{path: filepath.Join(root, Path), copy: filepath.Join(root, LastBootPath), console: console, uptime: uptime, now: time.Now,
 		st: Status{State: "provisioning"}}
 }
 
@@ -129,6 +135,9 @@ func (r *Recorder) save() {
 	if err := writeAtomic(r.path, append(data, '\n')); err != nil {
 		r.line("drover-agent: cannot write status file: " + err.Error())
 	}
+	// /var is mounted by drover-init before the agent starts; a failure
+	// here only loses the persistent copy.
+	_ = writeAtomic(r.copy, append(data, '\n'))
 }
 
 func writeAtomic(path string, data []byte) error {

@@ -1,0 +1,42 @@
+package timeline
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+const sample = `BdsDxe: loading Boot0001
+[    0.000000] Linux version 6.12.117+deb13-cloud-amd64
+[    5.186365] drover-init: mount-api (+0.004s)
+[    6.385891] drover-init: verity (+1.245s)
+[    7.677467] drover-init: exec /usr/lib/systemd/systemd (+2.536s)
+drover-agent: [  14.10s] config: started
+drover-agent: [  14.90s] config: ok (0.8s): user-data from ecs
+drover-agent: [  15.20s] apply: ok (0.3s): 3 paths managed
+drover-agent: [  19.00s] kubelet: started
+drover-agent: [  41.50s] ready: ok (20.0s): node x Ready
+`
+
+func TestParse(t *testing.T) {
+	tl := Parse("[    0.000000] Linux version old boot\ndrover-agent: [  99.00s] ready: ok\n" + sample)
+	var b bytes.Buffer
+	tl.Print(&b)
+	want := `      0.00s  kernel
+      5.19s  initrd (drover-init)
+      6.39s  verity root
+      7.68s  systemd
+     14.10s  agent started
+     14.90s  agent config
+     15.20s  agent apply
+     19.00s  kubelet starting
+     41.50s  node Ready
+`
+	if b.String() != want {
+		t.Errorf("timeline:\n%s\nwant:\n%s", b.String(), want)
+	}
+	m := Median([]Timeline{tl, Parse(strings.Replace(sample, "41.50s", "30.00s", 1)), Parse(strings.Replace(sample, "41.50s", "50.00s", 1))})
+	if v, _ := m.Get("node Ready"); v != 41.5 {
+		t.Errorf("median node Ready = %v", v)
+	}
+}
