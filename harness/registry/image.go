@@ -1,0 +1,235 @@
+package registry
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"embed"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// Image references pushed by BuildAndPush, relative to the registry.
+const (
+	PauseImage       = "pause:3.10"        // what registry.k8s.io/pause:3.10 becomes through a mirror
+	DroverPauseImage = "drover/pause:3.10" // the same image under the harness's own namespace
+	HelloImage       = "drover/hello:v1"
+)
+
+// HelloGreeting is the first line the hello image prints.
+const HelloGreeting = "hello from drover"
+
+// Epoch stamps every file and the creation time of the harness images, so the
+// digests depend only on the program sources and the Go toolchain.
+var Epoch = time.Unix(0, 0).UTC()
+
+// The programs are embedded rather than found next to this file so that a
+// drover binary built elsewhere can still build them.
+//
+//go:embed programs
+var programs embed.FS
+
+// programsModule is the go.mod of the throwaway module the programs are built
+// in; the repository's own module is not needed for std-only programs.
+const programsModule = "module drover.invalid/programs\n\ngo 1.26\n"
+
+// programNames lists the embedded programs, sorted.
+func programNames() ([]string, error) {
+	entries, err := programs.ReadDir("programs")
+	if err != nil {
+		return nil, fmt.Errorf("listing the embedded harness programs: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// BuildPrograms compiles every embedded program into a static linux/amd64
+// binary with goBin (the go command) and returns the binaries by program
+// name. The throwaway module lives in a temporary directory under workDir
+// ("" means the system default) and is removed afterwards. -trimpath keeps
+// that directory out of the binaries, so equal sources and toolchain give
+// equal bytes.
+func BuildPrograms(ctx context.Context, goBin, workDir string) (map[string][]byte, error) {
+	dir, err := os.MkdirTemp(workDir, "drover-programs-")
+	if err != nil {
+		return nil, fmt.Errorf("creating a build directory for the harness images in %q: %w", workDir, err)
+	}
+	defer os.RemoveAll(dir)
+	src := filepath.Join(dir, "src")
+	if err := writeModule(src); err != nil {
+		return nil, err
+	}
+	out := filepath.Join(dir, "bin")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", out, err)
+	}
+	names, err := programNames()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"build", "-trimpath", "-ldflags=-s -w", "-o", out + string(filepath.Separator)}
+	for _, n := range names {
+		args = append(args, "./"+n)
+	}
+	cmd := exec.CommandContext(ctx, goBin, args...)
+	cmd.Dir = src
+	// The inherited environment keeps GOCACHE, HOME and PATH; the rest is
+	// pinned because a caller's GOFLAGS, GOOS or workspace would change or
+	// break the build.
+	cmd.Env = append(os.Environ(),
+		"CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64", "GOAMD64=v1",
+		"GOTOOLCHAIN=local", "GOWORK=off", "GOFLAGS=-buildvcs=false", "GOEXPERIMENT=",
+	)
+	if outp, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building the harness image programs (%s %v in %s): %w\n%s (check that %s is a working Go toolchain)",
+			goBin, args, src, err, outp, goBin)
+	}
+	bins := make(map[string][]byte, len(names))
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join(out, n))
+		if err != nil {
+			return nil, fmt.Errorf("reading the built program %s: %w", n, err)
+		}
+		bins[n] = b
+	}
+	return bins, nil
+}
+
+// writeModule copies the embedded programs to dir and adds the go.mod.
+func writeModule(dir string) error {
+	sub, err := fs.Sub(programs, "programs")
+	if err != nil {
+		return fmt.Errorf("opening the embedded programs: %w", err)
+	}
+	if err := os.CopyFS(dir, sub); err != nil {
+		return fmt.Errorf("writing the harness image programs to %s: %w", dir, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(programsModule), 0o644); err != nil {
+		return fmt.Errorf("writing go.mod for the harness image programs in %s: %w", dir, err)
+	}
+	return nil
+}
+
+// ProgramImage wraps a static binary into a single-layer linux/amd64 OCI
+// image: the binary at /<name> (mode 0755, owned by root) is the entrypoint.
+// Every timestamp is epoch, so the digest is a function of the inputs.
+func ProgramImage(name string, binary []byte, epoch time.Time) (v1.Image, error) {
+	layerTar, err := singleFileTar(name, binary, epoch)
+	if err != nil {
+		return nil, err
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerTar)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return nil, fmt.Errorf("creating the image layer for %s: %w", name, err)
+	}
+	created := v1.Time{Time: epoch.UTC()}
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	img, err = mutate.ConfigFile(img, &v1.ConfigFile{
+		Architecture: "amd64",
+		OS:           "linux",
+		Created:      created,
+		RootFS:       v1.RootFS{Type: "layers"},
+		Config: v1.Config{
+			Entrypoint: []string{"/" + name},
+			WorkingDir: "/",
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("setting the image config for %s: %w", name, err)
+	}
+	img, err = mutate.Append(img, mutate.Addendum{
+		Layer:   layer,
+		History: v1.History{Created: created, CreatedBy: "drover harness: static Go program " + name},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("adding the layer to the image for %s: %w", name, err)
+	}
+	return img, nil
+}
+
+func singleFileTar(name string, data []byte, epoch time.Time) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	hdr := &tar.Header{
+		Typeflag: tar.TypeReg,
+		Name:     name,
+		Mode:     0o755,
+		Size:     int64(len(data)),
+		ModTime:  epoch,
+		Uname:    "root",
+		Gname:    "root",
+	}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return nil, fmt.Errorf("writing the layer entry for /%s: %w", name, err)
+	}
+	if _, err := tw.Write(data); err != nil {
+		return nil, fmt.Errorf("writing the layer content of /%s: %w", name, err)
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("closing the layer of /%s: %w", name, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// pushes maps each reference BuildAndPush pushes to the program it runs.
+var pushes = []struct{ ref, repo, tag, program string }{
+	{PauseImage, "pause", "3.10", "pause"},
+	{DroverPauseImage, "drover/pause", "3.10", "pause"},
+	{HelloImage, "drover/hello", "v1", "hello"},
+}
+
+// BuildAndPush builds the harness images (see the package doc) with goBin,
+// stamped with Epoch, and pushes them to reg. It returns the digest
+// ("sha256:…") of each reference, keyed by the reference relative to the
+// registry (PauseImage, DroverPauseImage, HelloImage).
+func BuildAndPush(ctx context.Context, reg *Registry, goBin, workDir string) (map[string]string, error) {
+	bins, err := BuildPrograms(ctx, goBin, workDir)
+	if err != nil {
+		return nil, err
+	}
+	images := make(map[string]v1.Image, len(bins))
+	for name, bin := range bins {
+		img, err := ProgramImage(name, bin, Epoch)
+		if err != nil {
+			return nil, err
+		}
+		images[name] = img
+	}
+	digests := make(map[string]string, len(pushes))
+	for _, p := range pushes {
+		img, ok := images[p.program]
+		if !ok {
+			return nil, fmt.Errorf("pushing %s: program %q is not embedded in harness/registry/programs", p.ref, p.program)
+		}
+		if err := Push(ctx, reg, p.repo, p.tag, img); err != nil {
+			return nil, err
+		}
+		d, err := img.Digest()
+		if err != nil {
+			return nil, fmt.Errorf("computing the digest of %s: %w", p.ref, err)
+		}
+		digests[p.ref] = d.String()
+	}
+	return digests, nil
+}

@@ -1,0 +1,238 @@
+package registry
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"debug/elf"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// goBin finds the go command; go test puts GOROOT/bin first on PATH.
+func goBin(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to build the harness programs: %v", err)
+	}
+	return p
+}
+
+func TestBuildAndPushPullBack(t *testing.T) {
+	ctx := context.Background()
+	reg, err := Start(ctx, "127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+
+	digests, err := BuildAndPush(ctx, reg, goBin(t), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pushed: %v", digests)
+	if len(digests) != 3 {
+		t.Fatalf("BuildAndPush returned %d digests, want 3: %v", len(digests), digests)
+	}
+	if digests[PauseImage] != digests[DroverPauseImage] {
+		t.Errorf("%s and %s differ: %s vs %s", PauseImage, DroverPauseImage, digests[PauseImage], digests[DroverPauseImage])
+	}
+
+	bins := map[string][]byte{}
+	for _, c := range []struct{ ref, program string }{
+		{PauseImage, "pause"}, {DroverPauseImage, "pause"}, {HelloImage, "hello"},
+	} {
+		ref, err := name.NewTag(reg.Addr()+"/"+c.ref, name.Insecure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := remote.Image(ref, remote.WithContext(ctx))
+		if err != nil {
+			t.Fatalf("pulling %s: %v", ref, err)
+		}
+		if d, _ := img.Digest(); d.String() != digests[c.ref] {
+			t.Errorf("%s: pulled digest %s, pushed %s", c.ref, d, digests[c.ref])
+		}
+		bins[c.program] = checkProgramImage(t, c.ref, img, c.program)
+	}
+
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		t.Logf("not running the programs: host is %s/%s, images are linux/amd64", runtime.GOOS, runtime.GOARCH)
+		return
+	}
+	dir := t.TempDir()
+	for prog, b := range bins {
+		if err := os.WriteFile(filepath.Join(dir, prog), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runHello(t, filepath.Join(dir, "hello"))
+	runPause(t, filepath.Join(dir, "pause"))
+}
+
+// checkProgramImage verifies the manifest, config and single layer of a
+// harness image and returns the binary it carries.
+func checkProgramImage(t *testing.T, ref string, img v1.Image, program string) []byte {
+	t.Helper()
+	if mt, _ := img.MediaType(); mt != types.OCIManifestSchema1 {
+		t.Errorf("%s: manifest media type %s, want %s", ref, mt, types.OCIManifestSchema1)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatalf("%s: reading config: %v", ref, err)
+	}
+	if cfg.OS != "linux" || cfg.Architecture != "amd64" {
+		t.Errorf("%s: platform %s/%s, want linux/amd64", ref, cfg.OS, cfg.Architecture)
+	}
+	if want := []string{"/" + program}; !slices.Equal(cfg.Config.Entrypoint, want) {
+		t.Errorf("%s: entrypoint %q, want %q", ref, cfg.Config.Entrypoint, want)
+	}
+	if !cfg.Created.Time.Equal(Epoch) {
+		t.Errorf("%s: created %v, want %v", ref, cfg.Created.Time, Epoch)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("%s: %d layers (err %v), want 1", ref, len(layers), err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatalf("%s: opening layer: %v", ref, err)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	hdr, err := tr.Next()
+	if err != nil {
+		t.Fatalf("%s: reading layer: %v", ref, err)
+	}
+	if hdr.Name != program || hdr.Typeflag != tar.TypeReg || hdr.Mode&0o7777 != 0o755 ||
+		hdr.Uid != 0 || hdr.Gid != 0 || !hdr.ModTime.Equal(Epoch) {
+		t.Errorf("%s: layer entry %q type %c mode %o uid %d gid %d mtime %v; want %q regular 755 0 0 %v",
+			ref, hdr.Name, hdr.Typeflag, hdr.Mode, hdr.Uid, hdr.Gid, hdr.ModTime, program, Epoch)
+	}
+	bin, err := io.ReadAll(tr)
+	if err != nil {
+		t.Fatalf("%s: reading /%s: %v", ref, program, err)
+	}
+	if _, err := tr.Next(); err != io.EOF {
+		t.Errorf("%s: layer has more than one entry (next: %v)", ref, err)
+	}
+	checkStaticELF(t, ref, bin)
+	return bin
+}
+
+func checkStaticELF(t *testing.T, ref string, bin []byte) {
+	t.Helper()
+	f, err := elf.NewFile(bytes.NewReader(bin))
+	if err != nil {
+		t.Fatalf("%s: binary is not ELF: %v", ref, err)
+	}
+	if f.Machine != elf.EM_X86_64 {
+		t.Errorf("%s: binary machine %v, want x86-64", ref, f.Machine)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Errorf("%s: binary has a program interpreter; want a static binary", ref)
+		}
+	}
+}
+
+func runHello(t *testing.T, path string) {
+	out, err := exec.Command(path).Output()
+	if err != nil {
+		t.Fatalf("running hello: %v", err)
+	}
+	host, _ := os.Hostname()
+	if want := HelloGreeting + "\nhostname: " + host + "\n"; string(out) != want {
+		t.Errorf("hello printed %q, want %q", out, want)
+	}
+}
+
+func runPause(t *testing.T, path string) {
+	cmd := exec.Command(path)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting pause: %v", err)
+	}
+	r := bufio.NewReader(stderr)
+	// Its first line means the handlers are in place, so SIGTERM must stop it cleanly.
+	line, err := r.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "pause: waiting") {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("pause first line %q (err %v), want the waiting notice", line, err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(r)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("pause after SIGTERM: %v, want exit 0", err)
+	}
+	if !strings.Contains(string(rest), "Shutting down, got signal: terminated") {
+		t.Errorf("pause after SIGTERM printed %q", rest)
+	}
+}
+
+// TestImagesReproducible builds the programs twice in different directories
+// and requires identical image digests: the build directory must not leak in.
+// Both builds share the Go build cache; the integration test also rebuilds
+// with an empty cache.
+func TestImagesReproducible(t *testing.T) {
+	ctx := context.Background()
+	first := imageDigests(t, ctx, t.TempDir())
+	second := imageDigests(t, ctx, t.TempDir())
+	t.Logf("digests: %v", first)
+	for prog, d := range first {
+		if second[prog] != d {
+			t.Errorf("%s: digest %s then %s", prog, d, second[prog])
+		}
+	}
+	if len(first) != 2 || len(second) != 2 {
+		t.Errorf("built %d and %d programs, want pause and hello", len(first), len(second))
+	}
+}
+
+func imageDigests(t *testing.T, ctx context.Context, workDir string) map[string]string {
+	t.Helper()
+	bins, err := BuildPrograms(ctx, goBin(t), workDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for prog, b := range bins {
+		img, err := ProgramImage(prog, b, Epoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := img.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[prog] = d.String()
+	}
+	return out
+}
+
+func TestBuildProgramsBadGo(t *testing.T) {
+	_, err := BuildPrograms(context.Background(), filepath.Join(t.TempDir(), "no-go"), t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "no-go") {
+		t.Fatalf("BuildPrograms with a missing go command: err = %v, want an error naming it", err)
+	}
+}
