@@ -26,6 +26,8 @@ const (
 	PauseImage       = "pause:3.10"        // what registry.k8s.io/pause:3.10 becomes through a mirror
 	DroverPauseImage = "drover/pause:3.10" // the same image under the harness's own namespace
 	HelloImage       = "drover/hello:v1"
+	// ProbeImage inspects the node for the smoke test (see programs/probe).
+	ProbeImage = "drover/probe:v1"
 )
 
 // HelloGreeting is the first line the hello image prints.
@@ -197,6 +199,7 @@ var pushes = []struct{ ref, repo, tag, program string }{
 	{PauseImage, "pause", "3.10", "pause"},
 	{DroverPauseImage, "drover/pause", "3.10", "pause"},
 	{HelloImage, "drover/hello", "v1", "hello"},
+	{ProbeImage, "drover/probe", "v1", "probe"},
 }
 
 // BuildAndPush builds the harness images (see the package doc) with goBin,

@@ -45,8 +45,8 @@ func TestBuildAndPushPullBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("pushed: %v", digests)
-	if len(digests) != 3 {
-		t.Fatalf("BuildAndPush returned %d digests, want 3: %v", len(digests), digests)
+	if len(digests) != 4 {
+		t.Fatalf("BuildAndPush returned %d digests, want 4: %v", len(digests), digests)
 	}
 	if digests[PauseImage] != digests[DroverPauseImage] {
 		t.Errorf("%s and %s differ: %s vs %s", PauseImage, DroverPauseImage, digests[PauseImage], digests[DroverPauseImage])
@@ -204,8 +204,8 @@ func TestImagesReproducible(t *testing.T) {
 			t.Errorf("%s: digest %s then %s", prog, d, second[prog])
 		}
 	}
-	if len(first) != 2 || len(second) != 2 {
-		t.Errorf("built %d and %d programs, want pause and hello", len(first), len(second))
+	if len(first) != 3 || len(second) != 3 {
+		t.Errorf("built %d and %d programs, want pause, hello and probe", len(first), len(second))
 	}
 }
 
