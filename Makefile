@@ -5,7 +5,7 @@ RECIPE    ?= recipes/ecs-node.yaml
 BIN       := bin
 GOFLAGS_BUILD := -trimpath -buildvcs=false
 
-.PHONY: help image test unit integration e2e bench fuzz fuzz-short lint build clean
+.PHONY: help image test unit integration e2e bench fuzz fuzz-short lint build clean demo smoke
 
 help: ## List the targets and what they do
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -33,6 +33,12 @@ integration: build ## Integration tests: Debian mirror, Go proxy, root-only test
 
 e2e: build ## QEMU end-to-end tests (build, boot, join)
 	$(GO) test -count=1 -tags e2e -timeout 85m -v ./e2e/
+
+demo: image ## Boot out/ecs-node.raw as an ECS instance joining a local control plane (Ctrl-C stops it)
+	$(BIN)/drover run --cluster local --fresh $(OUT)/ecs-node.raw
+
+smoke: image ## The pipeline gate: drover smoke on out/ecs-node.raw with every check, JUnit in out/
+	$(BIN)/drover smoke $(OUT)/ecs-node.raw --reboot --policy-check --metadata-errors 0.3 --junit $(OUT)/smoke.xml
 
 fuzz-short: ## Every fuzz target for a few seconds (part of make test)
 	./scripts/fuzz.sh 5000x

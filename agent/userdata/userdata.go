@@ -33,6 +33,10 @@ type Spec struct {
 	MaxPods        int                 `yaml:"maxPods"`
 	ClusterDNS     []string            `yaml:"clusterDNS"`
 	ClusterDomain  string              `yaml:"clusterDomain"`
+	// Files are extra files (path → content, mode 0644) under /etc or
+	// /var, e.g. a CNI configuration when the cluster has no CNI
+	// DaemonSet.
+	Files map[string]string `yaml:"files"`
 }
 
 // Load reads a Spec from a YAML file; unknown fields are errors.
@@ -117,13 +121,24 @@ func Render(s *Spec) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	mode := 0o600
+	files := []any{map[string]any{
+		"path": agent.NodeFile, "mode": 0o600, "overwrite": true,
+		"contents": map[string]any{"source": "data:;base64," + base64.StdEncoding.EncodeToString(node)},
+	}}
+	paths := make([]string, 0, len(s.Files))
+	for p := range s.Files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		files = append(files, map[string]any{
+			"path": p, "mode": 0o644, "overwrite": true,
+			"contents": map[string]any{"source": "data:;base64," + base64.StdEncoding.EncodeToString([]byte(s.Files[p]))},
+		})
+	}
 	cfg := map[string]any{
 		"ignition": map[string]any{"version": "3.4.0"},
-		"storage": map[string]any{"files": []any{map[string]any{
-			"path": agent.NodeFile, "mode": mode, "overwrite": true,
-			"contents": map[string]any{"source": "data:;base64," + base64.StdEncoding.EncodeToString(node)},
-		}}},
+		"storage":  map[string]any{"files": files},
 	}
 	out, err := json.Marshal(cfg)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -198,6 +199,7 @@ func (c *Config) Args(kvm bool) []string {
 		"-drive", "if=pflash,format=raw,file=" + filepath.Join(c.StateDir, "OVMF_VARS.fd"),
 		"-drive", "if=none,id=disk0,format=qcow2,file=" + c.Overlay(),
 		"-serial", "stdio", "-monitor", "none",
+		"-qmp", "unix:" + c.qmpPath() + ",server=on,wait=off",
 	}
 	if c.NVMe {
 		a = append(a, "-device", "nvme,drive=disk0,serial=drover0")
@@ -229,6 +231,7 @@ var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
 // VM is a running QEMU.
 type VM struct {
 	cmd     *exec.Cmd
+	qmp     string
 	done    chan struct{} // closed when QEMU exited
 	exitErr error
 	mu      sync.Mutex
@@ -257,7 +260,7 @@ func Start(ctx context.Context, c *Config) (*VM, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting qemu: %w", err)
 	}
-	vm := &VM{cmd: cmd, done: make(chan struct{})}
+	vm := &VM{cmd: cmd, qmp: c.qmpPath(), done: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -319,6 +322,32 @@ func (vm *VM) WaitFor(ctx context.Context, patterns ...string) (string, error) {
 		case <-ctx.Done():
 			return "", fmt.Errorf("console did not show %q: %w", patterns, ctx.Err())
 		}
+	}
+}
+
+func (c *Config) qmpPath() string { return filepath.Join(c.StateDir, "qmp.sock") }
+
+// Shutdown asks the guest to power off (ACPI power button over QMP) and
+// waits for QEMU to exit; systemd then stops cleanly and /var is
+// consistent. After the timeout it stops the VM hard.
+func (vm *VM) Shutdown(timeout time.Duration) error {
+	conn, err := net.DialTimeout("unix", vm.qmp, 5*time.Second)
+	if err == nil {
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		r := bufio.NewReader(conn)
+		r.ReadString('\n') // greeting
+		fmt.Fprintln(conn, `{"execute":"qmp_capabilities"}`)
+		r.ReadString('\n')
+		fmt.Fprintln(conn, `{"execute":"system_powerdown"}`)
+		r.ReadString('\n')
+		conn.Close()
+	}
+	select {
+	case <-vm.done:
+		return nil
+	case <-time.After(timeout):
+		vm.Stop()
+		return fmt.Errorf("the guest did not power off within %s; stopped it", timeout)
 	}
 }
 
