@@ -1,0 +1,155 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Node is what the smoke tests look at on a Node object.
+type Node struct {
+	Name       string
+	ProviderID string
+	Labels     map[string]string
+	// Ready is the Ready condition's status == "True"; ReadyReason and
+	// ReadyMessage explain a node that is not (empty before the kubelet
+	// has posted any status).
+	Ready        bool
+	ReadyReason  string
+	ReadyMessage string
+}
+
+// Pod is what the smoke tests look at on a Pod object.
+type Pod struct {
+	Namespace, Name string
+	NodeName        string
+	Phase           string // Pending, Running, Succeeded, Failed, Unknown
+	Reason, Message string
+	// TerminationMessage is what the pod's terminated containers left in
+	// their termination message (one line per container that has one), the
+	// way a smoke-test pod reports its findings.
+	TerminationMessage string
+}
+
+type apiCondition struct {
+	Type, Status, Reason, Message string
+}
+
+type apiNode struct {
+	Metadata struct {
+		Name   string            `json:"name"`
+		Labels map[string]string `json:"labels"`
+	} `json:"metadata"`
+	Spec struct {
+		ProviderID string `json:"providerID"`
+	} `json:"spec"`
+	Status struct {
+		Conditions []apiCondition `json:"conditions"`
+	} `json:"status"`
+}
+
+func (n *apiNode) node() Node {
+	out := Node{Name: n.Metadata.Name, ProviderID: n.Spec.ProviderID, Labels: n.Metadata.Labels}
+	for _, c := range n.Status.Conditions {
+		if c.Type == "Ready" {
+			out.Ready, out.ReadyReason, out.ReadyMessage = c.Status == "True", c.Reason, c.Message
+		}
+	}
+	return out
+}
+
+type apiPod struct {
+	Metadata struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+	Spec struct {
+		NodeName string `json:"nodeName"`
+	} `json:"spec"`
+	Status struct {
+		Phase             string `json:"phase"`
+		Reason            string `json:"reason"`
+		Message           string `json:"message"`
+		ContainerStatuses []struct {
+			State struct {
+				Terminated *struct {
+					Message string `json:"message"`
+				} `json:"terminated"`
+			} `json:"state"`
+		} `json:"containerStatuses"`
+	} `json:"status"`
+}
+
+func (p *apiPod) pod() Pod {
+	var msgs []string
+	for _, cs := range p.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.Message != "" {
+			msgs = append(msgs, strings.TrimRight(t.Message, "\n"))
+		}
+	}
+	return Pod{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, NodeName: p.Spec.NodeName,
+		Phase: p.Status.Phase, Reason: p.Status.Reason, Message: p.Status.Message,
+		TerminationMessage: strings.Join(msgs, "\n")}
+}
+
+// Nodes lists the cluster's nodes.
+func (c *Cluster) Nodes(ctx context.Context) ([]Node, error) {
+	var list struct{ Items []apiNode }
+	if err := c.client.do(ctx, http.MethodGet, "/api/v1/nodes", nil, &list); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	out := make([]Node, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, list.Items[i].node())
+	}
+	return out, nil
+}
+
+// Node returns the node called name; a missing node is an error that
+// matches ErrNotFound.
+func (c *Cluster) Node(ctx context.Context, name string) (*Node, error) {
+	var n apiNode
+	if err := c.client.do(ctx, http.MethodGet, "/api/v1/nodes/"+url.PathEscape(name), nil, &n); err != nil {
+		return nil, fmt.Errorf("getting node %s: %w", name, err)
+	}
+	node := n.node()
+	return &node, nil
+}
+
+// Pods lists the pods of namespace ns.
+func (c *Cluster) Pods(ctx context.Context, ns string) ([]Pod, error) {
+	var list struct{ Items []apiPod }
+	if err := c.client.do(ctx, http.MethodGet, podsPath(ns), nil, &list); err != nil {
+		return nil, fmt.Errorf("listing pods in %s: %w", ns, err)
+	}
+	out := make([]Pod, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, list.Items[i].pod())
+	}
+	return out, nil
+}
+
+// CreatePod creates the pod described by podJSON (a v1 Pod object) in ns.
+func (c *Cluster) CreatePod(ctx context.Context, ns string, podJSON []byte) error {
+	if err := c.client.do(ctx, http.MethodPost, podsPath(ns), podJSON, nil); err != nil {
+		return fmt.Errorf("creating pod in %s: %w", ns, err)
+	}
+	return nil
+}
+
+// Pod returns pod ns/name; a missing pod is an error that matches
+// ErrNotFound.
+func (c *Cluster) Pod(ctx context.Context, ns, name string) (*Pod, error) {
+	var p apiPod
+	if err := c.client.do(ctx, http.MethodGet, podsPath(ns)+"/"+url.PathEscape(name), nil, &p); err != nil {
+		return nil, fmt.Errorf("getting pod %s/%s: %w", ns, name, err)
+	}
+	pod := p.pod()
+	return &pod, nil
+}
+
+func podsPath(ns string) string {
+	return "/api/v1/namespaces/" + url.PathEscape(ns) + "/pods"
+}
