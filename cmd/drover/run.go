@@ -10,14 +10,17 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/drover-os/drover/harness/ecsmeta"
 	"github.com/drover-os/drover/harness/qemu"
+	"github.com/drover-os/drover/harness/smoke"
+	"github.com/drover-os/drover/image/cache"
 )
 
 func newRunCmd() *cobra.Command {
 	var c qemu.Config
 	var timeout time.Duration
-	var until string
-	var fresh bool
+	var until, clusterMode, userdataFile, work string
+	var fresh, ecs bool
 	cmd := &cobra.Command{
 		Use:   "run IMAGE.raw",
 		Short: "Boot an image under QEMU (UEFI; KVM when usable, else software emulation)",
@@ -52,7 +55,17 @@ It stops cleanly on Ctrl-C, on --timeout, or when the console shows the
 				ctx, cancel = context.WithTimeout(ctx, timeout)
 				defer cancel()
 			}
-			vm, err := qemu.Start(ctx, &c)
+			var vm *qemu.VM
+			var err error
+			if ecs || clusterMode != "" {
+				var env *smoke.Env
+				vm, env, err = runECS(ctx, cmd, &c, clusterMode, userdataFile, work)
+				if env != nil {
+					defer env.Close()
+				}
+			} else {
+				vm, err = qemu.Start(ctx, &c)
+			}
 			if err != nil {
 				return err
 			}
@@ -82,7 +95,60 @@ It stops cleanly on Ctrl-C, on --timeout, or when the console shows the
 	f.IntVar(&c.CPUs, "cpus", 2, "virtual CPUs")
 	f.DurationVar(&timeout, "timeout", 0, "stop the VM after this long (0: no limit)")
 	f.StringVar(&until, "until", "", "stop with success once a console line contains this text")
+	f.BoolVar(&ecs, "ecs", false, "run as an ECS instance: SMBIOS product \"Alibaba Cloud ECS\" and the metadata service emulated at 100.100.100.200")
+	f.StringVar(&clusterMode, "cluster", "", "\"local\": start a local control plane and registry, and give the instance user-data that joins it (implies --ecs)")
+	f.StringVar(&userdataFile, "userdata", "", "user-data the emulated metadata service serves (default with --cluster local: rendered for it)")
+	f.StringVar(&work, "work", "", "work directory for --cluster local (default IMAGE.cluster)")
 	return cmd
+}
+
+// runECS boots the image as an ECS instance, with a local control plane
+// when asked; it prints where the kubeconfig is.
+func runECS(ctx context.Context, cmd *cobra.Command, c *qemu.Config, clusterMode, userdataFile, work string) (*qemu.VM, *smoke.Env, error) {
+	if clusterMode != "" && clusterMode != "local" {
+		return nil, nil, fmt.Errorf("--cluster %q: only \"local\" is supported", clusterMode)
+	}
+	if work == "" {
+		work = strings.TrimSuffix(c.Image, filepath.Ext(c.Image)) + ".cluster"
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return nil, nil, err
+	}
+	version := ""
+	if clusterMode == "local" {
+		v, err := kubeletVersion(c.Image)
+		if err != nil {
+			return nil, nil, err
+		}
+		version = v
+	}
+	cacheDir, err := cache.DefaultDir(os.Getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	env, err := smoke.StartECS(ctx, smoke.Options{WorkDir: work, CacheDir: cacheDir, Version: version, Log: cmd.ErrOrStderr(), Console: cmd.OutOrStdout()}, clusterMode == "local")
+	if err != nil {
+		return nil, env, err
+	}
+	meta := smoke.ECSInstance()
+	if userdataFile != "" {
+		if meta.UserData, err = os.ReadFile(userdataFile); err != nil {
+			return nil, env, err
+		}
+	} else if env.Cluster != nil {
+		if meta.UserData, err = env.UserData(); err != nil {
+			return nil, env, err
+		}
+	}
+	in, err := env.Boot(ctx, c.Image, c.StateDir, c.NVMe, meta, ecsmeta.Faults{})
+	if err != nil {
+		return nil, env, err
+	}
+	if env.Cluster != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "run: node %s joins %s; kubeconfig: %s\n", in.NodeName, env.Cluster.Server(), env.Cluster.AdminKubeconfig())
+		fmt.Fprintf(cmd.ErrOrStderr(), "run:   KUBECONFIG=%s kubectl get nodes   (the cluster stops when drover run exits)\n", env.Cluster.AdminKubeconfig())
+	}
+	return in.VM, env, nil
 }
 
 func waitChan(vm *qemu.VM) <-chan error {

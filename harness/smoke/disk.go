@@ -1,0 +1,69 @@
+package smoke
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/drover-os/drover/agent/status"
+	"github.com/drover-os/drover/harness/qemu"
+	"github.com/drover-os/drover/image/gpt"
+)
+
+// ReadStatus reads the agent's persistent status file from a stopped
+// instance's disk: the overlay is converted to raw, the var partition found
+// in the GPT and the file read with debugfs (e2fsprogs) — no mounts.
+func ReadStatus(ctx context.Context, c *qemu.Config) (*status.Status, error) {
+	dir, err := os.MkdirTemp(c.StateDir, "disk-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	raw := filepath.Join(dir, "disk.raw")
+	if out, err := exec.CommandContext(ctx, "qemu-img", "convert", "-O", "raw", c.Overlay(), raw).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("qemu-img convert: %v: %s", err, out)
+	}
+	f, err := os.Open(raw)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, _ := f.Stat()
+	layout, _, err := gpt.ReadLayout(f, fi.Size())
+	if err != nil {
+		return nil, fmt.Errorf("reading the disk's GPT: %w", err)
+	}
+	var part *gpt.Placed
+	for i := range layout.Parts {
+		if strings.EqualFold(layout.Parts[i].Type, gpt.TypeVar) {
+			part = &layout.Parts[i]
+		}
+	}
+	if part == nil {
+		return nil, fmt.Errorf("no var partition on the disk: drover-init did not get that far")
+	}
+	varImg := filepath.Join(dir, "var.img")
+	out, err := os.Create(varImg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.Copy(out, io.NewSectionReader(f, part.Offset, part.Length)); err != nil {
+		out.Close()
+		return nil, err
+	}
+	out.Close()
+	data, err := exec.CommandContext(ctx, "debugfs", "-R", "cat "+strings.TrimPrefix(status.LastBootPath, "/var"), varImg).Output()
+	if err != nil {
+		return nil, fmt.Errorf("debugfs (Debian package e2fsprogs): %w", err)
+	}
+	var st status.Status
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("status file on the disk: %w (%q)", err, strings.TrimSpace(string(data)))
+	}
+	return &st, nil
+}

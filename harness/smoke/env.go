@@ -1,0 +1,176 @@
+// Package smoke is drover's smoke harness: it boots an image under QEMU as
+// if it were an ECS instance — SMBIOS product "Alibaba Cloud ECS", the ECS
+// metadata service emulated at 100.100.100.200, the user-data from a
+// launch template — against a real local control plane and a local
+// registry, and checks that the node joins, becomes Ready and runs Pods.
+//
+// Networking: QEMU user-mode networking with net=100.64.0.0/10, so that
+// the metadata address 100.100.100.200 is inside the guest's network and
+// slirp can forward it (guestfwd) to the emulator on the host; the host
+// itself (control plane, registry) is 100.64.0.2 from the guest.
+package smoke
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/drover-os/drover/agent/userdata"
+	"github.com/drover-os/drover/harness/cluster"
+	"github.com/drover-os/drover/harness/ecsmeta"
+	"github.com/drover-os/drover/harness/qemu"
+	"github.com/drover-os/drover/harness/registry"
+)
+
+// Guest network facts (QEMU user networking with net=100.64.0.0/10).
+const (
+	GuestNet     = "100.64.0.0/10"
+	HostFromVM   = "100.64.0.2"
+	GuestIP      = "100.64.0.15"
+	MetadataAddr = "100.100.100.200:80"
+)
+
+// Options configure the environment.
+type Options struct {
+	WorkDir  string // state: cluster, VMs, logs
+	CacheDir string // binaries built from the Go module proxy
+	Version  string // Kubernetes version of the control plane (the image's kubelet)
+	Drover   string // the drover binary, for the metadata relay (default: this executable)
+	Log      io.Writer
+	Console  io.Writer // serial consoles (nil: only the log files)
+}
+
+// Env is a running control plane, registry and metadata emulator.
+type Env struct {
+	opts     Options
+	Cluster  *cluster.Cluster
+	Registry *registry.Registry
+	Metadata *ecsmeta.Server
+	metaLn   net.Listener
+	// Images maps the harness image references to their digests.
+	Images map[string]string
+}
+
+func (e *Env) logf(format string, args ...any) {
+	if e.opts.Log != nil {
+		fmt.Fprintf(e.opts.Log, "smoke: "+format+"\n", args...)
+	}
+}
+
+// Start brings up the control plane, the registry with the harness images
+// and the metadata emulator (hardened mode).
+func Start(ctx context.Context, o Options) (*Env, error) { return StartECS(ctx, o, true) }
+
+// StartECS brings up the metadata emulator and, with cluster, the control
+// plane and the registry.
+func StartECS(ctx context.Context, o Options, withCluster bool) (_ *Env, err error) {
+	if o.Drover == "" {
+		if o.Drover, err = os.Executable(); err != nil {
+			return nil, err
+		}
+	}
+	e := &Env{opts: o}
+	defer func() {
+		if err != nil {
+			e.Close()
+		}
+	}()
+	if withCluster {
+		e.logf("starting the control plane (Kubernetes %s)", o.Version)
+		e.Cluster, err = cluster.Start(ctx, cluster.Config{StateDir: filepath.Join(o.WorkDir, "cluster"), CacheDir: o.CacheDir,
+			Version: o.Version, BindAddress: "127.0.0.1", Log: o.Log})
+		if err != nil {
+			return nil, fmt.Errorf("control plane: %w", err)
+		}
+		e.Registry, err = registry.Start(ctx, "127.0.0.1:0", nil)
+		if err != nil {
+			return nil, fmt.Errorf("registry: %w", err)
+		}
+		e.Images, err = registry.BuildAndPush(ctx, e.Registry, "go", o.WorkDir)
+		if err != nil {
+			return nil, fmt.Errorf("registry images: %w", err)
+		}
+		e.logf("control plane %s (guest: %s), registry %s", e.Cluster.Server(), e.Cluster.GuestServer(), e.Registry.Addr())
+	}
+	e.Metadata = ecsmeta.New(ECSInstance(), ecsmeta.Options{TokenEndpoint: true, TokenRequired: true})
+	e.metaLn, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	go e.Metadata.Serve(e.metaLn)
+	e.logf("ECS metadata emulator on %s, reached by the guest at %s", e.metaLn.Addr(), MetadataAddr)
+	return e, nil
+}
+
+// ECSInstance is the emulated ECS instance: its network matches QEMU's.
+func ECSInstance() ecsmeta.Instance {
+	in := ecsmeta.DefaultInstance()
+	in.PrivateIPv4, in.Gateway, in.Netmask = GuestIP, HostFromVM, "255.192.0.0"
+	in.VSwitchCIDR = GuestNet
+	in.Hostname = "izbp1drover0smoke0z"
+	return in
+}
+
+// GuestRegistry is the registry address as the guest reaches it.
+func (e *Env) GuestRegistry() string {
+	return fmt.Sprintf("%s:%d", HostFromVM, e.Registry.Port())
+}
+
+// cniConfig is a single-node bridge network for the smoke test (a real
+// cluster installs its CNI as a DaemonSet).
+const cniConfig = `{
+  "cniVersion": "1.0.0",
+  "name": "drover-smoke",
+  "plugins": [
+    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.0.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+    {"type": "portmap", "capabilities": {"portMappings": true}},
+    {"type": "loopback"}
+  ]
+}
+`
+
+// UserData renders the launch template's user-data for this environment,
+// exactly as `drover userdata` would.
+func (e *Env) UserData() ([]byte, error) {
+	ca := filepath.Join(e.opts.WorkDir, "cluster-ca.crt")
+	if err := os.WriteFile(ca, e.Cluster.CAPEM(), 0o644); err != nil {
+		return nil, err
+	}
+	return userdata.Render(&userdata.Spec{
+		Server: e.Cluster.GuestServer(), CAFile: ca, BootstrapToken: e.Cluster.BootstrapToken(),
+		Labels:       map[string]string{"drover.dev/smoke": "true"},
+		// Images are referenced at the harness registry itself; the
+		// mirror entry tells containerd it speaks plain http.
+		Mirrors:      map[string][]string{e.GuestRegistry(): {"http://" + e.GuestRegistry()}},
+		SandboxImage: e.GuestRegistry() + "/" + registry.DroverPauseImage,
+		Files:        map[string]string{"/etc/cni/net.d/10-drover-smoke.conflist": cniConfig},
+	})
+}
+
+// VMConfig is the QEMU configuration of one instance of image.
+func (e *Env) VMConfig(image, stateDir string, nvme bool) *qemu.Config {
+	return &qemu.Config{
+		Image: image, StateDir: stateDir, NVMe: nvme, DiskSize: 8 << 30, MemoryMiB: 3072,
+		Net:         GuestNet,
+		GuestFwd:    map[string]string{MetadataAddr: e.opts.Drover + " relay " + e.metaLn.Addr().String()},
+		ProductName: "Alibaba Cloud ECS",
+		Console:     e.opts.Console,
+	}
+}
+
+// Close stops everything.
+func (e *Env) Close() {
+	if e.metaLn != nil {
+		e.Metadata.Close()
+	}
+	if e.Registry != nil {
+		e.Registry.Close()
+	}
+	if e.Cluster != nil {
+		e.Cluster.Stop()
+	}
+}

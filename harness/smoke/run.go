@@ -1,0 +1,244 @@
+package smoke
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/drover-os/drover/harness/ecsmeta"
+	"github.com/drover-os/drover/harness/qemu"
+	"github.com/drover-os/drover/harness/registry"
+	"github.com/drover-os/drover/harness/timeline"
+)
+
+// Check is one pass/fail result (a JUnit test case).
+type Check struct {
+	Name   string
+	Passed bool
+	Detail string
+	Took   time.Duration
+}
+
+// Report collects checks and timelines.
+type Report struct {
+	Checks    []Check
+	Timelines map[string]timeline.Timeline // per boot
+	Logs      map[string]string            // boot -> serial log path
+}
+
+func (r *Report) add(name string, start time.Time, err error, detail string) bool {
+	c := Check{Name: name, Passed: err == nil, Detail: detail, Took: time.Since(start)}
+	if err != nil {
+		c.Detail = err.Error()
+	}
+	r.Checks = append(r.Checks, c)
+	return err == nil
+}
+
+// Failed counts failed checks.
+func (r *Report) Failed() int {
+	n := 0
+	for _, c := range r.Checks {
+		if !c.Passed {
+			n++
+		}
+	}
+	return n
+}
+
+// Instance returns a VM under test and the metadata it was given.
+type Instance struct {
+	VM       *qemu.VM
+	Config   *qemu.Config
+	Meta     ecsmeta.Instance
+	NodeName string
+}
+
+// Boot starts a fresh instance of image with the given user-data and
+// metadata faults.
+func (e *Env) Boot(ctx context.Context, image, stateDir string, nvme bool, meta ecsmeta.Instance, faults ecsmeta.Faults) (*Instance, error) {
+	e.Metadata.SetInstance(meta)
+	e.Metadata.SetFaults(faults)
+	cfg := e.VMConfig(image, stateDir, nvme)
+	vm, err := qemu.Start(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Instance{VM: vm, Config: cfg, Meta: meta, NodeName: strings.ToLower(meta.Hostname)}, nil
+}
+
+// Restart powers the instance off cleanly and boots the same disk again.
+func (e *Env) Restart(ctx context.Context, in *Instance) error {
+	if err := in.VM.Shutdown(3 * time.Minute); err != nil {
+		e.logf("%v", err)
+	}
+	vm, err := qemu.Start(ctx, in.Config)
+	if err != nil {
+		return err
+	}
+	in.VM = vm
+	return nil
+}
+
+// WaitJoined waits for the agent to report the node Ready on the console
+// of the current boot (a Node object from an earlier boot may still say
+// Ready), then for the API server to agree.
+func (e *Env) WaitJoined(ctx context.Context, in *Instance) error {
+	got, err := in.VM.WaitFor(ctx, "] ready: ok", "FAILED:", "FATAL")
+	if err != nil {
+		return err
+	}
+	if got != "] ready: ok" {
+		return fmt.Errorf("provisioning failed on the node: %s", lastMatch(in.VM.Log(), got))
+	}
+	for {
+		n, err := e.Cluster.Node(ctx, in.NodeName)
+		if err == nil && n != nil && n.Ready {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node %s not Ready in the API: %w", in.NodeName, ctx.Err())
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+func lastMatch(log, pat string) string {
+	lines := strings.Split(log, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], pat) {
+			return strings.TrimSpace(lines[i])
+		}
+	}
+	return ""
+}
+
+// CheckNode verifies providerID and the ECS labels.
+func (e *Env) CheckNode(ctx context.Context, in *Instance) error {
+	n, err := e.Cluster.Node(ctx, in.NodeName)
+	if err != nil {
+		return err
+	}
+	want := in.Meta.RegionID + "." + in.Meta.InstanceID
+	var probs []string
+	if n.ProviderID != want {
+		probs = append(probs, fmt.Sprintf("providerID %q, want %q", n.ProviderID, want))
+	}
+	for k, v := range map[string]string{"topology.kubernetes.io/region": in.Meta.RegionID,
+		"topology.kubernetes.io/zone": in.Meta.ZoneID, "node.kubernetes.io/instance-type": in.Meta.InstanceType} {
+		if n.Labels[k] != v {
+			probs = append(probs, fmt.Sprintf("label %s=%q, want %q", k, n.Labels[k], v))
+		}
+	}
+	if len(probs) > 0 {
+		return fmt.Errorf("node %s: %s", in.NodeName, strings.Join(probs, "; "))
+	}
+	return nil
+}
+
+// RunPod runs a pod pinned to the node to completion and returns its
+// termination message.
+func (e *Env) RunPod(ctx context.Context, in *Instance, name, image string, args []string, host bool) (string, error) {
+	pod := map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": name, "namespace": "default"},
+		"spec": podSpec(in.NodeName, e.GuestRegistry()+"/"+image, args, host),
+	}
+	body, _ := json.Marshal(pod)
+	if err := e.Cluster.CreatePod(ctx, "default", body); err != nil {
+		return "", err
+	}
+	for {
+		p, err := e.Cluster.Pod(ctx, "default", name)
+		if err == nil && p != nil {
+			switch p.Phase {
+			case "Succeeded":
+				return p.TerminationMessage, nil
+			case "Failed":
+				return "", fmt.Errorf("pod %s failed: %s %s %s", name, p.Reason, p.Message, p.TerminationMessage)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			phase := "unknown"
+			if p != nil {
+				phase = p.Phase + " " + p.Reason + " " + p.Message
+			}
+			return "", fmt.Errorf("pod %s did not complete (%s): %w", name, phase, ctx.Err())
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+func podSpec(node, image string, args []string, host bool) map[string]any {
+	c := map[string]any{"name": "main", "image": image, "args": args, "terminationMessagePolicy": "File"}
+	spec := map[string]any{"nodeName": node, "restartPolicy": "Never", "containers": []any{c},
+		"tolerations": []any{map[string]any{"operator": "Exists"}}}
+	if host {
+		spec["hostNetwork"], spec["hostPID"] = true, true
+		c["securityContext"] = map[string]any{"privileged": true}
+		c["volumeMounts"] = []any{
+			map[string]any{"name": "host", "mountPath": "/host", "readOnly": true},
+			map[string]any{"name": "host-etc", "mountPath": "/host-etc"},
+		}
+		spec["volumes"] = []any{
+			map[string]any{"name": "host", "hostPath": map[string]any{"path": "/"}},
+			map[string]any{"name": "host-etc", "hostPath": map[string]any{"path": "/etc"}},
+		}
+	}
+	return spec
+}
+
+// ProbeResult is what the probe image reports about the node.
+type ProbeResult struct {
+	Listeners     []string `json:"listeners"`
+	SSHD          bool     `json:"sshd"`
+	RootRO        bool     `json:"rootReadOnly"`
+	UsrRO         bool     `json:"usrReadOnly"`
+	Bootstrap     bool     `json:"bootstrapKubeconfig"`
+	EtcEditExists bool     `json:"etcEditExists"`
+}
+
+// Probe runs the probe image on the node.
+func (e *Env) Probe(ctx context.Context, in *Instance, name string) (*ProbeResult, error) {
+	msg, err := e.RunPod(ctx, in, name, registry.ProbeImage, []string{"inspect"}, true)
+	if err != nil {
+		return nil, err
+	}
+	var r ProbeResult
+	if err := json.Unmarshal([]byte(msg), &r); err != nil {
+		return nil, fmt.Errorf("probe report %q: %w", msg, err)
+	}
+	return &r, nil
+}
+
+// Hardening checks a probe result: only the kubelet (10250) listens on a
+// non-loopback TCP port, no sshd, / and /usr read-only, the bootstrap
+// kubeconfig gone.
+func (r *ProbeResult) Hardening() error {
+	var probs []string
+	for _, l := range r.Listeners {
+		if !strings.HasSuffix(l, ":10250") {
+			probs = append(probs, "listens on "+l)
+		}
+	}
+	if r.SSHD {
+		probs = append(probs, "sshd present")
+	}
+	if !r.RootRO {
+		probs = append(probs, "/ is writable")
+	}
+	if !r.UsrRO {
+		probs = append(probs, "/usr is writable")
+	}
+	if r.Bootstrap {
+		probs = append(probs, "bootstrap kubeconfig still present")
+	}
+	if len(probs) > 0 {
+		return fmt.Errorf("%s", strings.Join(probs, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,183 @@
+package diff
+
+import (
+	"strings"
+
+	"github.com/drover-os/drover/image/build"
+)
+
+func compareInputs(old, new *build.Manifest) []Change {
+	out := []Change{}
+	for _, c := range []*Change{
+		changed("recipe", old.RecipeSHA256, new.RecipeSHA256),
+		changed("lock", old.LockSHA256, new.LockSHA256),
+		changed("builder", old.Builder, new.Builder),
+	} {
+		if c != nil {
+			out = append(out, *c)
+		}
+	}
+	suite := func(m *build.Manifest) map[string]string {
+		s := map[string]string{}
+		for _, x := range m.Suites {
+			s[x.Name] = x.Date.UTC().Format("2006-01-02T15:04:05Z") + " " + x.InRelease
+		}
+		return s
+	}
+	os, ns := suite(old), suite(new)
+	for _, name := range unionKeys(os, ns) {
+		if c := changed("suite "+name, os[name], ns[name]); c != nil {
+			out = append(out, *c)
+		}
+	}
+	return out
+}
+
+func comparePackages(old, new []build.Package) []PackageChange {
+	om, nm := byName(old, func(p build.Package) string { return p.Name }), byName(new, func(p build.Package) string { return p.Name })
+	out := []PackageChange{}
+	for _, name := range unionKeys(om, nm) {
+		o, inOld := om[name]
+		n, inNew := nm[name]
+		switch {
+		case !inOld:
+			out = append(out, PackageChange{Name: name, New: n.Version})
+		case !inNew:
+			out = append(out, PackageChange{Name: name, Old: o.Version})
+		case o.Arch != n.Arch:
+			out = append(out, PackageChange{Name: name, Old: o.Version + " " + o.Arch, New: n.Version + " " + n.Arch})
+		case o.Version != n.Version:
+			out = append(out, PackageChange{Name: name, Old: o.Version, New: n.Version})
+		case o.SHA256 != n.SHA256:
+			out = append(out, PackageChange{Name: name, Old: o.Version, New: n.Version, Note: "same version, different .deb (sha256 " + o.SHA256 + " → " + n.SHA256 + ")"})
+		}
+	}
+	return out
+}
+
+func compareGo(old, new []build.GoComponent) []GoChange {
+	key := func(g build.GoComponent) string { return g.Name }
+	om, nm := byName(old, key), byName(new, key)
+	side := func(g build.GoComponent) *GoSide {
+		return &GoSide{Module: g.Module, Version: g.Version, SHA256: g.SHA256, GoVersion: g.GoVersion}
+	}
+	out := []GoChange{}
+	for _, name := range unionKeys(om, nm) {
+		o, inOld := om[name]
+		n, inNew := nm[name]
+		c := GoChange{Name: name, DepsAdded: []string{}, DepsRemoved: []string{}}
+		switch {
+		case !inOld:
+			c.New = side(n)
+		case !inNew:
+			c.Old = side(o)
+		default:
+			c.Old, c.New = side(o), side(n)
+			deps := compareLists(o.Deps, n.Deps)
+			c.DepsAdded, c.DepsRemoved = deps.Added, deps.Removed
+			if *c.Old == *c.New && o.Package == n.Package && o.Install == n.Install && len(deps.Added)+len(deps.Removed) == 0 {
+				continue
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func compareURLs(old, new []lockURL) []URLChange {
+	key := func(u lockURL) string { return u.Name }
+	om, nm := byName(old, key), byName(new, key)
+	side := func(u lockURL) *URLSide { return &URLSide{URL: u.URL, SHA256: u.SHA256, Size: u.Size} }
+	out := []URLChange{}
+	for _, name := range unionKeys(om, nm) {
+		o, inOld := om[name]
+		n, inNew := nm[name]
+		c := URLChange{Name: name}
+		if inOld {
+			c.Old = side(o)
+		}
+		if inNew {
+			c.New = side(n)
+		}
+		if inOld && inNew && *c.Old == *c.New {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// compareLists compares two lists as sets; Reordered notes the same set in
+// another order.
+func compareLists(old, new []string) ListChange {
+	in := func(l []string) map[string]bool {
+		s := map[string]bool{}
+		for _, x := range l {
+			s[x] = true
+		}
+		return s
+	}
+	os, ns := in(old), in(new)
+	c := ListChange{Added: []string{}, Removed: []string{}}
+	for _, x := range unionKeys(os, ns) {
+		switch {
+		case !os[x]:
+			c.Added = append(c.Added, x)
+		case !ns[x]:
+			c.Removed = append(c.Removed, x)
+		}
+	}
+	if len(c.Added) == 0 && len(c.Removed) == 0 && strings.Join(old, "\x00") != strings.Join(new, "\x00") {
+		c.Reordered = true
+	}
+	return c
+}
+
+func compareESP(old, new []build.ESPFile) []ESPChange {
+	key := func(f build.ESPFile) string { return f.Path }
+	om, nm := byName(old, key), byName(new, key)
+	out := []ESPChange{}
+	for _, p := range unionKeys(om, nm) {
+		o, inOld := om[p]
+		n, inNew := nm[p]
+		switch {
+		case !inOld:
+			out = append(out, ESPChange{Path: p, Change: Added, New: n.SHA256})
+		case !inNew:
+			out = append(out, ESPChange{Path: p, Change: Removed, Old: o.SHA256})
+		case o.SHA256 != n.SHA256:
+			out = append(out, ESPChange{Path: p, Change: Changed, Old: o.SHA256, New: n.SHA256})
+		}
+	}
+	return out
+}
+
+func comparePartitions(old, new []build.Partition) []PartitionChange {
+	key := func(p build.Partition) string { return p.Name }
+	om, nm := byName(old, key), byName(new, key)
+	out := []PartitionChange{}
+	for _, name := range unionKeys(om, nm) {
+		o, inOld := om[name]
+		n, inNew := nm[name]
+		var details []string
+		switch {
+		case !inOld:
+			details = []string{Added}
+		case !inNew:
+			details = []string{Removed}
+		default:
+			details = fieldChanges(
+				[3]string{"index", itoa(int64(o.Index)), itoa(int64(n.Index))},
+				[3]string{"type", o.Type, n.Type},
+				[3]string{"uuid", o.UUID, n.UUID},
+				[3]string{"offset", itoa(o.Offset), itoa(n.Offset)},
+				[3]string{"size", itoa(o.Size), itoa(n.Size)},
+				[3]string{"sha256", o.SHA256, n.SHA256},
+			)
+		}
+		if len(details) > 0 {
+			out = append(out, PartitionChange{Name: name, Details: details})
+		}
+	}
+	return out
+}
