@@ -1,35 +1,91 @@
 #!/usr/bin/env bash
 # make bench: prints the figures the project tracks. Needs the host tools
-# (scripts/host-setup.sh) and network access to the Debian mirror and the Go
-# module proxy. Work files go to $BENCH_DIR (default: a temp dir).
+# (scripts/host-setup.sh), root for the peer pipeline (mmdebstrap) and the
+# boots, and network access to the Debian mirror and the Go module proxy.
+# Work files go to $BENCH_DIR (default: a temp dir). Sections can be picked
+# with BENCH="sources build agent boot" (default: all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DROVER=${DROVER:-bin/drover}
+DROVER=${DROVER:-$PWD/bin/drover}
 RECIPE=${RECIPE:-recipes/ecs-node.yaml}
+SECTIONS=${BENCH:-sources build agent boot}
 work=${BENCH_DIR:-$(mktemp -d /tmp/drover-bench.XXXXXX)}
 mkdir -p "$work"
+name=$(basename "$RECIPE" .yaml)
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
+mib() { awk -v b="$1" 'BEGIN{printf "%.1f MiB", b/1048576}'; }
+row() { printf "  %-52s %14s\n" "$1" "$2"; }
+has() { [[ " $SECTIONS " == *" $1 "* ]]; }
 
-echo "== sources: resolve + fetch $RECIPE"
-name=$(basename "$RECIPE" .yaml)
-cp "$RECIPE" "$work/$name.yaml"
-rm -f "$work/$name.yaml.lock"
-cache="$work/cache-sources"
-rm -rf "$cache"
-t0=$(now)
-"$DROVER" -q lock "$work/$name.yaml" --cache "$cache"
-"$DROVER" -q fetch "$work/$name.yaml" --cache "$cache"
-t1=$(now)
-"$DROVER" -q lock "$work/$name.yaml" --cache "$cache"
-"$DROVER" -q fetch "$work/$name.yaml" --cache "$cache"
-t2=$(now)
-pkgs=$(grep -c '^deb ' "$work/$name.yaml.lock")
-bytes=$(awk '$1=="deb"{s+=$5} END{print s}' "$work/$name.yaml.lock")
-printf "%-44s %10s\n" "resolve+fetch cold (empty drover cache)" "$(secs "$t0" "$t1") s"
-printf "%-44s %10s\n" "resolve+fetch warm (lock unchanged, cached)" "$(secs "$t1" "$t2") s"
-printf "%-44s %10s\n" "closure packages" "$pkgs"
-printf "%-44s %10s\n" "closure download size" "$(awk -v b="$bytes" 'BEGIN{printf "%.1f MiB", b/1048576}')"
+if has sources; then
+  echo "== sources: resolve + fetch $RECIPE (drover lock + drover fetch)"
+  cp "$RECIPE" "$work/$name.yaml"; rm -f "$work/$name.yaml.lock"
+  cache="$work/cache-sources"; rm -rf "$cache"
+  t0=$(now)
+  "$DROVER" -q lock "$work/$name.yaml" --cache "$cache"
+  "$DROVER" -q fetch "$work/$name.yaml" --cache "$cache"
+  t1=$(now)
+  "$DROVER" -q lock "$work/$name.yaml" --cache "$cache"
+  "$DROVER" -q fetch "$work/$name.yaml" --cache "$cache"
+  t2=$(now)
+  row "cold (empty drover cache)" "$(secs "$t0" "$t1") s"
+  row "warm (lock unchanged, everything cached)" "$(secs "$t1" "$t2") s"
+  row "closure packages" "$(grep -c '^deb ' "$work/$name.yaml.lock")"
+  row "closure download size" "$(mib "$(awk '$1=="deb"{s+=$5} END{print s}' "$work/$name.yaml.lock")")"
+fi
 
-echo "== go test benchmarks (parsers, cache, verity, formats)"
-go test -run '^$' -bench . -benchtime 3x ./image/debian ./image/fetch ./image/verity ./image/formats ./image/rootfs 2>&1 | grep -E '^Benchmark|^ok' || true
+if has build; then
+  echo "== build: $RECIPE"
+  cache="$work/cache-build"; rm -rf "$cache" "$work/out-cold" "$work/out-warm"
+  t0=$(now); "$DROVER" -q build "$RECIPE" -o "$work/out-cold" --cache "$cache" >/dev/null; t1=$(now)
+  "$DROVER" -q build "$RECIPE" -o "$work/out-warm" --cache "$cache" >/dev/null; t2=$(now)
+  warm=$(secs "$t1" "$t2")
+  row "cold build (empty drover cache; Go build cache as found)" "$(secs "$t0" "$t1") s"
+  row "warm build" "$warm s"
+  m="$work/out-warm/$name.manifest.json"
+  raw="$work/out-warm/$name.raw"
+  row "raw image" "$(mib "$(stat -c %s "$raw")")"
+  row "raw image, allocated (used)" "$(mib $(( $(stat -c %b "$raw") * 512 )))"
+  [ -f "$work/out-warm/$name.qcow2" ] && row "qcow2 (compressed)" "$(mib "$(stat -c %s "$work/out-warm/$name.qcow2")")"
+  row "root filesystem (erofs)" "$(mib "$(jq '.rootfs.size' "$m")")"
+  row "packages" "$(jq '.packages | length' "$m")"
+  row "files in the root filesystem" "$(jq '.rootfs.files' "$m")"
+  echo "== peer pipeline: mmdebstrap + mkfs.erofs + veritysetup format (same package set)"
+  pkgs=$(awk '$1=="deb"{print $2}' "${RECIPE}.lock" | paste -sd, -)
+  peer="$work/peer"; rm -rf "$peer"; mkdir -p "$peer"
+  m_url=${DROVER_MIRROR:-$("$DROVER" mirror)}
+  t0=$(now)
+  mmdebstrap --quiet --variant=custom --include="$pkgs" --skip=check/empty trixie "$peer/root" "$m_url" >/dev/null 2>"$peer/mmdebstrap.log" \
+    || { echo "  mmdebstrap failed (see $peer/mmdebstrap.log)"; }
+  t1=$(now)
+  mkfs.erofs -q "$peer/root.erofs" "$peer/root" >/dev/null 2>&1 || true
+  t2=$(now)
+  veritysetup format "$peer/root.erofs" "$peer/root.verity" >/dev/null 2>&1 || true
+  t3=$(now)
+  peer_total=$(secs "$t0" "$t3")
+  row "mmdebstrap" "$(secs "$t0" "$t1") s"
+  row "mkfs.erofs" "$(secs "$t1" "$t2") s"
+  row "veritysetup format" "$(secs "$t2" "$t3") s"
+  row "peer pipeline total" "$peer_total s"
+  row "drover warm build / peer pipeline" "$(awk -v a="$warm" -v b="$peer_total" 'BEGIN{printf "%.2fx", a/b}')"
+fi
+
+if has agent; then
+  echo "== agent and init"
+  CGO_ENABLED=0 go build -trimpath -o "$work/drover-agent" ./cmd/drover-agent
+  CGO_ENABLED=0 go build -trimpath -o "$work/drover-init" ./cmd/drover-init
+  row "drover-agent binary" "$(mib "$(stat -c %s "$work/drover-agent")")"
+  row "drover-init binary" "$(mib "$(stat -c %s "$work/drover-init")")"
+  go build -trimpath -o "$work/agentbench" ./scripts/agentbench
+  "$work/agentbench" agent/nodeconfig/testdata/ca.crt | sed 's/^/  /'
+fi
+
+if has boot; then
+  echo "== boot timeline: $name under QEMU to Node Ready, median of 3 boots"
+  [ -f "$work/out-warm/$name.raw" ] || "$DROVER" -q build "$RECIPE" -o "$work/out-warm" >/dev/null
+  "$DROVER" smoke "$work/out-warm/$name.raw" --bench 3 --work "$work/boot" 2>"$work/boot.log" | sed 's/^/  /'
+fi
+
+echo "== go benchmarks (parsers, cache, verity, formats, rootfs)"
+go test -run '^$' -bench . -benchtime 3x ./image/debian ./image/fetch ./image/verity ./image/formats ./image/rootfs 2>&1 | grep -E '^Benchmark' | sed 's/^/  /' || true

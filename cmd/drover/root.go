@@ -55,7 +55,7 @@ $XDG_CACHE_HOME/drover (or --cache).`,
 	pf.StringVar(&g.keyring, "keyring", "", "OpenPGP keyring the Debian InRelease must verify against (default: the recipe's, else "+debian.DefaultKeyring+")")
 	pf.BoolVarP(&g.quiet, "quiet", "q", false, "print only errors")
 	pf.IntVar(&g.parallel, "parallel", 4, "parallel downloads")
-	root.AddCommand(newLockCmd(g), newFetchCmd(g), newSourcesCmd(g), newBuildCmd(g), newRunCmd(), newValidateCmd(), newUserdataCmd(), newRelayCmd(), newDiffCmd(), newVerifyCmd(), newSmokeCmd())
+	root.AddCommand(newLockCmd(g), newFetchCmd(g), newSourcesCmd(g), newBuildCmd(g), newRunCmd(), newValidateCmd(), newUserdataCmd(), newRelayCmd(), newDiffCmd(), newVerifyCmd(), newSmokeCmd(), newMirrorCmd(g))
 	return root
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drover-os/drover/harness/smoke"
+	"github.com/drover-os/drover/harness/timeline"
 	"github.com/drover-os/drover/image/build"
 	"github.com/drover-os/drover/image/cache"
 )
@@ -21,6 +22,7 @@ func newSmokeCmd() *cobra.Command {
 	var work, junit, userdataFile, version, cacheDir string
 	var timeout time.Duration
 	var keep bool
+	var bench int
 	cmd := &cobra.Command{
 		Use:   "smoke IMAGE.raw",
 		Short: "Boot an image as an ECS instance against a local control plane; pass only if the node joins",
@@ -83,6 +85,19 @@ if any check failed.`,
 				return err
 			}
 			defer env.Close()
+			if bench > 0 {
+				tls, err := env.Timelines(ctx, p.Image, bench, p.NVMe, 25*time.Minute)
+				if err != nil {
+					return err
+				}
+				for i, tl := range tls {
+					fmt.Fprintf(cmd.OutOrStdout(), "boot %d timeline (guest seconds since boot):\n", i+1)
+					tl.Print(cmd.OutOrStdout())
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "median of %d boots (guest seconds since boot):\n", len(tls))
+				timeline.Median(tls).Print(cmd.OutOrStdout())
+				return nil
+			}
 			report := env.Run(ctx, p)
 			report.Print(cmd.OutOrStdout())
 			if junit != "" {
@@ -116,6 +131,7 @@ if any check failed.`,
 	f.BoolVar(&p.PolicyCheck, "policy-check", false, "also check that a policy-breaking user-data is refused")
 	f.DurationVar(&timeout, "timeout", 75*time.Minute, "overall limit")
 	f.BoolVar(&keep, "print-kubeconfig", false, "print the admin kubeconfig path")
+	f.IntVar(&bench, "bench", 0, "instead of the checks: boot N fresh instances to Ready and print the median boot timeline")
 	return cmd
 }
 

@@ -37,6 +37,10 @@ type Config struct {
 	// metadata address 100.100.100.200 lies inside it (slirp only
 	// forwards guest connections to addresses in its network).
 	Net string
+	// Host and DHCPStart fix the host's address as the guest sees it and
+	// the guest's first DHCP address (QEMU's defaults put them at .2.2
+	// and .2.15 of the network).
+	Host, DHCPStart string
 	// GuestFwd maps a guest address:port to a command whose stdin/stdout
 	// carry each connection (QEMU's guestfwd=…-cmd:…).
 	GuestFwd map[string]string
@@ -209,6 +213,12 @@ func (c *Config) Args(kvm bool) []string {
 	netdev := "user,id=n0"
 	if c.Net != "" {
 		netdev += ",net=" + c.Net
+	}
+	if c.Host != "" {
+		netdev += ",host=" + c.Host
+	}
+	if c.DHCPStart != "" {
+		netdev += ",dhcpstart=" + c.DHCPStart
 	}
 	for addr, cmd := range c.GuestFwd {
 		netdev += ",guestfwd=tcp:" + addr + "-cmd:" + cmd

@@ -142,7 +142,7 @@ func (e *Env) UserData() ([]byte, error) {
 	}
 	return userdata.Render(&userdata.Spec{
 		Server: e.Cluster.GuestServer(), CAFile: ca, BootstrapToken: e.Cluster.BootstrapToken(),
-		Labels:       map[string]string{"drover.dev/smoke": "true"},
+		Labels: map[string]string{"drover.dev/smoke": "true"},
 		// Images are referenced at the harness registry itself; the
 		// mirror entry tells containerd it speaks plain http.
 		Mirrors:      map[string][]string{e.GuestRegistry(): {"http://" + e.GuestRegistry()}},
@@ -155,7 +155,7 @@ func (e *Env) UserData() ([]byte, error) {
 func (e *Env) VMConfig(image, stateDir string, nvme bool) *qemu.Config {
 	return &qemu.Config{
 		Image: image, StateDir: stateDir, NVMe: nvme, DiskSize: 8 << 30, MemoryMiB: 3072,
-		Net:         GuestNet,
+		Net: GuestNet, Host: HostFromVM, DHCPStart: GuestIP,
 		GuestFwd:    map[string]string{MetadataAddr: e.opts.Drover + " relay " + e.metaLn.Addr().String()},
 		ProductName: "Alibaba Cloud ECS",
 		Console:     e.opts.Console,
