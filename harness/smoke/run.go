@@ -145,7 +145,7 @@ func (e *Env) RunPod(ctx context.Context, in *Instance, name, image string, args
 	pod := map[string]any{
 		"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"name": name, "namespace": "default"},
-		"spec": podSpec(in.NodeName, e.GuestRegistry()+"/"+image, args, host),
+		"spec":     podSpec(in.NodeName, e.GuestRegistry()+"/"+image, args, host),
 	}
 	body, _ := json.Marshal(pod)
 	if err := e.Cluster.CreatePod(ctx, "default", body); err != nil {

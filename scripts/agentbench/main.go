@@ -22,7 +22,7 @@ import (
 
 type prov struct{ data []byte }
 
-func (p prov) Name() string                                    { return "bench" }
+func (p prov) Name() string                                   { return "bench" }
 func (p prov) UserData(context.Context) ([]byte, bool, error) { return p.data, true, nil }
 func (p prov) Facts(context.Context) (provider.Facts, error) {
 	return provider.Facts{InstanceID: "i-bench", RegionID: "cn-hangzhou", ZoneID: "cn-hangzhou-h", InstanceType: "ecs.g7.large",
@@ -36,7 +36,7 @@ func (api) GetNode(ctx context.Context, name string) (*kube.Node, error) {
 	n.Status.Conditions = []kube.Condition{{Type: "Ready", Status: "True"}}
 	return n, nil
 }
-func (api) SetCondition(context.Context, string, kube.Condition) error { return nil }
+func (api) SetCondition(context.Context, string, kube.Condition) error  { return nil }
 func (api) Event(context.Context, string, string, string, string) error { return nil }
 
 func main() {
