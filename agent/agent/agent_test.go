@@ -72,7 +72,7 @@ func testCA(t testing.TB) string {
 func userData(t testing.TB, extra string) []byte {
 	ca := testCA(t)
 	node := "apiVersion: drover.dev/v1alpha1\nkind: NodeConfig\ncluster:\n  server: https://10.0.2.2:6443\n  bootstrapToken: abcdef.0123456789abcdef\n  caData: |\n    " +
-		strings.ReplaceAll(strings.TrimSpace(ca), "\n", "\n    ") + "\n"
+		strings.ReplaceAll(strings.TrimSpace(ca), "\n", "\n    ") + "\ncontainerd:\n  mirrors:\n    100.64.0.2:5000: [\"http://100.64.0.2:5000\"]\n"
 	cfg := map[string]any{
 		"ignition": map[string]any{"version": "3.4.0"},
 		"storage": map[string]any{"files": []any{
@@ -128,7 +128,7 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 	if got := strings.Join(r.sd.Calls, ","); got != "reload,start containerd.service,start kubelet.service" {
 		t.Errorf("systemd calls %s", got)
 	}
-	for _, p := range []string{"/etc/motd", "/etc/containerd/config.toml", "/etc/kubernetes/kubelet-config.yaml", "/etc/default/kubelet", StoredConfig} {
+	for _, p := range []string{"/etc/motd", "/etc/containerd/config.toml", "/etc/containerd/certs.d/100.64.0.2:5000/hosts.toml", "/etc/kubernetes/kubelet-config.yaml", "/etc/default/kubelet", StoredConfig} {
 		if !fileExists(filepath.Join(r.root, p)) {
 			t.Errorf("%s not written", p)
 		}

@@ -144,8 +144,8 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 		nodeconfig.CAFile:             []byte(a.node.Cluster.CAData),
 		"/etc/default/kubelet":        []byte("KUBELET_ARGS=\"" + strings.Join(flags, " ") + "\"\n"),
 	}
-	for host, toml := range nodeconfig.HostsToml(a.node) {
-		files["/etc/containerd/certs.d/"+host+"/hosts.toml"] = toml
+	for p, toml := range nodeconfig.HostsToml(a.node) {
+		files[p] = toml // keyed by the path on the node
 	}
 	// The bootstrap kubeconfig is written only while the kubelet has no
 	// client certificate; once joined it is deleted and never rewritten.
