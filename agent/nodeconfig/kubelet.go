@@ -69,6 +69,10 @@ func KubeletConfig(c *Config, f Facts) ([]byte, error) {
 		// No static pods: everything a node runs comes from the API server.
 		StaticPodPath: "",
 		FailSwapOn:    ptr(true),
+		// drover images resolve through systemd-resolved, whose
+		// /etc/resolv.conf names the 127.0.0.53 stub that pods cannot
+		// reach; the upstream servers are in this file.
+		ResolverConfig: ptr("/run/systemd/resolve/resolv.conf"),
 	}
 	if len(c.Kubelet.Config) > 0 {
 		// Parse checked the overrides against the type already; this

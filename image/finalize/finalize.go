@@ -45,6 +45,7 @@ func Steps() []Step {
 		units{},
 		alternatives{},
 		caBundle{},
+		networkFiles{},
 		osRelease{},
 		machineID{},
 		fstab{},

@@ -182,3 +182,32 @@ func (emptyVar) Run(t *tree.Tree, env *Env) error {
 	}
 	return nil
 }
+
+// networkFiles writes what the installer and postinst scripts would leave
+// in /etc for name resolution: /etc/hosts (containerd copies it into every
+// pod sandbox and fails without it), nsswitch.conf from libc-bin's
+// template, and /etc/resolv.conf pointing at systemd-resolved's stub when
+// the image has resolved (its postinst would make that link).
+type networkFiles struct{}
+
+func (networkFiles) String() string { return "network-files" }
+func (networkFiles) Why() string {
+	return "the installer writes /etc/hosts, libc-bin's postinst nsswitch.conf, resolved's postinst the resolv.conf link"
+}
+
+func (networkFiles) Run(t *tree.Tree, env *Env) error {
+	if t.Get("/etc/hosts") == nil {
+		if err := t.Set(file("/etc/hosts", 0o644, "127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\nff02::1\t\tip6-allnodes\nff02::2\t\tip6-allrouters\n")); err != nil {
+			return err
+		}
+	}
+	if n := t.Get("/usr/share/libc-bin/nsswitch.conf"); n != nil && t.Get("/etc/nsswitch.conf") == nil {
+		if err := t.Set(file("/etc/nsswitch.conf", 0o644, string(n.Data))); err != nil {
+			return err
+		}
+	}
+	if t.Get("/usr/lib/systemd/systemd-resolved") != nil {
+		return t.Set(symlink("/etc/resolv.conf", "../run/systemd/resolve/stub-resolv.conf"))
+	}
+	return nil
+}
