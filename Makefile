@@ -3,7 +3,7 @@ GO        ?= go
 OUT       ?= out
 RECIPE    ?= recipes/ecs-node.yaml
 BIN       := bin
-GOFLAGS_BUILD := -trimpath -buildvcs=false
+GOFLAGS_BUILD := -trimpath -buildvcs=false -ldflags="-s -w"
 
 .PHONY: help image test unit integration e2e bench fuzz fuzz-short lint build clean demo smoke
 

@@ -73,8 +73,8 @@ fi
 
 if has agent; then
   echo "== agent and init"
-  CGO_ENABLED=0 go build -trimpath -o "$work/drover-agent" ./cmd/drover-agent
-  CGO_ENABLED=0 go build -trimpath -o "$work/drover-init" ./cmd/drover-init
+  CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$work/drover-agent" ./cmd/drover-agent
+  CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$work/drover-init" ./cmd/drover-init
   row "drover-agent binary" "$(mib "$(stat -c %s "$work/drover-agent")")"
   row "drover-init binary" "$(mib "$(stat -c %s "$work/drover-init")")"
   go build -trimpath -o "$work/agentbench" ./scripts/agentbench
