@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,7 +17,7 @@ import (
 
 func newBuildCmd(g *globals) *cobra.Command {
 	var out, agentBin, initBin string
-	var plan bool
+	var plan, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "build RECIPE",
 		Short: "Build a bootable, verity-protected UEFI disk image from a recipe and its lock",
@@ -69,7 +70,36 @@ the recipe: run drover lock.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.log(), "build: %s in %s, root hash %s\n", r.Name, time.Since(start).Round(time.Millisecond), res.Manifest.RootHash)
+			took := time.Since(start)
+			fmt.Fprintf(g.log(), "build: %s in %s, root hash %s\n", r.Name, took.Round(time.Millisecond), res.Manifest.RootHash)
+			if asJSON {
+				type out struct {
+					Path string `json:"path"`
+					Size int64  `json:"size"`
+				}
+				type stage struct {
+					Stage   string  `json:"stage"`
+					Seconds float64 `json:"seconds"`
+				}
+				doc := struct {
+					Name     string  `json:"name"`
+					RootHash string  `json:"rootHash"`
+					BuildID  string  `json:"buildID"`
+					Seconds  float64 `json:"seconds"`
+					Outputs  []out   `json:"outputs"`
+					Stages   []stage `json:"stages"`
+				}{Name: r.Name, RootHash: res.Manifest.RootHash, BuildID: res.Manifest.BuildID, Seconds: took.Seconds()}
+				for _, o := range res.Outputs {
+					fi, _ := os.Stat(o)
+					doc.Outputs = append(doc.Outputs, out{o, fi.Size()})
+				}
+				for _, t := range res.Timings {
+					doc.Stages = append(doc.Stages, stage{t.Stage, t.Took.Seconds()})
+				}
+				b, _ := json.MarshalIndent(doc, "", "  ")
+				fmt.Fprintln(cmd.OutOrStdout(), string(b))
+				return nil
+			}
 			for _, o := range res.Outputs {
 				fi, _ := os.Stat(o)
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", o, sources.HumanBytes(fi.Size()))
@@ -79,6 +109,7 @@ the recipe: run drover lock.`,
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "out", "output directory")
 	cmd.Flags().BoolVar(&plan, "plan", false, "print the plan and build nothing")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result (outputs, root hash, stage timings) as JSON")
 	cmd.Flags().StringVar(&agentBin, "agent", "", "drover-agent binary to install (default: beside the drover executable)")
 	cmd.Flags().StringVar(&initBin, "init", "", "drover-init binary for the initrd (default: beside the drover executable)")
 	return cmd

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +16,7 @@ import (
 )
 
 func newLockCmd(g *globals) *cobra.Command {
-	var explain bool
+	var explain, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "lock RECIPE",
 		Short: "Resolve a recipe and pin every input in RECIPE.lock",
@@ -45,13 +46,23 @@ changes nothing. Review the lock's diff: one line per package.`,
 				fmt.Fprintf(g.log(), "lock: wrote %s (%d packages, %d Go components, %d URL components)\n",
 					r.LockPath(), len(res.Lock.Debs), len(res.Lock.Go), len(res.Lock.URLs))
 			}
-			if explain {
+			if asJSON {
+				var bytes int64
+				for _, d := range res.Lock.Debs {
+					bytes += d.Size
+				}
+				b, _ := json.MarshalIndent(map[string]any{"lock": r.LockPath(), "unchanged": res.Unchanged,
+					"packages": len(res.Lock.Debs), "downloadBytes": bytes, "go": len(res.Lock.Go), "urls": len(res.Lock.URLs),
+					"epoch": res.Lock.Epoch, "suites": res.Lock.Suites}, "", "  ")
+				fmt.Fprintln(cmd.OutOrStdout(), string(b))
+			} else if explain {
 				printExplain(cmd.OutOrStdout(), res)
 			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&explain, "explain", false, "print what was resolved and which package pulled in which")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a summary of the lock as JSON")
 	return cmd
 }
 

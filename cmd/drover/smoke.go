@@ -23,6 +23,7 @@ func newSmokeCmd() *cobra.Command {
 	var timeout time.Duration
 	var keep bool
 	var bench int
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "smoke IMAGE.raw",
 		Short: "Boot an image as an ECS instance against a local control plane; pass only if the node joins",
@@ -99,7 +100,12 @@ if any check failed.`,
 				return nil
 			}
 			report := env.Run(ctx, p)
-			report.Print(cmd.OutOrStdout())
+			if asJSON {
+				b, _ := json.MarshalIndent(report, "", "  ")
+				fmt.Fprintln(cmd.OutOrStdout(), string(b))
+			} else {
+				report.Print(cmd.OutOrStdout())
+			}
 			if junit != "" {
 				f, err := os.Create(junit)
 				if err != nil {
@@ -131,6 +137,7 @@ if any check failed.`,
 	f.BoolVar(&p.PolicyCheck, "policy-check", false, "also check that a policy-breaking user-data is refused")
 	f.DurationVar(&timeout, "timeout", 75*time.Minute, "overall limit")
 	f.BoolVar(&keep, "print-kubeconfig", false, "print the admin kubeconfig path")
+	f.BoolVar(&asJSON, "json", false, "print the checks and timelines as JSON")
 	f.IntVar(&bench, "bench", 0, "instead of the checks: boot N fresh instances to Ready and print the median boot timeline")
 	return cmd
 }

@@ -15,17 +15,17 @@ import (
 
 // Check is one pass/fail result (a JUnit test case).
 type Check struct {
-	Name   string
-	Passed bool
-	Detail string
-	Took   time.Duration
+	Name   string        `json:"name"`
+	Passed bool          `json:"passed"`
+	Detail string        `json:"detail,omitempty"`
+	Took   time.Duration `json:"tookNanoseconds"`
 }
 
 // Report collects checks and timelines.
 type Report struct {
-	Checks    []Check
-	Timelines map[string]timeline.Timeline // per boot
-	Logs      map[string]string            // boot -> serial log path
+	Checks    []Check                      `json:"checks"`
+	Timelines map[string]timeline.Timeline `json:"timelines"`  // per boot
+	Logs      map[string]string            `json:"serialLogs"` // boot -> serial log path
 }
 
 func (r *Report) add(name string, start time.Time, err error, detail string) bool {
