@@ -56,7 +56,9 @@ if has build; then
   peer="$work/peer"; rm -rf "$peer"; mkdir -p "$peer"
   m_url=${DROVER_MIRROR:-$("$DROVER" mirror)}
   t0=$(now)
-  mmdebstrap --quiet --variant=custom --include="$pkgs" --skip=check/empty trixie "$peer/root" "$m_url" >/dev/null 2>"$peer/mmdebstrap.log" \
+  # essential: dpkg and the Essential set, which maintainer scripts need, plus
+  # exactly the packages of drover's lock.
+  mmdebstrap --variant=essential --include="$pkgs" trixie "$peer/root" "$m_url" >"$peer/mmdebstrap.log" 2>&1 \
     || { echo "  mmdebstrap failed (see $peer/mmdebstrap.log)"; }
   t1=$(now)
   mkfs.erofs -q "$peer/root.erofs" "$peer/root" >/dev/null 2>&1 || true

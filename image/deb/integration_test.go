@@ -4,11 +4,7 @@ package deb
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,72 +14,16 @@ import (
 	"time"
 
 	"github.com/drover-os/drover/image/debian"
+	"github.com/drover-os/drover/image/debian/debiantest"
 	"github.com/drover-os/drover/image/rootfs"
 	"github.com/drover-os/drover/image/tree"
 )
 
-// dirStore is a minimal debian.Store: it downloads into dir and checks the
-// sha256 and size.
-type dirStore struct{ dir string }
-
-func (s dirStore) Fetch(ctx context.Context, name, url, want string, size int64) (string, error) {
-	dst := filepath.Join(s.dir, want)
-	if _, err := os.Stat(dst); err == nil {
-		return dst, nil
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("fetching %s: %w", name, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("fetching %s from %s: HTTP %s", name, url, resp.Status)
-	}
-	f, err := os.CreateTemp(s.dir, "dl-*")
-	if err != nil {
-		return "", err
-	}
-	defer os.Remove(f.Name())
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h), resp.Body)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", fmt.Errorf("fetching %s: %w", name, err)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != want || n != size {
-		return "", fmt.Errorf("fetching %s: got sha256 %s size %d, want %s size %d", name, got, n, want, size)
-	}
-	return dst, os.Rename(f.Name(), dst)
-}
-
-// trixie returns a client for the configured mirror, its store and the
-// trixie main index.
+// trixie returns the configured mirror's trixie main index, with a client
+// whose store is the project's verified cache.
 func trixie(t *testing.T, ctx context.Context) (*debian.Client, *debian.Index) {
-	mirror, err := debian.ResolveMirror("", os.Getenv, os.DirFS("/"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyring, err := debian.LoadKeyring(debian.DefaultKeyring)
-	if err != nil {
-		t.Fatalf("%v (apt-get install debian-archive-keyring)", err)
-	}
-	c := &debian.Client{Mirror: mirror, Keyring: keyring, KeyringPath: debian.DefaultKeyring,
-		Store: dirStore{dir: t.TempDir()}, IndexDir: t.TempDir()}
-	rel, err := c.Release(ctx, "trixie")
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx, err := c.Index(ctx, rel, []string{"main"}, runtime.GOARCH)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, idx
+	r := debiantest.Trixie(t)
+	return r.Client, r.Index
 }
 
 func fetch(t *testing.T, ctx context.Context, c *debian.Client, p debian.Package) string {

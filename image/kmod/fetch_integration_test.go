@@ -6,12 +6,9 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,130 +19,21 @@ import (
 	"time"
 
 	"github.com/drover-os/drover/image/debian"
+	"github.com/drover-os/drover/image/debian/debiantest"
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
 )
 
-// shaStore is the smallest debian.Store: it downloads into a directory named
-// by sha256 and checks the hash and size. The directory is shared between
-// runs (os.TempDir) because the kernel package is tens of MiB; a file is
-// reused only after its hash is checked again.
-type shaStore struct {
-	dir  string
-	http *http.Client
-}
+// trixieArchive is the configured mirror's trixie main/amd64 with the
+// project's verified download cache (shared with other packages' tests).
+type trixieArchive struct{ *debiantest.Real }
 
-func (s shaStore) Fetch(ctx context.Context, name, url, want string, size int64) (string, error) {
-	dst := filepath.Join(s.dir, want)
-	if data, err := os.ReadFile(dst); err == nil {
-		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) == want {
-			return dst, nil
-		}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := s.http.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("fetching %s: %w", name, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("fetching %s from %s: HTTP %s", name, url, resp.Status)
-	}
-	f, err := os.CreateTemp(s.dir, "dl-*")
-	if err != nil {
-		return "", err
-	}
-	defer os.Remove(f.Name())
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h), resp.Body)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", fmt.Errorf("fetching %s: %w", name, err)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != want || (size > 0 && n != size) {
-		return "", fmt.Errorf("fetching %s: got sha256 %s size %d, want %s size %d", name, got, n, want, size)
-	}
-	return dst, os.Rename(f.Name(), dst)
-}
+func trixie(t *testing.T) trixieArchive { return trixieArchive{debiantest.Trixie(t)} }
 
-// trixieArchive is a client for trixie main/amd64, set up once per test
-// binary.
-type trixieArchive struct {
-	client *debian.Client
-	index  *debian.Index
-	mirror string
-}
-
-var (
-	archiveOnce sync.Once
-	archive     *trixieArchive
-	archiveErr  error
-)
-
-func trixie(t *testing.T) *trixieArchive {
-	t.Helper()
-	archiveOnce.Do(func() { archive, archiveErr = openTrixie() })
-	if archiveErr != nil {
-		t.Fatal(archiveErr)
-	}
-	return archive
-}
-
-func openTrixie() (*trixieArchive, error) {
-	mirror, err := debian.ResolveMirror("", os.Getenv, os.DirFS("/"))
-	if err != nil {
-		return nil, err
-	}
-	keyring, err := debian.LoadKeyring(debian.DefaultKeyring)
-	if err != nil {
-		return nil, fmt.Errorf("%w (apt-get install debian-archive-keyring)", err)
-	}
-	dir := filepath.Join(os.TempDir(), "drover-kmod-test")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	hc := &http.Client{}
-	c := &debian.Client{
-		Mirror:      mirror,
-		HTTP:        hc,
-		Keyring:     keyring,
-		KeyringPath: debian.DefaultKeyring,
-		Store:       shaStore{dir: dir, http: hc},
-		IndexDir:    dir,
-	}
+func (a trixieArchive) deb(name string) (debian.Package, []byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	rel, err := c.Release(ctx, "trixie")
-	if err != nil {
-		return nil, err
-	}
-	idx, err := c.Index(ctx, rel, []string{"main"}, "amd64")
-	if err != nil {
-		return nil, err
-	}
-	return &trixieArchive{client: c, index: idx, mirror: mirror}, nil
-}
-
-// deb downloads a package (sha256-checked by the store) and returns it.
-func (a *trixieArchive) deb(name string) (debian.Package, []byte, error) {
-	pkgs := a.index.Lookup(name)
-	if len(pkgs) == 0 {
-		return debian.Package{}, nil, fmt.Errorf("%s is not in trixie main", name)
-	}
-	p := pkgs[0]
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	path, err := a.client.Store.Fetch(ctx, p.Name, p.URL(a.mirror), p.SHA256, p.Size)
-	if err != nil {
-		return p, nil, err
-	}
-	data, err := os.ReadFile(path)
-	return p, data, err
+	return a.Deb(ctx, name)
 }
 
 // kernelTree is the module tree of one kernel package, in memory.
@@ -173,8 +61,8 @@ func trixieCloudKernel(t *testing.T) *kernelTree {
 	return kernel
 }
 
-func fetchCloudKernel(t *testing.T, a *trixieArchive) (*kernelTree, error) {
-	meta := a.index.Lookup("linux-image-cloud-amd64")
+func fetchCloudKernel(t *testing.T, a trixieArchive) (*kernelTree, error) {
+	meta := a.Index.Lookup("linux-image-cloud-amd64")
 	if len(meta) == 0 {
 		return nil, errors.New("trixie main has no linux-image-cloud-amd64")
 	}
@@ -286,7 +174,7 @@ func modulesFromTar(tr *tar.Reader) (*kernelTree, error) {
 func trixieKmod(t *testing.T) func(tool string, args ...string) *exec.Cmd {
 	t.Helper()
 	a := trixie(t)
-	cl, err := debian.Resolve(a.index, "amd64", []string{"kmod"})
+	cl, err := debian.Resolve(a.Index, "amd64", []string{"kmod"})
 	if err != nil {
 		t.Fatal(err)
 	}
