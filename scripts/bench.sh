@@ -61,9 +61,9 @@ if has build; then
   mmdebstrap --variant=essential --include="$pkgs" trixie "$peer/root" "$m_url" >"$peer/mmdebstrap.log" 2>&1 \
     || { echo "  mmdebstrap failed (see $peer/mmdebstrap.log)"; }
   t1=$(now)
-  mkfs.erofs -q "$peer/root.erofs" "$peer/root" >/dev/null 2>&1 || true
+  mkfs.erofs "$peer/root.erofs" "$peer/root" >"$peer/mkfs.erofs.log" 2>&1 || echo "  mkfs.erofs failed (see $peer/mkfs.erofs.log)"
   t2=$(now)
-  veritysetup format "$peer/root.erofs" "$peer/root.verity" >/dev/null 2>&1 || true
+  veritysetup format "$peer/root.erofs" "$peer/root.verity" >"$peer/veritysetup.log" 2>&1 || echo "  veritysetup failed (see $peer/veritysetup.log)"
   t3=$(now)
   peer_total=$(secs "$t0" "$t3")
   row "mmdebstrap" "$(secs "$t0" "$t1") s"

@@ -128,7 +128,8 @@ func (b *builder) assemble(f *sources.Fetched) error {
 		order = append(order, name)
 	}
 	sort.Strings(order)
-	if err := deb.ExtractAll(f.Debs, order, b.tree, deb.Options{Skip: skipDuringExtract}, 4); err != nil {
+	opt := deb.Options{Skip: skipDuringExtract, Unpacked: unpacked{b.o.Sources.Cache}}
+	if err := deb.ExtractAll(f.Debs, order, b.tree, opt, 4); err != nil {
 		return err
 	}
 	b.logf("build: %d packages assembled: %d paths, %s", len(order), b.tree.Len(), sources.HumanBytes(b.tree.Size()))

@@ -94,12 +94,27 @@ func checkOrder(paths map[string]string, order []string) error {
 }
 
 func decodeFile(path, pkg string, opt Options) ([]*tree.Node, error) {
+	if opt.Unpacked != nil {
+		if rc, ok := opt.Unpacked.Get(path); ok {
+			defer rc.Close()
+			nodes, err := readDataTar(rc, "data.tar", pkg, opt, &Stats{Package: pkg})
+			if err == nil {
+				return nodes, nil
+			}
+			// A damaged kept copy is not trusted: decode the .deb.
+		}
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("extracting %s: %w", pkg, err)
 	}
 	defer f.Close()
+	commit := func(bool) {}
+	if opt.Unpacked != nil {
+		opt.tee, commit = opt.Unpacked.Put(path)
+	}
 	nodes, _, err := decode(f, pkg, opt) // decompress buffers each member
+	commit(err == nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w (file %s)", err, path)
 	}

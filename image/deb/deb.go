@@ -29,6 +29,22 @@ type Options struct {
 	// pages and locales never occupy memory. It must be safe for
 	// concurrent use: ExtractAll calls it from several goroutines.
 	Skip func(path string) bool
+	// Unpacked, when set, keeps each package's data.tar decompressed so
+	// that later extractions of the same .deb (a warm build) skip the
+	// decompression, which dominates assembly (xz decodes at ~30 MB/s).
+	Unpacked Unpacked
+
+	tee io.Writer // receives the decompressed data.tar while it is read
+}
+
+// Unpacked stores decompressed data.tar streams, keyed by the .deb's path
+// (which, in drover's cache, names its sha256).
+type Unpacked interface {
+	// Get opens the kept data.tar of the .deb at debPath, if any.
+	Get(debPath string) (io.ReadCloser, bool)
+	// Put returns a writer for the data.tar of debPath and a function to
+	// call once it is complete (ok) or abandoned.
+	Put(debPath string) (io.Writer, func(ok bool))
 }
 
 // Stats describe what one package contributed.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/drover-os/drover/image/deb/debtest"
@@ -334,5 +335,68 @@ func TestExtractAllErrors(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, c.want)
 			}
 		})
+	}
+}
+
+// memUnpacked keeps decompressed data.tar streams in memory.
+type memUnpacked struct {
+	mu   sync.Mutex
+	kept map[string][]byte
+	hits int
+}
+
+func (m *memUnpacked) Get(p string) (io.ReadCloser, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.kept[p]
+	if ok {
+		m.hits++
+	}
+	return io.NopCloser(bytes.NewReader(b)), ok
+}
+
+func (m *memUnpacked) Put(p string) (io.Writer, func(bool)) {
+	var buf bytes.Buffer
+	return &buf, func(ok bool) {
+		if ok {
+			m.mu.Lock()
+			m.kept[p] = buf.Bytes()
+			m.mu.Unlock()
+		}
+	}
+}
+
+// TestExtractAllFromUnpacked: the second extraction reads the kept plain
+// data.tar streams and gives the same tree.
+func TestExtractAllFromUnpacked(t *testing.T) {
+	paths, order := writeDebs(t, t.TempDir(), 6)
+	u := &memUnpacked{kept: map[string][]byte{}}
+	first := tree.New()
+	if err := ExtractAll(paths, order, first, Options{Unpacked: u}, 4); err != nil {
+		t.Fatal(err)
+	}
+	if len(u.kept) != len(paths) || u.hits != 0 {
+		t.Fatalf("kept %d of %d, %d hits", len(u.kept), len(paths), u.hits)
+	}
+	second := tree.New()
+	if err := ExtractAll(paths, order, second, Options{Unpacked: u}, 4); err != nil {
+		t.Fatal(err)
+	}
+	if u.hits != len(paths) {
+		t.Errorf("second run used %d kept copies, want %d", u.hits, len(paths))
+	}
+	if !reflect.DeepEqual(dump(t, first), dump(t, second)) {
+		t.Fatal("the tree from kept copies differs")
+	}
+	// A damaged kept copy is ignored, not trusted.
+	for k := range u.kept {
+		u.kept[k] = []byte("garbage")
+	}
+	third := tree.New()
+	if err := ExtractAll(paths, order, third, Options{Unpacked: u}, 4); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(dump(t, first), dump(t, third)) {
+		t.Fatal("damaged kept copies changed the tree")
 	}
 }

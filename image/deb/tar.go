@@ -70,6 +70,12 @@ func readDataTar(r io.Reader, member, pkg string, opt Options, st *Stats) ([]*tr
 	}
 	defer done()
 	st.Compression = comp
+	if opt.tee != nil {
+		zr = io.TeeReader(zr, opt.tee)
+		// The tar reader stops at the end-of-archive marker; keep the
+		// rest too, so the kept copy is the whole stream.
+		defer io.Copy(io.Discard, zr)
+	}
 
 	var (
 		nodes   []*tree.Node
