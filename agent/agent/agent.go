@@ -65,11 +65,14 @@ type Env struct {
 	Prepare func(hostname string) error
 	Healthz func(ctx context.Context) error
 	// Kube builds the API client once the kubelet has its certificate.
-	Kube    func(server string, ca []byte, certFile string) (NodeAPI, error)
-	Console func(string)
-	Uptime  func() float64
-	Notify  func(string)
-	Poll    time.Duration // how often waits re-check (default 1s)
+	Kube func(server string, ca []byte, certFile string) (NodeAPI, error)
+	// DiscoverCA fetches the cluster CA (kube-public/cluster-info) when the
+	// node file pins it by hash only; the agent checks it against the pin.
+	DiscoverCA func(ctx context.Context, server string) ([]byte, error)
+	Console    func(string)
+	Uptime     func() float64
+	Notify     func(string)
+	Poll       time.Duration // how often waits re-check (default 1s)
 }
 
 // Deadlines per phase.

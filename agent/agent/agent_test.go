@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/drover-os/drover/agent/kube"
+	"github.com/drover-os/drover/agent/nodeconfig"
 	"github.com/drover-os/drover/agent/provider"
 	"github.com/drover-os/drover/agent/status"
 	"github.com/drover-os/drover/agent/systemd"
@@ -228,5 +229,40 @@ func TestDriftIsReported(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(r.log, "\n"), "DRIFT: local change to managed files: /etc/motd") {
 		t.Errorf("console:\n%s", strings.Join(r.log, "\n"))
+	}
+}
+
+// TestCAPinnedByHash: a node file with only caHash gets its CA from the
+// cluster, accepted only when it matches the pin.
+func TestCAPinnedByHash(t *testing.T) {
+	ca := testCA(t)
+	pin, err := nodeconfig.CAHash([]byte(ca))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := "apiVersion: drover.dev/v1alpha1\nkind: NodeConfig\ncluster:\n  server: https://10.0.2.2:6443\n  bootstrapToken: abcdef.0123456789abcdef\n  caHash: " + pin + "\n"
+	cfg, _ := json.Marshal(map[string]any{"ignition": map[string]any{"version": "3.4.0"},
+		"storage": map[string]any{"files": []any{map[string]any{"path": NodeFile, "mode": 0o600,
+			"contents": map[string]any{"source": "data:," + url.PathEscape(node)}}}}})
+	for _, tc := range []struct {
+		served string
+		ok     bool
+	}{{ca, true}, {testCA(t), false}} {
+		r := newRig(t, cfg)
+		a := r.agent()
+		a.env.DiscoverCA = func(context.Context, string) ([]byte, error) { return []byte(tc.served), nil }
+		err := a.Run(context.Background())
+		if tc.ok && err != nil {
+			t.Fatalf("pinned CA refused: %v", err)
+		}
+		if !tc.ok && (err == nil || !strings.Contains(err.Error(), "no certificate matches")) {
+			t.Fatalf("a CA not matching the pin was accepted: %v", err)
+		}
+		if tc.ok {
+			got, _ := os.ReadFile(filepath.Join(r.root, nodeconfig.CAFile))
+			if string(got) != tc.served {
+				t.Error("the discovered CA was not written for the kubelet")
+			}
+		}
 	}
 }
