@@ -129,9 +129,10 @@ func run(ctx context.Context) error {
 		Kube: func(server string, ca []byte, cert string) (agent.NodeAPI, error) {
 			return kube.New(server, ca, cert, cert)
 		},
-		Console: console,
-		Uptime:  status.Uptime("/"),
-		Notify:  func(s string) { systemd.Notify(s) },
+		DiscoverCA: kube.ClusterInfoCA,
+		Console:    console,
+		Uptime:     status.Uptime("/"),
+		Notify:     func(s string) { systemd.Notify(s) },
 	}
 	a := agent.New(env, agent.DefaultDeadlines)
 	console(fmt.Sprintf("drover-agent: platform %s (%s)", platform, prov.Name()))
