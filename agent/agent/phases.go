@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/drover-os/drover/agent/ignition"
 	"github.com/drover-os/drover/agent/nodeconfig"
+	"github.com/drover-os/drover/internal/atomicfile"
 )
 
 // Options returns the ignition options the agent validates with; `drover
@@ -81,15 +81,15 @@ func (a *Agent) apply(ctx context.Context) (string, error) {
 	}
 	a.node = node
 	if !fileExists(a.path(StoredConfig)) {
-		if err := writeAtomic(a.path(StoredConfig), a.userData, 0o600); err != nil {
+		if err := atomicfile.Write(a.path(StoredConfig), a.userData, 0o600); err != nil {
 			return "", err
 		}
-		if err := writeAtomic(a.path(StoredDigest), []byte(digest(a.userData)+"\n"), 0o644); err != nil {
+		if err := atomicfile.Write(a.path(StoredDigest), []byte(digest(a.userData)+"\n"), 0o644); err != nil {
 			return "", err
 		}
 	}
 	m, _ := json.MarshalIndent(a.managed, "", "  ")
-	if err := writeAtomic(a.path(ManagedFile), m, 0o644); err != nil {
+	if err := atomicfile.Write(a.path(ManagedFile), m, 0o644); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%d paths managed", len(a.managed)), nil
@@ -173,7 +173,7 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 		if strings.Contains(p, "kubeconfig") || strings.HasSuffix(p, ".conf") {
 			mode = 0o600
 		}
-		if err := writeAtomic(a.path(p), data, mode); err != nil {
+		if err := atomicfile.Write(a.path(p), data, mode); err != nil {
 			return "", err
 		}
 	}
@@ -242,18 +242,4 @@ func (a *Agent) cleanup(ctx context.Context) (string, error) {
 func (a *Agent) API() (NodeAPI, string, error) {
 	api, err := a.env.Kube(a.node.Cluster.Server, []byte(a.node.Cluster.CAData), a.path(KubeletCert))
 	return api, a.nodeName, err
-}
-
-func writeAtomic(path string, data []byte, mode os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp := path + ".drover-tmp"
-	if err := os.WriteFile(tmp, data, mode); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
 }

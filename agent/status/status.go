@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/drover-os/drover/internal/atomicfile"
 )
 
 // Path is where the status file lives on a node (under the agent's root).
@@ -132,23 +134,12 @@ func (r *Recorder) line(s string) {
 func (r *Recorder) save() {
 	r.st.Updated = r.now().UTC().Format(time.RFC3339Nano)
 	data, _ := json.MarshalIndent(r.st, "", "  ")
-	if err := writeAtomic(r.path, append(data, '\n')); err != nil {
+	if err := atomicfile.Write(r.path, append(data, '\n'), 0o644); err != nil {
 		r.line("drover-agent: cannot write status file: " + err.Error())
 	}
 	// /var is mounted by drover-init before the agent starts; a failure
 	// here only loses the persistent copy.
-	_ = writeAtomic(r.copy, append(data, '\n'))
-}
-
-func writeAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	_ = atomicfile.Write(r.copy, append(data, '\n'), 0o644)
 }
 
 // Read loads a status file.

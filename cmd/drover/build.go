@@ -12,7 +12,7 @@ import (
 	"github.com/drover-os/drover/image/build"
 	"github.com/drover-os/drover/image/lock"
 	"github.com/drover-os/drover/image/recipe"
-	"github.com/drover-os/drover/image/sources"
+	"github.com/drover-os/drover/internal/bytesize"
 )
 
 func newBuildCmd(g *globals) *cobra.Command {
@@ -102,7 +102,7 @@ the recipe: run drover lock.`,
 			}
 			for _, o := range res.Outputs {
 				fi, _ := os.Stat(o)
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", o, sources.HumanBytes(fi.Size()))
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", o, bytesize.Format(fi.Size()))
 			}
 			return nil
 		},

@@ -9,6 +9,7 @@ import (
 	"github.com/drover-os/drover/image/lock"
 	"github.com/drover-os/drover/image/recipe"
 	"github.com/drover-os/drover/image/sources"
+	"github.com/drover-os/drover/internal/bytesize"
 )
 
 func newFetchCmd(g *globals) *cobra.Command {
@@ -43,7 +44,7 @@ matches the recipe.`,
 				return err
 			}
 			fmt.Fprintf(g.log(), "fetch: %d packages and %d URL components verified in the cache (%s) in %s\n",
-				len(f.Debs), len(f.URLs), sources.HumanBytes(f.Bytes), time.Since(start).Round(time.Millisecond))
+				len(f.Debs), len(f.URLs), bytesize.Format(f.Bytes), time.Since(start).Round(time.Millisecond))
 			return nil
 		},
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/drover-os/drover/image/lock"
 	"github.com/drover-os/drover/image/recipe"
 	"github.com/drover-os/drover/image/sources"
+	"github.com/drover-os/drover/internal/bytesize"
 )
 
 func newLockCmd(g *globals) *cobra.Command {
@@ -130,7 +131,7 @@ func printExplain(w io.Writer, res *sources.Result) {
 	for _, d := range res.Lock.Debs {
 		total += d.Size
 	}
-	fmt.Fprintf(w, "%d packages, %s\n", len(res.Lock.Debs), sources.HumanBytes(total))
+	fmt.Fprintf(w, "%d packages, %s\n", len(res.Lock.Debs), bytesize.Format(total))
 	debs := append([]lock.Deb(nil), res.Lock.Debs...)
 	sort.Slice(debs, func(i, j int) bool { return debs[i].Name < debs[j].Name })
 	for _, d := range debs {

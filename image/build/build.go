@@ -19,6 +19,7 @@ import (
 	"github.com/drover-os/drover/image/kmod"
 	"github.com/drover-os/drover/image/sources"
 	"github.com/drover-os/drover/image/tree"
+	"github.com/drover-os/drover/internal/bytesize"
 )
 
 // Options are the build's inputs besides the plan.
@@ -132,7 +133,7 @@ func (b *builder) assemble(f *sources.Fetched) error {
 	if err := deb.ExtractAll(f.Debs, order, b.tree, opt, 4); err != nil {
 		return err
 	}
-	b.logf("build: %d packages assembled: %d paths, %s", len(order), b.tree.Len(), sources.HumanBytes(b.tree.Size()))
+	b.logf("build: %d packages assembled: %d paths, %s", len(order), b.tree.Len(), bytesize.Format(b.tree.Size()))
 	return nil
 }
 
@@ -171,7 +172,7 @@ func (b *builder) goComponents(ctx context.Context) error {
 		if cached {
 			how = "cached"
 		}
-		b.logf("build: go component %s %s (%s, sha256 %s)", lg.Name, how, sources.HumanBytes(bin.Size), bin.SHA256[:12])
+		b.logf("build: go component %s %s (%s, sha256 %s)", lg.Name, how, bytesize.Format(bin.Size), bin.SHA256[:12])
 		if err := b.tree.Set(&tree.Node{Path: rg.Install, Kind: tree.Regular, Mode: 0o755, Data: data, Owner: "go:" + lg.Name}); err != nil {
 			return err
 		}

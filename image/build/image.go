@@ -21,6 +21,7 @@ import (
 	"github.com/drover-os/drover/image/rootfs"
 	"github.com/drover-os/drover/image/tree"
 	"github.com/drover-os/drover/image/verity"
+	"github.com/drover-os/drover/internal/bytesize"
 )
 
 // diskResult is what the image stage produced.
@@ -69,7 +70,7 @@ func (b *builder) image(ctx context.Context) (*diskResult, error) {
 	res.RootSize = st.Size
 	b.man.RootFS = RootFSInfo{Size: st.Size, Files: st.Files, Dirs: st.Dirs, Bytes: st.DataBytes}
 	b.man.Files = manifestFiles(b.tree)
-	b.logf("build: rootfs %s, %d files", humanBytes(st.Size), st.Files)
+	b.logf("build: rootfs %s, %d files", bytesize.Format(st.Size), st.Files)
 
 	// dm-verity over the erofs image.
 	digest, err := verity.ContentDigest(rf, st.Size)

@@ -19,10 +19,7 @@ import (
 
 	"github.com/drover-os/drover/image/formats"
 	"github.com/drover-os/drover/image/gpt"
-	"github.com/drover-os/drover/image/sources"
 )
-
-func humanBytes(n int64) string { return sources.HumanBytes(n) }
 
 // formats writes the qcow2 and vhd the recipe asks for, from the raw image.
 func (b *builder) formats(d *diskResult) error {

@@ -13,7 +13,7 @@ import (
 	"github.com/drover-os/drover/image/finalize"
 	"github.com/drover-os/drover/image/lock"
 	"github.com/drover-os/drover/image/recipe"
-	"github.com/drover-os/drover/image/sources"
+	"github.com/drover-os/drover/internal/bytesize"
 )
 
 // InitrdModules are the kernel modules drover-init loads, by name: block
@@ -45,7 +45,7 @@ func NewPlan(r *recipe.Recipe, l *lock.Lock, outDir string) (*Plan, error) {
 		debBytes += d.Size
 	}
 	p.Steps = []string{
-		fmt.Sprintf("fetch %d packages (%s) and %d URL components into the verified cache", len(l.Debs), sources.HumanBytes(debBytes), len(l.URLs)),
+		fmt.Sprintf("fetch %d packages (%s) and %d URL components into the verified cache", len(l.Debs), bytesize.Format(debBytes), len(l.URLs)),
 	}
 	for _, g := range l.Go {
 		p.Steps = append(p.Steps, fmt.Sprintf("go build %s (%s@%s, %d modules pinned) CGO_ENABLED=0 -trimpath", g.Package, g.Module, g.Version, len(g.Sum)))

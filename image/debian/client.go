@@ -17,7 +17,10 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
+
 	"github.com/ulikunitz/xz"
+
+	"github.com/drover-os/drover/internal/atomicfile"
 )
 
 // Store fetches a file into a content-addressed cache, checking its sha256
@@ -217,31 +220,8 @@ func decompressIndex(src, dst, wantSHA256 string, sizeHint int64) ([]byte, error
 	if dst == "" {
 		return data, nil
 	}
-	if err := writeAtomic(dst, data); err != nil {
+	if err := atomicfile.Write(dst, data, 0o644); err != nil {
 		return nil, fmt.Errorf("caching decompressed index: %w", err)
 	}
 	return data, nil
-}
-
-func writeAtomic(dst string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".tmp-"+filepath.Base(dst)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), dst)
 }

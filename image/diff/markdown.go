@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/drover-os/drover/internal/bytesize"
 )
 
 // collapseAfter is the number of rows beyond which a list is folded into a
@@ -74,10 +76,10 @@ func (d *Diff) Markdown(w io.Writer) error {
 		boot = append(boot, []string{"root hash", code(short(d.RootHash.Old)), code(short(d.RootHash.New))})
 	}
 	if d.RootFS != nil {
-		boot = append(boot, []string{"rootfs size", human(d.RootFS.Old), human(d.RootFS.New) + " " + d.RootFS.delta()})
+		boot = append(boot, []string{"rootfs size", bytesize.Format(d.RootFS.Old), bytesize.Format(d.RootFS.New) + " " + d.RootFS.delta()})
 	}
 	if d.Disk != nil {
-		boot = append(boot, []string{"disk size", human(d.Disk.Old), human(d.Disk.New) + " " + d.Disk.delta()})
+		boot = append(boot, []string{"disk size", bytesize.Format(d.Disk.Old), bytesize.Format(d.Disk.New) + " " + d.Disk.delta()})
 	}
 	if len(boot) > 0 {
 		section("Kernel, command line, root")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/drover-os/drover/internal/bytesize"
 )
 
 // Text writes the diff for a terminal: a header naming both images, one
@@ -211,7 +213,7 @@ func (f FileChange) describe() string {
 }
 
 func (s SizeChange) describe() string {
-	return fmt.Sprintf("%s → %s %s", human(s.Old), human(s.New), s.delta())
+	return fmt.Sprintf("%s → %s %s", bytesize.Format(s.Old), bytesize.Format(s.New), s.delta())
 }
 
 // delta is the signed difference: "(+12.0 KiB)".
@@ -220,7 +222,7 @@ func (s SizeChange) delta() string {
 	if d < 0 {
 		d, sign = -d, "-"
 	}
-	return "(" + sign + human(d) + ")"
+	return "(" + sign + bytesize.Format(d) + ")"
 }
 
 // countText renders a changed component's file counts: " (2 files
@@ -300,19 +302,6 @@ func isHex(s string) bool {
 		}
 	}
 	return true
-}
-
-func human(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // JSON writes the diff as indented JSON with "equal" and "summary" first;

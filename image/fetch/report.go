@@ -9,6 +9,8 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
+
+	"github.com/drover-os/drover/internal/bytesize"
 )
 
 // reporter serialises everything Fetch says on its log: log lines, and
@@ -83,7 +85,7 @@ func (r *reporter) done(it Item, n int64) {
 	r.files++
 	r.bytes += n
 	if r.bar == nil {
-		fmt.Fprintf(r.w, "fetched %s (%s)\n", it.Name, humanBytes(n))
+		fmt.Fprintf(r.w, "fetched %s (%s)\n", it.Name, bytesize.Format(n))
 	}
 }
 
@@ -96,19 +98,6 @@ func (r *reporter) finish() {
 		if r.files == 1 {
 			noun = "file"
 		}
-		fmt.Fprintf(r.w, "fetched %d %s (%s)\n", r.files, noun, humanBytes(r.bytes))
+		fmt.Fprintf(r.w, "fetched %d %s (%s)\n", r.files, noun, bytesize.Format(r.bytes))
 	}
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -25,6 +25,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/drover-os/drover/internal/atomicfile"
 )
 
 // Version is the lock format version this builder writes and reads.
@@ -239,24 +241,8 @@ func Parse(path string, data []byte) (*Lock, error) {
 // Write stores the lock atomically, so an interrupted lock never leaves a
 // half-written file that a build would trust.
 func Write(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".lock-*")
-	if err != nil {
-		return fmt.Errorf("writing lock %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing lock %s: %w", path, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing lock %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing lock %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("writing lock %s: %w", path, err)
+	if err := atomicfile.Write(path, data, 0o644); err != nil {
+		return fmt.Errorf("writing lock: %w", err)
 	}
 	return nil
 }

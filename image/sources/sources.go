@@ -20,6 +20,7 @@ import (
 	"github.com/drover-os/drover/image/gomod"
 	"github.com/drover-os/drover/image/lock"
 	"github.com/drover-os/drover/image/recipe"
+	"github.com/drover-os/drover/internal/bytesize"
 )
 
 // Options says where inputs come from and where progress goes.
@@ -112,7 +113,7 @@ func Lock(ctx context.Context, r *recipe.Recipe, prev *lock.Lock, o Options) (*R
 	for _, p := range closure.Packages {
 		l.Debs = append(l.Debs, lock.Deb{Name: p.Name, Version: p.Version, Arch: p.Architecture, Size: p.Size, SHA256: p.SHA256, Path: p.Filename})
 	}
-	o.logf("lock: %d packages in the closure of %d requested (%s to download)", len(l.Debs), len(r.Roots()), HumanBytes(closure.TotalSize()))
+	o.logf("lock: %d packages in the closure of %d requested (%s to download)", len(l.Debs), len(r.Roots()), bytesize.Format(closure.TotalSize()))
 	if l.Go, err = lockGo(ctx, r, prev, o); err != nil {
 		return nil, err
 	}
@@ -243,17 +244,4 @@ func lockURLs(ctx context.Context, r *recipe.Recipe, o Options) ([]lock.URL, err
 		out = append(out, lock.URL{Name: u.Name, SHA256: u.SHA256, Size: fi.Size(), URL: u.URL})
 	}
 	return out, nil
-}
-
-// HumanBytes formats a byte count for people.
-func HumanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
