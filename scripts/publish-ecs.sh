@@ -227,7 +227,7 @@ wait_image() {
 		esac
 		local waited=$((SECONDS - start))
 		[ "$waited" -lt "$timeout_s" ] ||
-			die "image $id in $r still $status after ${waited}s (--wait-timeout $wait_timeout): it may still finish; check with aliyun ecs DescribeImages --RegionId $r --ImageId $id"
+			die "image $id in $r still $status when --wait-timeout $wait_timeout ran out: it may still finish; check with aliyun ecs DescribeImages --RegionId $r --ImageId $id"
 		log "$id in $r: $status $progress (${waited}s)"
 		quiet=1 # one "+ DescribeImages" line per wait, not one per poll
 		sleep "$poll_interval"

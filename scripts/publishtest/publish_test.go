@@ -268,7 +268,7 @@ func TestImportFailures(t *testing.T) {
 		args       []string
 	}{
 		{"fail", "image m-test123 in cn-hangzhou is CreateFailed", nil},
-		{"stuck", "image m-test123 in cn-hangzhou still Creating after 0s (--wait-timeout 0)", []string{"--wait-timeout", "0"}},
+		{"stuck", "image m-test123 in cn-hangzhou still Creating when --wait-timeout 0 ran out", []string{"--wait-timeout", "0"}},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			h := newHarness(t)
