@@ -18,7 +18,8 @@ image: build ## Build the default recipe (RECIPE=recipes/ecs-node.yaml) into out
 	./scripts/host-setup.sh
 	$(BIN)/drover build $(RECIPE) -o $(OUT)
 
-test: lint unit integration fuzz-short e2e ## Everything: lint, unit, integration (root, network) and QEMU tests
+test: ## Everything: lint, unit, integration (root, network), fuzz-short and QEMU tests; prints each tier's wall time
+	./scripts/test-tiers.sh lint unit integration fuzz-short e2e
 
 lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }
