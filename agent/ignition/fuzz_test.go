@@ -12,7 +12,7 @@ import (
 // verdict agrees with the agent's separate steps (Parse, Resolve, Plan) and
 // with Prepare.
 func FuzzValidate(f *testing.F) {
-	names, err := filepath.Glob("testdata/configs/*.ign")
+	names, err := filepath.Glob("../../testdata/ignition/*.ign")
 	if err != nil {
 		f.Fatal(err)
 	}

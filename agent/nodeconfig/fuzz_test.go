@@ -9,7 +9,7 @@ import (
 // FuzzParse: Parse never panics, and it fails exactly when Validate reports
 // a problem; an accepted document renders without error.
 func FuzzParse(f *testing.F) {
-	files, _ := filepath.Glob("testdata/*.yaml")
+	files, _ := filepath.Glob("../../testdata/node/*.yaml")
 	for _, name := range files {
 		data, err := os.ReadFile(name)
 		if err != nil {

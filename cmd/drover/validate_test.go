@@ -16,7 +16,7 @@ import (
 // fixture of the agent's table tests and requires the same verdict and the
 // same text as the agent's own check (agent.Options: policy + node file).
 func TestValidateMatchesTheAgent(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join("..", "..", "agent", "ignition", "testdata", "configs", "*.ign"))
+	files, _ := filepath.Glob(filepath.Join("..", "..", "testdata", "ignition", "*.ign"))
 	if len(files) < 30 {
 		t.Fatalf("only %d fixtures", len(files))
 	}
@@ -43,7 +43,7 @@ func TestValidateMatchesTheAgent(t *testing.T) {
 func TestUserdataRendersWhatTheAgentAccepts(t *testing.T) {
 	dir := t.TempDir()
 	ca := filepath.Join(dir, "ca.crt")
-	pem, _ := os.ReadFile(filepath.Join("..", "..", "agent", "nodeconfig", "testdata", "ca.crt"))
+	pem, _ := os.ReadFile(filepath.Join("..", "..", "testdata", "pki", "ca.crt"))
 	os.WriteFile(ca, pem, 0o644)
 	out, errOut, code := drover(t, "userdata", "--server", "https://100.64.0.2:6443", "--ca-file", ca, "--token", "abcdef.0123456789abcdef",
 		"--label", "example.com/pool=workers", "--taint", "dedicated=batch:NoSchedule", "--mirror", "registry.k8s.io=http://100.64.0.2:5000")
