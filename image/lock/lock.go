@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/drover-os/drover/internal/atomicfile"
 )
@@ -154,10 +155,11 @@ func Parse(path string, data []byte) (*Lock, error) {
 	for sc.Scan() {
 		n++
 		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
+		f := strings.Fields(line)
+		// A hand-edited or merged lock may carry lines of only blanks.
+		if len(f) == 0 || strings.HasPrefix(line, "#") {
 			continue
 		}
-		f := strings.Fields(line)
 		bad := func(format string, args ...any) error {
 			return fmt.Errorf("%s:%d: %s; the lock is damaged: run `drover lock` again", path, n, fmt.Sprintf(format, args...))
 		}
@@ -209,7 +211,7 @@ func Parse(path string, data []byte) (*Lock, error) {
 			if g == nil {
 				return nil, bad("%s for unknown Go component %q", f[0], f[1])
 			}
-			rest := strings.TrimSpace(strings.SplitN(line, " ", 3)[2])
+			rest := afterFields(line, 2)
 			if f[0] == "gomod" {
 				g.GoMod = append(g.GoMod, rest)
 			} else {
@@ -236,6 +238,21 @@ func Parse(path string, data []byte) (*Lock, error) {
 	}
 	sort.Slice(l.Go, func(i, j int) bool { return l.Go[i].Name < l.Go[j].Name })
 	return l, nil
+}
+
+// afterFields is line without its first n blank-separated fields (split as
+// strings.Fields does, so tabs count as blanks too).
+func afterFields(line string, n int) string {
+	s := line
+	for range n {
+		s = strings.TrimLeftFunc(s, unicode.IsSpace)
+		i := strings.IndexFunc(s, unicode.IsSpace)
+		if i < 0 {
+			return ""
+		}
+		s = s[i:]
+	}
+	return strings.TrimSpace(s)
 }
 
 // Write stores the lock atomically, so an interrupted lock never leaves a
