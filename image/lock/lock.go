@@ -152,6 +152,10 @@ func Parse(path string, data []byte) (*Lock, error) {
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	n := 0
 	sawVersion := false
+	// Format writes each header line once; a lock without its inputs would
+	// look stale for a reason it does not say, one without its epoch would
+	// stamp the image 1970, and two of either are a botched merge.
+	headerLine := map[string]int{}
 	for sc.Scan() {
 		n++
 		line := sc.Text()
@@ -166,6 +170,12 @@ func Parse(path string, data []byte) (*Lock, error) {
 		want := map[string]int{"lock": 2, "inputs": 2, "epoch": 3, "suite": 4, "deb": 7, "go": 5, "url": 5}
 		if w, ok := want[f[0]]; ok && len(f) != w {
 			return nil, bad("%q line wants %d fields, has %d", f[0], w, len(f))
+		}
+		if f[0] == "lock" || f[0] == "inputs" || f[0] == "epoch" {
+			if first := headerLine[f[0]]; first != 0 {
+				return nil, bad("%q line given twice (first on line %d)", f[0], first)
+			}
+			headerLine[f[0]] = n
 		}
 		switch f[0] {
 		case "lock":
@@ -232,6 +242,11 @@ func Parse(path string, data []byte) (*Lock, error) {
 	}
 	if !sawVersion {
 		return nil, fmt.Errorf("%s: not a drover lock file (no `lock %d` line); run `drover lock` again", path, Version)
+	}
+	for _, kind := range []string{"inputs", "epoch"} {
+		if headerLine[kind] == 0 {
+			return nil, fmt.Errorf("%s: no %q line; the lock is damaged: run `drover lock` again", path, kind)
+		}
 	}
 	for _, g := range gos {
 		l.Go = append(l.Go, *g)
