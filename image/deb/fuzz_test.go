@@ -54,7 +54,7 @@ func FuzzDebRoundTrip(f *testing.F) {
 		e := debtest.File("."+p, mode&0o7777, string(content)).Owned(uid, gid)
 		data, err := debtest.Build(debtest.Deb{Control: map[string]string{"Package": "rt", "Version": "1"}, Compression: c, Entries: []debtest.Entry{e}})
 		if err != nil {
-			t.Skip(err) // debtest cannot write it: nothing to check
+			return // archive/tar cannot write such an entry: nothing to read back
 		}
 		tr := tree.New()
 		st, err := Extract(bytes.NewReader(data), "rt", tr, Options{})
