@@ -80,7 +80,7 @@ if has agent; then
   row "drover-agent binary" "$(mib "$(stat -c %s "$work/drover-agent")")"
   row "drover-init binary" "$(mib "$(stat -c %s "$work/drover-init")")"
   go build -trimpath -o "$work/agentbench" ./scripts/agentbench
-  "$work/agentbench" agent/nodeconfig/testdata/ca.crt | sed 's/^/  /'
+  "$work/agentbench" testdata/pki/ca.crt | sed 's/^/  /'
 fi
 
 if has boot; then

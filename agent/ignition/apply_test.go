@@ -124,7 +124,7 @@ func TestApplyEffects(t *testing.T) {
 // the next boot over what the first apply left, and must give the same
 // node without error.
 func TestApplyTwice(t *testing.T) {
-	data, err := os.ReadFile("testdata/configs/35-links.ign")
+	data, err := os.ReadFile("../../testdata/ignition/35-links.ign")
 	must(t, err)
 	plan, err := Prepare(context.Background(), data, testOptions)
 	must(t, err)
@@ -146,7 +146,7 @@ func managedString(ms []Managed) string { return strings.Join(managedLines(ms), 
 // leaves an image directory's mode alone (the sticky /var/tmp) and that a
 // sticky mode is applied as the POSIX bit.
 func TestApplyDirectoryModes(t *testing.T) {
-	data, err := os.ReadFile("testdata/configs/36-directory-modes.ign")
+	data, err := os.ReadFile("../../testdata/ignition/36-directory-modes.ign")
 	must(t, err)
 	plan, err := Prepare(context.Background(), data, testOptions)
 	must(t, err)

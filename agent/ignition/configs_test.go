@@ -13,7 +13,7 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/configs/*.want and testdata/plan.golden")
+var update = flag.Bool("update", false, "rewrite ../../testdata/ignition/*.want and testdata/plan.golden")
 
 // testFetcher serves the http(s) sources of the fixtures.
 var testFetcher = MapFetcher{
@@ -116,7 +116,7 @@ func lines(ps []Problem) []string {
 // TestConfigs runs every fixture through the agent's path (Prepare, then
 // Apply on a fresh node) and through Validate.
 func TestConfigs(t *testing.T) {
-	names, err := filepath.Glob("testdata/configs/*.ign")
+	names, err := filepath.Glob("../../testdata/ignition/*.ign")
 	must(t, err)
 	if len(names) < 30 {
 		t.Fatalf("only %d fixtures", len(names))

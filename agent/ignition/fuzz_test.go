@@ -8,11 +8,11 @@ import (
 	"testing"
 )
 
-// FuzzValidate: Validate never panics, every problem is addressed, and its
-// verdict agrees with the agent's separate steps (Parse, Resolve, Plan) and
-// with Prepare.
+// FuzzValidate: Validate never panics, says the same every time, every
+// problem is addressed, and its verdict agrees with the agent's separate
+// steps (Parse, Resolve, Plan) and with Prepare.
 func FuzzValidate(f *testing.F) {
-	names, err := filepath.Glob("testdata/configs/*.ign")
+	names, err := filepath.Glob("../../testdata/ignition/*.ign")
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -27,6 +27,9 @@ func FuzzValidate(f *testing.F) {
 	opts := Options{Fetcher: testFetcher}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ps := Validate(data, opts)
+		if again := Validate(data, opts); strings.Join(lines(again), "\n") != strings.Join(lines(ps), "\n") {
+			t.Fatalf("Validate is not deterministic:\n%s\n---\n%s", strings.Join(lines(ps), "\n"), strings.Join(lines(again), "\n"))
+		}
 		for _, p := range ps {
 			if !strings.HasPrefix(p.Path, "$") || p.Message == "" || p.String() != p.Path+": "+p.Message {
 				t.Errorf("malformed problem %#v", p)

@@ -26,7 +26,7 @@ func TestProblemsError(t *testing.T) {
 
 // TestProblemPosition: problems carry the line and column of the value.
 func TestProblemPosition(t *testing.T) {
-	data, err := os.ReadFile("testdata/configs/28-path-outside.ign")
+	data, err := os.ReadFile("../../testdata/ignition/28-path-outside.ign")
 	must(t, err)
 	ps := Validate(data, Options{})
 	if len(ps) == 0 {
@@ -43,7 +43,7 @@ func TestProblemPosition(t *testing.T) {
 // http(s) contents are judged but not fetched, and Extra sees the files
 // whose contents are known.
 func TestValidateOffline(t *testing.T) {
-	data, err := os.ReadFile("testdata/configs/07-spec-3.5.0-rich.ign")
+	data, err := os.ReadFile("../../testdata/ignition/07-spec-3.5.0-rich.ign")
 	must(t, err)
 	var seen []string
 	extra := func(files map[string][]byte) []Problem {

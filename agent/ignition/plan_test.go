@@ -9,7 +9,7 @@ import (
 // TestPlanGolden pins the printed plan of the richest fixture: every step
 // kind, owners by name and id, modes, the managed paths and their digests.
 func TestPlanGolden(t *testing.T) {
-	data, err := os.ReadFile("testdata/configs/07-spec-3.5.0-rich.ign")
+	data, err := os.ReadFile("../../testdata/ignition/07-spec-3.5.0-rich.ign")
 	must(t, err)
 	plan, err := Prepare(context.Background(), data, testOptions)
 	must(t, err)
@@ -55,7 +55,7 @@ func TestPlanSteps(t *testing.T) {
 // TestPlanNeedsResolve: a plan cannot be made while remote contents are
 // unknown, and says what to do.
 func TestPlanNeedsResolve(t *testing.T) {
-	data, err := os.ReadFile("testdata/configs/13-http-sha256.ign")
+	data, err := os.ReadFile("../../testdata/ignition/13-http-sha256.ign")
 	must(t, err)
 	cfg, err := Parse(data)
 	must(t, err)

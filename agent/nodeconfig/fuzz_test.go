@@ -1,15 +1,27 @@
 package nodeconfig
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
-// FuzzParse: Parse never panics, and it fails exactly when Validate reports
-// a problem; an accepted document renders without error.
+// FuzzParse: the node file comes from user-data, so Parse must never panic;
+// it lists the same problems every time; every problem names the source and,
+// unless it is about the whole document, a line and a field path; an
+// accepted document written back out (formatNode) parses to the same
+// Config; and everything the agent renders from an accepted document
+// renders without error.
 func FuzzParse(f *testing.F) {
-	files, _ := filepath.Glob("testdata/*.yaml")
+	files, _ := filepath.Glob("../../testdata/node/*.yaml")
+	if len(files) == 0 {
+		f.Fatal("no sample node files in ../../testdata/node")
+	}
 	for _, name := range files {
 		data, err := os.ReadFile(name)
 		if err != nil {
@@ -18,24 +30,42 @@ func FuzzParse(f *testing.F) {
 		f.Add(data)
 	}
 	for _, s := range []string{
-		"", "{}", "[]", "a: &x [*x]", "kubelet: {config: {evictionHard: {a: b}}}",
-		with("kubelet:", "  config:", "    authentication: {webhook: {cacheTTL: 1m}}"),
+		"", "{}", "[]", "a: &x [*x]", "kubelet: {config: {evictionHard: {a: b}}}", "---\n---\n", "x: [",
+		with("kubelet:", "  config:", "    authentication: {webhook: {cacheTTL: 1m}}", "    maxOpenFiles: 1e3", "    podPidsLimit: 0x10"),
 		with("containerd:", "  mirrors: {docker.io: [\"http://h:1\"]}"),
-		with("kubelet:", "  taints: [a=b:NoExecute]", "  labels: {a: b}"),
+		with("kubelet:", "  taints: [a=b:NoExecute, 'c:NoSchedule']", "  labels: {a: b, example.com/x: ''}", "  maxPods: 0o20"),
+		with("cluster:", "  dns: ['::1', 10.0.0.1]", "  domain: a.b"),
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := Parse(data, "fuzz")
 		problems := Validate(data, "fuzz")
-		if (err != nil) != (len(problems) > 0) {
-			t.Fatalf("Parse error %v but Validate gave %d problems", err, len(problems))
+		if again := Validate(data, "fuzz"); !reflect.DeepEqual(problems, again) {
+			t.Fatalf("Validate is not deterministic:\n%v\n%v", problems, again)
+		}
+		for _, p := range problems {
+			whole := p.Path == "" && (strings.HasPrefix(p.Message, "the document is empty") || strings.HasPrefix(p.Message, "invalid YAML") ||
+				strings.HasPrefix(p.Message, "a second YAML document") || strings.HasPrefix(p.Message, "must be a mapping") ||
+				// a key that is not a string has no field name; its line says where
+				strings.HasPrefix(p.Message, "field names must be strings"))
+			if p.Source != "fuzz" || p.Message == "" || !whole && (p.Path == "" || p.Line <= 0) {
+				t.Fatalf("problem does not name its source, line and field: %#v", p)
+			}
+		}
+		c, err := Parse(data, "fuzz")
+		if (err == nil) != (len(problems) == 0) {
+			t.Fatalf("Parse error %v with %d problems from Validate", err, len(problems))
 		}
 		if err != nil {
 			return
 		}
-		for _, p := range problems {
-			_ = p.String()
+		text := formatNode(t, c)
+		c2, err := Parse(text, "fuzz")
+		if err != nil {
+			t.Fatalf("an accepted node file written back out is refused: %v\n%s", err, text)
+		}
+		if a, b := formatNode(t, c2), text; string(a) != string(b) {
+			t.Fatalf("node file changed through its text\nfirst:\n%s\nsecond:\n%s", b, a)
 		}
 		if _, err := KubeletConfig(c, facts); err != nil {
 			t.Fatalf("KubeletConfig on an accepted document: %v", err)
@@ -51,4 +81,44 @@ func FuzzParse(f *testing.F) {
 		_ = ContainerdConfig(c)
 		_ = HostsToml(c)
 	})
+}
+
+// formatNode writes c back as a node file, every field Parse reads, with
+// the defaults Parse filled in written out.
+func formatNode(t *testing.T, c *Config) []byte {
+	t.Helper()
+	cluster := map[string]any{"server": c.Cluster.Server, "bootstrapToken": c.Cluster.BootstrapToken, "dns": c.Cluster.DNS, "domain": c.Cluster.Domain}
+	if c.Cluster.CAData != "" {
+		cluster["caData"] = c.Cluster.CAData
+	}
+	if c.Cluster.CAHash != "" {
+		cluster["caHash"] = c.Cluster.CAHash
+	}
+	taints := []string{}
+	for _, tn := range c.Kubelet.Taints {
+		taints = append(taints, tn.String())
+	}
+	kubelet := map[string]any{"labels": c.Kubelet.Labels, "taints": taints, "maxPods": c.Kubelet.MaxPods}
+	if len(c.Kubelet.Labels) == 0 {
+		delete(kubelet, "labels")
+	}
+	if len(taints) == 0 {
+		delete(kubelet, "taints")
+	}
+	if c.Kubelet.Config != nil {
+		var v any
+		if err := json.Unmarshal(c.Kubelet.Config, &v); err != nil {
+			t.Fatalf("kubelet.config of an accepted document is not JSON: %v", err)
+		}
+		kubelet["config"] = v
+	}
+	containerd := map[string]any{"sandboxImage": c.Containerd.SandboxImage}
+	if len(c.Containerd.Mirrors) > 0 {
+		containerd["mirrors"] = c.Containerd.Mirrors
+	}
+	out, err := yaml.Marshal(map[string]any{"apiVersion": c.APIVersion, "kind": c.Kind, "cluster": cluster, "kubelet": kubelet, "containerd": containerd})
+	if err != nil {
+		t.Fatalf("marshalling an accepted node file: %v", err)
+	}
+	return out
 }

@@ -180,7 +180,7 @@ func TestValidateProblems(t *testing.T) {
 }
 
 func TestParseDefaults(t *testing.T) {
-	data, err := os.ReadFile("testdata/minimal.yaml")
+	data, err := os.ReadFile("../../testdata/node/minimal.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestParseDefaults(t *testing.T) {
 }
 
 func TestParseFull(t *testing.T) {
-	data, err := os.ReadFile("testdata/full.yaml")
+	data, err := os.ReadFile("../../testdata/node/full.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

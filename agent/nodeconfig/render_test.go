@@ -27,7 +27,7 @@ var facts = Facts{
 
 func load(t *testing.T, name string) *Config {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", name+".yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "node", name+".yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,11 +237,11 @@ func TestKubeletConfigBadOverride(t *testing.T) {
 }
 
 func TestCAHash(t *testing.T) {
-	pemData, err := os.ReadFile("testdata/ca.crt")
+	pemData, err := os.ReadFile("../../testdata/pki/ca.crt")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The pin was computed with openssl (see testdata/README.md).
+	// The pin was computed with openssl (see ../../testdata/README.md).
 	got, err := CAHash(pemData)
 	if err != nil || got != pin {
 		t.Errorf("CAHash = %q, %v; want %q", got, err, pin)

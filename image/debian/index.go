@@ -156,7 +156,10 @@ func ParseIndex(data []byte) ([]Package, error) {
 		if line[0] == ' ' || line[0] == '\t' {
 			if cont != nil {
 				if v := bytes.TrimSpace(line); len(v) > 0 {
-					*cont += " " + string(v)
+					if *cont != "" { // "Depends:" alone, the list on the lines below
+						*cont += " "
+					}
+					*cont += string(v)
 				}
 			}
 			continue

@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/drover-os/drover/internal/atomicfile"
 )
@@ -151,19 +152,30 @@ func Parse(path string, data []byte) (*Lock, error) {
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	n := 0
 	sawVersion := false
+	// Format writes each header line once; a lock without its inputs would
+	// look stale for a reason it does not say, one without its epoch would
+	// stamp the image 1970, and two of either are a botched merge.
+	headerLine := map[string]int{}
 	for sc.Scan() {
 		n++
 		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
+		f := strings.Fields(line)
+		// A hand-edited or merged lock may carry lines of only blanks.
+		if len(f) == 0 || strings.HasPrefix(line, "#") {
 			continue
 		}
-		f := strings.Fields(line)
 		bad := func(format string, args ...any) error {
 			return fmt.Errorf("%s:%d: %s; the lock is damaged: run `drover lock` again", path, n, fmt.Sprintf(format, args...))
 		}
 		want := map[string]int{"lock": 2, "inputs": 2, "epoch": 3, "suite": 4, "deb": 7, "go": 5, "url": 5}
 		if w, ok := want[f[0]]; ok && len(f) != w {
 			return nil, bad("%q line wants %d fields, has %d", f[0], w, len(f))
+		}
+		if f[0] == "lock" || f[0] == "inputs" || f[0] == "epoch" {
+			if first := headerLine[f[0]]; first != 0 {
+				return nil, bad("%q line given twice (first on line %d)", f[0], first)
+			}
+			headerLine[f[0]] = n
 		}
 		switch f[0] {
 		case "lock":
@@ -209,7 +221,7 @@ func Parse(path string, data []byte) (*Lock, error) {
 			if g == nil {
 				return nil, bad("%s for unknown Go component %q", f[0], f[1])
 			}
-			rest := strings.TrimSpace(strings.SplitN(line, " ", 3)[2])
+			rest := afterFields(line, 2)
 			if f[0] == "gomod" {
 				g.GoMod = append(g.GoMod, rest)
 			} else {
@@ -231,11 +243,31 @@ func Parse(path string, data []byte) (*Lock, error) {
 	if !sawVersion {
 		return nil, fmt.Errorf("%s: not a drover lock file (no `lock %d` line); run `drover lock` again", path, Version)
 	}
+	for _, kind := range []string{"inputs", "epoch"} {
+		if headerLine[kind] == 0 {
+			return nil, fmt.Errorf("%s: no %q line; the lock is damaged: run `drover lock` again", path, kind)
+		}
+	}
 	for _, g := range gos {
 		l.Go = append(l.Go, *g)
 	}
 	sort.Slice(l.Go, func(i, j int) bool { return l.Go[i].Name < l.Go[j].Name })
 	return l, nil
+}
+
+// afterFields is line without its first n blank-separated fields (split as
+// strings.Fields does, so tabs count as blanks too).
+func afterFields(line string, n int) string {
+	s := line
+	for range n {
+		s = strings.TrimLeftFunc(s, unicode.IsSpace)
+		i := strings.IndexFunc(s, unicode.IsSpace)
+		if i < 0 {
+			return ""
+		}
+		s = s[i:]
+	}
+	return strings.TrimSpace(s)
 }
 
 // Write stores the lock atomically, so an interrupted lock never leaves a

@@ -132,7 +132,11 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		k, val := n.Content[i], n.Content[i+1]
 		idx, ok := fields[k.Value]
 		if !ok {
-			d.fail(k, join(path, k.Value), "unknown field (known: %s)", strings.Join(names, ", "))
+			name := k.Value
+			if name == "" {
+				name = `""` // an empty key still needs a name in the error
+			}
+			d.fail(k, join(path, name), "unknown field (known: %s)", strings.Join(names, ", "))
 			continue
 		}
 		if seen[k.Value] {
@@ -177,6 +181,11 @@ func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		if v.Kind() == reflect.Uint32 || v.Kind() == reflect.Uint64 {
+			if v.OverflowUint(uint64(i)) {
+				// SetUint would keep only the low bits: 0x100000644 is not 0644.
+				d.fail(n, path, "%s is too large", n.Value)
+				return
+			}
 			v.SetUint(uint64(i))
 		} else {
 			v.SetInt(i)

@@ -2,9 +2,12 @@ package recipe
 
 import (
 	"fmt"
+	"maps"
+	"math"
 	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -66,8 +69,8 @@ func (r *Recipe) validate(doc *yaml.Node) []error {
 	if !pkgRE.MatchString(r.Kernel) {
 		v.fail("kernel", "%q is not a Debian package name", r.Kernel)
 	}
-	for p, pkg := range r.Prefer {
-		if !path.IsAbs(p) || !pkgRE.MatchString(pkg) {
+	for _, p := range slices.Sorted(maps.Keys(r.Prefer)) {
+		if pkg := r.Prefer[p]; !path.IsAbs(p) || !pkgRE.MatchString(pkg) {
 			v.fail("prefer."+p, "want an absolute path mapped to the package whose copy wins")
 		}
 	}
@@ -150,10 +153,14 @@ func (v *validator) files() {
 }
 
 func (v *validator) units() {
-	for field, list := range map[string][]string{"enable": v.r.Units.Enable, "disable": v.r.Units.Disable, "mask": v.r.Units.Mask} {
-		for i, u := range list {
+	// A slice, not a map: the problems come out in the same order every run.
+	for _, l := range []struct {
+		field string
+		units []string
+	}{{"enable", v.r.Units.Enable}, {"disable", v.r.Units.Disable}, {"mask", v.r.Units.Mask}} {
+		for i, u := range l.units {
 			if !unitRE.MatchString(u) {
-				v.fail(fmt.Sprintf("units.%s[%d]", field, i), "%q is not a systemd unit name", u)
+				v.fail(fmt.Sprintf("units.%s[%d]", l.field, i), "%q is not a systemd unit name", u)
 			}
 		}
 	}
@@ -186,6 +193,9 @@ func ParseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("%q: %w", s, err)
 	}
 	shift := map[string]uint{"B": 0, "KiB": 10, "MiB": 20, "GiB": 30}[m[2]]
+	if n > math.MaxInt64>>shift {
+		return 0, fmt.Errorf("%q: too large", s) // n << shift would wrap
+	}
 	return n << shift, nil
 }
 

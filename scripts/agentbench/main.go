@@ -40,7 +40,7 @@ func (api) SetCondition(context.Context, string, kube.Condition) error  { return
 func (api) Event(context.Context, string, string, string, string) error { return nil }
 
 func main() {
-	ca, err := os.ReadFile(os.Args[1]) // a PEM CA (agent/nodeconfig/testdata/ca.crt)
+	ca, err := os.ReadFile(os.Args[1]) // a PEM CA (testdata/pki/ca.crt)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "usage: agentbench CA.pem")
 		os.Exit(2)

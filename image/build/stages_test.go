@@ -1,0 +1,143 @@
+package build
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/drover-os/drover/image/cache"
+	"github.com/drover-os/drover/image/deb/debtest"
+	"github.com/drover-os/drover/image/lock"
+	"github.com/drover-os/drover/image/recipe"
+	"github.com/drover-os/drover/image/sources"
+)
+
+// kernelless is a plan for one package, already in a fresh cache, that
+// ships no kernel: the build gets through fetch, assemble, go components
+// and add files, and finalize refuses it. Nothing touches the network.
+func kernelless(t *testing.T) (*Plan, Options, string) {
+	t.Helper()
+	dir := t.TempDir()
+	debBytes, err := debtest.Build(debtest.Deb{
+		Control:     map[string]string{"Package": "hello", "Version": "1.0", "Architecture": "amd64"},
+		Compression: "gz",
+		Entries:     []debtest.Entry{debtest.Dir("./", 0o755), debtest.Dir("./usr/", 0o755), debtest.Dir("./usr/bin/", 0o755), debtest.File("./usr/bin/hello", 0o755, "hi")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(debBytes)
+	sha := hex.EncodeToString(sum[:])
+	c, err := cache.Open(filepath.Join(dir, "cache"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(sha, bytes.NewReader(debBytes)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := recipe.Parse(filepath.Join(dir, "r.yaml"), []byte("name: kernelless\npackages: [hello]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &lock.Lock{Inputs: r.InputsDigest(), Epoch: 1795252544,
+		Debs: []lock.Deb{{Name: "hello", Version: "1.0", Arch: "amd64", Size: int64(len(debBytes)), SHA256: sha, Path: "pool/main/h/hello/hello_1.0_amd64.deb"}}}
+	out := filepath.Join(dir, "out")
+	p, err := NewPlan(r, l, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentBin, initBin := filepath.Join(dir, "drover-agent"), filepath.Join(dir, "drover-init")
+	for _, b := range []string{agentBin, initBin} {
+		if err := os.WriteFile(b, []byte("binary"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The mirror is never asked: the package is cached.
+	return p, Options{Sources: sources.Options{Mirror: "http://127.0.0.1:9", Cache: c, Parallel: 1}, AgentBin: agentBin, InitBin: initBin}, out
+}
+
+// assertNoOutputs: a failed build leaves the output directory as it was —
+// no image, no manifest, no work directory.
+func assertNoOutputs(t *testing.T, out string) {
+	t.Helper()
+	ents, err := os.ReadDir(out)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		t.Errorf("a failed build left %s in %s", e.Name(), out)
+	}
+}
+
+// TestStagesRunInOrderAndStopAtTheFirstFailure: the stages run in the
+// documented order, each logged when it starts and ends, and the first
+// failure stops the build with the stage's name in front of the cause.
+func TestStagesRunInOrderAndStopAtTheFirstFailure(t *testing.T) {
+	p, o, out := kernelless(t)
+	var log bytes.Buffer
+	o.Log = &log
+	res, err := Build(context.Background(), p, o)
+	want := "finalize: want exactly one kernel in /usr/lib/modules, found []: check the recipe's kernel"
+	if res != nil || err == nil || err.Error() != want {
+		t.Fatalf("result %v, error %v\nwant: %s", res, err, want)
+	}
+	var started, done []string
+	for _, line := range strings.Split(log.String(), "\n") {
+		if m := regexp.MustCompile(`^build: (.+) …$`).FindStringSubmatch(line); m != nil {
+			started = append(started, m[1])
+		}
+		if m := regexp.MustCompile(`^build: (.+) done in `).FindStringSubmatch(line); m != nil {
+			done = append(done, m[1])
+		}
+	}
+	if strings.Join(started, ",") != "fetch,assemble,go components,add files,finalize" || strings.Join(done, ",") != "fetch,assemble,go components,add files" {
+		t.Errorf("started %q, done %q\nlog:\n%s", started, done, log.String())
+	}
+	if !strings.Contains(log.String(), "build: 1 packages assembled: ") {
+		t.Errorf("assemble did not report the package:\n%s", log.String())
+	}
+	assertNoOutputs(t, out)
+}
+
+// TestStageErrorsNameTheStage: a failure in fetch (no mirror) and in add
+// files (drover-agent missing) carry the stage name and what to do.
+func TestStageErrorsNameTheStage(t *testing.T) {
+	p, o, out := kernelless(t)
+	o.Sources.Mirror = ""
+	if _, err := Build(context.Background(), p, o); err == nil || err.Error() != "fetch: no Debian mirror: pass --mirror, set DROVER_MIRROR or configure apt" {
+		t.Errorf("no mirror: %v", err)
+	}
+	assertNoOutputs(t, out)
+
+	p, o, out = kernelless(t)
+	o.AgentBin = filepath.Join(t.TempDir(), "missing")
+	_, err := Build(context.Background(), p, o)
+	if err == nil || !strings.HasPrefix(err.Error(), "add files: drover's own binary /usr/bin/drover-agent: ") || !strings.HasSuffix(err.Error(), "(run `make build`, or pass --agent/--init)") {
+		t.Errorf("missing agent: %v", err)
+	}
+	assertNoOutputs(t, out)
+}
+
+// TestCancelledBuildStops: a cancelled context stops the build before the
+// next stage and leaves nothing behind.
+func TestCancelledBuildStops(t *testing.T) {
+	p, o, out := kernelless(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var log bytes.Buffer
+	o.Log = &log
+	if _, err := Build(ctx, p, o); !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want context.Canceled", err)
+	}
+	if log.Len() != 0 {
+		t.Errorf("a stage ran after cancel:\n%s", log.String())
+	}
+	assertNoOutputs(t, out)
+}

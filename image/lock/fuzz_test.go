@@ -1,0 +1,55 @@
+package lock
+
+import (
+	"bytes"
+	"os"
+	"regexp"
+	"testing"
+)
+
+// lineError is how Parse names the place of a damaged line.
+// A missing header line has no line to name; it names the line kind.
+var lineError = regexp.MustCompile(`^fuzz\.lock(:[0-9]+: .+|: no "(inputs|epoch)" line); the lock is damaged: run ` + "`drover lock`" + ` again$`)
+
+// FuzzParse: a lock file is hand-edited and merged, so Parse must never
+// panic on it; every error names the file (and the line, for a damaged
+// line); and an accepted lock survives Format → Parse → Format unchanged
+// (Format prints every field), so what `drover lock` writes is what a build
+// reads.
+func FuzzParse(f *testing.F) {
+	f.Add(sample().Format("a header"))
+	if data, err := os.ReadFile("../../recipes/minimal.yaml.lock"); err == nil {
+		f.Add(data)
+	} else {
+		f.Fatal(err)
+	}
+	const head = "lock 1\ninputs ab\nepoch 0 x\n"
+	for _, s := range []string{
+		"", "lock 1\n", head, head + "\t\n", head + "go k m@v p t\ngomod k\tx\n", "lock 1\ninputs a\ninputs b\nepoch 1 x\n",
+		head + "go k m@v p t\n  gomod k  require a v1\n", head + "suite s 2026-01-01T00:00:00+08:00 ff\n",
+		"lock 1\ninputs a\nepoch -5 x\n", head + "deb a 1 amd64 -1 aa pool/a.deb\n", head + "url u aa 3 https://x/y\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		l, err := Parse("fuzz.lock", data)
+		if err != nil {
+			msg := err.Error()
+			if !bytes.HasPrefix([]byte(msg), []byte("fuzz.lock:")) && !bytes.HasPrefix([]byte(msg), []byte("reading fuzz.lock:")) {
+				t.Fatalf("error does not name the file: %q", msg)
+			}
+			if bytes.Contains([]byte(msg), []byte("damaged")) && !lineError.MatchString(msg) {
+				t.Fatalf("damaged-line error does not name the line: %q", msg)
+			}
+			return
+		}
+		text := l.Format("")
+		l2, err := Parse("fuzz.lock", text)
+		if err != nil {
+			t.Fatalf("Format of an accepted lock does not parse: %v\n%s", err, text)
+		}
+		if again := l2.Format(""); !bytes.Equal(text, again) {
+			t.Fatalf("Format is not stable:\n%s\n---\n%s", text, again)
+		}
+	})
+}
