@@ -39,7 +39,7 @@ matches the recipe.`,
 				return err
 			}
 			start := time.Now()
-			f, err := sources.Fetch(cmd.Context(), l, o)
+			f, err := sources.Fetch(cmd.Context(), r, l, o)
 			if err != nil {
 				return err
 			}

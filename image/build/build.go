@@ -98,7 +98,7 @@ func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
 		name string
 		fn   func() error
 	}{
-		{"fetch", func() (err error) { fetched, err = sources.Fetch(ctx, p.Lock, o.Sources); return }},
+		{"fetch", func() (err error) { fetched, err = sources.Fetch(ctx, p.Recipe, p.Lock, o.Sources); return }},
 		{"assemble", func() error { return b.assemble(fetched) }},
 		{"go components", func() error { return b.goComponents(ctx) }},
 		{"add files", func() error { return b.addFiles(fetched) }},

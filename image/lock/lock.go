@@ -7,6 +7,7 @@
 //	inputs <sha256 of the recipe's resolution inputs>
 //	epoch <unix seconds> <RFC 3339>
 //	suite <name> <Release date RFC 3339> <InRelease sha256>
+//	signer <suite> <fingerprint of the key that signed it> <trust root>
 //	deb <name> <version> <arch> <size> <sha256> <archive path>
 //	go <name> <module>@<version> <package> <toolchain>
 //	gomod <name> <go.mod line>
@@ -47,6 +48,12 @@ type Suite struct {
 	Name      string
 	Date      time.Time
 	InRelease string
+	// Signer is the fingerprint (hex, upper case) of the primary key whose
+	// signature on the InRelease verified; Trust names the keys it was
+	// checked against (see sources.TrustRoot): "repo:recipes/keys/…" for the
+	// keys committed in drover's repository, "recipe:<path>" for a keyring
+	// the recipe names, "override:sha256:<hex>" for --keyring.
+	Signer, Trust string
 }
 
 // Deb pins one Debian package.
@@ -89,6 +96,9 @@ func (l *Lock) Format(header string) []byte {
 	sort.Slice(suites, func(i, j int) bool { return suites[i].Name < suites[j].Name })
 	for _, s := range suites {
 		fmt.Fprintf(&b, "suite %s %s %s\n", s.Name, s.Date.UTC().Format(time.RFC3339), s.InRelease)
+		if s.Signer != "" {
+			fmt.Fprintf(&b, "signer %s %s %s\n", s.Name, s.Signer, s.Trust)
+		}
 	}
 	debs := append([]Deb(nil), l.Debs...)
 	sort.Slice(debs, func(i, j int) bool {
@@ -161,7 +171,7 @@ func Parse(path string, data []byte) (*Lock, error) {
 		bad := func(format string, args ...any) error {
 			return fmt.Errorf("%s:%d: %s; the lock is damaged: run `drover lock` again", path, n, fmt.Sprintf(format, args...))
 		}
-		want := map[string]int{"lock": 2, "inputs": 2, "epoch": 3, "suite": 4, "deb": 7, "go": 5, "url": 5}
+		want := map[string]int{"lock": 2, "inputs": 2, "epoch": 3, "suite": 4, "signer": 4, "deb": 7, "go": 5, "url": 5}
 		if w, ok := want[f[0]]; ok && len(f) != w {
 			return nil, bad("%q line wants %d fields, has %d", f[0], w, len(f))
 		}
@@ -185,6 +195,15 @@ func Parse(path string, data []byte) (*Lock, error) {
 				return nil, bad("suite date %q: %v", f[2], err)
 			}
 			l.Suites = append(l.Suites, Suite{Name: f[1], Date: t, InRelease: f[3]})
+		case "signer":
+			i := len(l.Suites) - 1
+			if i < 0 || l.Suites[i].Name != f[1] {
+				return nil, bad("signer for suite %q does not follow its suite line", f[1])
+			}
+			if l.Suites[i].Signer != "" {
+				return nil, bad("suite %q has two signer lines", f[1])
+			}
+			l.Suites[i].Signer, l.Suites[i].Trust = f[2], f[3]
 		case "deb":
 			size, err := strconv.ParseInt(f[4], 10, 64)
 			if err != nil {

@@ -26,7 +26,7 @@ import (
 // Options says where inputs come from and where progress goes.
 type Options struct {
 	Mirror   string // archive root; resolved by the CLI from --mirror, DROVER_MIRROR or apt
-	Keyring  string // --keyring; else the recipe's, else the host's Debian keyring
+	Keyring  string // --keyring; else the recipe's, else the keys in recipes/keys (see TrustRoot)
 	Cache    *cache.Cache
 	HTTP     *http.Client
 	Log      io.Writer
@@ -52,20 +52,6 @@ func (s oneFetcher) Fetch(ctx context.Context, name, url, sha256 string, size in
 	return s.f.FetchOne(ctx, name, url, sha256, size)
 }
 
-// keyringPath picks the keyring: flag, then recipe (relative to it), then
-// the build host's.
-func (o *Options) keyringPath(r *recipe.Recipe) string {
-	switch {
-	case o.Keyring != "":
-		return o.Keyring
-	case r.Debian.Keyring != "" && !filepath.IsAbs(r.Debian.Keyring):
-		return filepath.Join(r.Dir, r.Debian.Keyring)
-	case r.Debian.Keyring != "":
-		return r.Debian.Keyring
-	}
-	return debian.DefaultKeyring
-}
-
 // Result is what a lock run found: the lock and the explanation of it.
 type Result struct {
 	Lock      *lock.Lock
@@ -80,13 +66,12 @@ type Result struct {
 // recipe inputs are unchanged the previous lock is returned as is, so
 // re-locking is cheap and changes nothing.
 func Lock(ctx context.Context, r *recipe.Recipe, prev *lock.Lock, o Options) (*Result, error) {
-	kr := o.keyringPath(r)
-	keyring, err := debian.LoadKeyring(kr)
+	tr, err := o.TrustRoot(r, r.Debian.Suite)
 	if err != nil {
 		return nil, err
 	}
 	client := &debian.Client{
-		Mirror: o.Mirror, HTTP: o.HTTP, Keyring: keyring, KeyringPath: kr,
+		Mirror: o.Mirror, HTTP: o.HTTP, Keyring: tr.Keys, KeyringPath: tr.Name,
 		Store: oneFetcher{o.fetcher()}, IndexDir: filepath.Join(o.Cache.Dir(), "index"), Log: o.Log,
 	}
 	rel, err := client.Release(ctx, r.Debian.Suite)
@@ -94,7 +79,8 @@ func Lock(ctx context.Context, r *recipe.Recipe, prev *lock.Lock, o Options) (*R
 		return nil, err
 	}
 	inputs := r.InputsDigest()
-	if prev != nil && prev.Inputs == inputs && len(prev.Suites) == 1 && prev.Suites[0].InRelease == rel.SHA256 {
+	if prev != nil && prev.Inputs == inputs && len(prev.Suites) == 1 && prev.Suites[0].InRelease == rel.SHA256 &&
+		prev.Suites[0].Signer == rel.SignedBy && prev.Suites[0].Trust == tr.Source {
 		o.logf("lock: %s unchanged (same recipe inputs, same signed %s Release of %s)", r.LockPath(), rel.Name(), rel.Date.UTC().Format("2006-01-02 15:04"))
 		return &Result{Lock: prev, Unchanged: true, Release: rel}, nil
 	}
@@ -108,7 +94,7 @@ func Lock(ctx context.Context, r *recipe.Recipe, prev *lock.Lock, o Options) (*R
 	}
 	l := &lock.Lock{
 		Inputs: inputs,
-		Suites: []lock.Suite{{Name: r.Debian.Suite, Date: rel.Date.UTC(), InRelease: rel.SHA256}},
+		Suites: []lock.Suite{{Name: r.Debian.Suite, Date: rel.Date.UTC(), InRelease: rel.SHA256, Signer: rel.SignedBy, Trust: tr.Source}},
 	}
 	for _, p := range closure.Packages {
 		l.Debs = append(l.Debs, lock.Deb{Name: p.Name, Version: p.Version, Arch: p.Architecture, Size: p.Size, SHA256: p.SHA256, Path: p.Filename})
