@@ -9,6 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+
+	"github.com/drover-os/drover/image/attest"
 	"github.com/drover-os/drover/image/build"
 	"github.com/drover-os/drover/image/lock"
 	"github.com/drover-os/drover/image/recipe"
@@ -16,7 +19,7 @@ import (
 )
 
 func newBuildCmd(g *globals) *cobra.Command {
-	var out, agentBin, initBin string
+	var out, agentBin, initBin, signKey string
 	var plan, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "build RECIPE",
@@ -30,6 +33,7 @@ with systemd-boot, and a GPT disk. Outputs in the output directory:
   <name>.manifest.json                   every package, Go component, file digest, partition, the root hash
   <name>.spdx.json                       SPDX 2.3 SBOM
   <name>.provenance.json                 in-toto statement with an SLSA v1 provenance predicate
+  <name>.provenance.dsse.json            the statement in a DSSE envelope signed with --sign-key (when given)
 
 The same recipe, lock and builder give bit-identical images. Outputs appear
 only when the whole build succeeded. It refuses a lock that no longer matches
@@ -58,6 +62,12 @@ the recipe: run drover lock.`,
 			if err != nil {
 				return err
 			}
+			var signer dsse.Signer
+			if signKey != "" { // read before the build: a bad key must not cost a whole build
+				if signer, err = attest.LoadSigner(signKey); err != nil {
+					return err
+				}
+			}
 			self, _ := os.Executable()
 			if agentBin == "" {
 				agentBin = filepath.Join(filepath.Dir(self), "drover-agent")
@@ -66,7 +76,7 @@ the recipe: run drover lock.`,
 				initBin = filepath.Join(filepath.Dir(self), "drover-init")
 			}
 			start := time.Now()
-			res, err := build.Build(cmd.Context(), p, build.Options{Sources: o, AgentBin: agentBin, InitBin: initBin, Version: version, Log: g.log()})
+			res, err := build.Build(cmd.Context(), p, build.Options{Sources: o, AgentBin: agentBin, InitBin: initBin, Version: version, Log: g.log(), Signer: signer})
 			if err != nil {
 				return err
 			}
@@ -111,6 +121,7 @@ the recipe: run drover lock.`,
 	cmd.Flags().BoolVar(&plan, "plan", false, "print the plan and build nothing")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result (outputs, root hash, stage timings) as JSON")
 	cmd.Flags().StringVar(&agentBin, "agent", "", "drover-agent binary to install (default: beside the drover executable)")
+	cmd.Flags().StringVar(&signKey, "sign-key", "", "sign the provenance with this ECDSA P-256 or Ed25519 private key (PEM) into <name>.provenance.dsse.json")
 	cmd.Flags().StringVar(&initBin, "init", "", "drover-init binary for the initrd (default: beside the drover executable)")
 	return cmd
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/drover-os/drover/image/sources"
 	"github.com/drover-os/drover/image/tree"
 	"github.com/drover-os/drover/internal/bytesize"
+
+	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 )
 
 // Options are the build's inputs besides the plan.
@@ -31,6 +33,9 @@ type Options struct {
 	AgentBin, InitBin string
 	Version           string // builder version, for the manifest
 	Log               io.Writer
+	// Signer, when set, signs the provenance statement into a DSSE
+	// envelope (<name>.provenance.dsse.json); see image/attest.
+	Signer dsse.Signer
 }
 
 // Result describes a finished build.

@@ -1,7 +1,9 @@
 package build
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"debug/buildinfo"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -64,10 +66,15 @@ type GoComponent struct {
 	Deps      []string `json:"deps"`
 }
 
-// OwnFile is one of drover's own files in the image.
+// OwnFile is one of drover's own files in the image. For a Go binary
+// (drover-agent, drover-init) it carries the build info the binary embeds:
+// its main module, the toolchain and every linked module with its go.sum hash.
 type OwnFile struct {
-	Path   string `json:"path"`
-	SHA256 string `json:"sha256"`
+	Path      string   `json:"path"`
+	SHA256    string   `json:"sha256"`
+	Module    string   `json:"module,omitempty"`
+	GoVersion string   `json:"goVersion,omitempty"`
+	Deps      []string `json:"deps,omitempty"`
 }
 
 // RootFSInfo summarises the erofs root.
@@ -125,7 +132,7 @@ func newManifest(p *Plan, version string) *Manifest {
 		RecipeSHA256: p.Recipe.Digest(), LockSHA256: sha(p.Lock.Format("")), Epoch: p.Lock.Epoch,
 		Suites: p.Lock.Suites, URLs: p.Lock.URLs, Version: time.Unix(p.Lock.Epoch, 0).UTC().Format("20060102.150405")}
 	for _, d := range p.Lock.Debs {
-		m.Packages = append(m.Packages, Package{d.Name, d.Version, d.Arch, d.SHA256, d.Path})
+		m.Packages = append(m.Packages, Package{Name: d.Name, Version: d.Version, Arch: d.Arch, SHA256: d.SHA256, Path: d.Path})
 	}
 	return m
 }
@@ -136,7 +143,11 @@ func (m *Manifest) addGo(lg lock.Go, bin *gomod.Binary, install string) {
 }
 
 func (m *Manifest) addOwn(path string, data []byte) {
-	m.Own = append(m.Own, OwnFile{path, sha(data)})
+	o := OwnFile{Path: path, SHA256: sha(data)}
+	if bi, err := buildinfo.Read(bytes.NewReader(data)); err == nil {
+		o.Module, o.GoVersion, o.Deps = bi.Main.Path, bi.GoVersion, gomod.DepList(bi)
+	}
+	m.Own = append(m.Own, o)
 }
 
 func manifestFiles(t *tree.Tree) []FileEntry {

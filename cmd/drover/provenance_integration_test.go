@@ -1,0 +1,112 @@
+//go:build integration
+
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/drover-os/drover/image/build"
+)
+
+// signedBuild builds recipes/minimal.yaml into a temp dir, signing the
+// provenance with an Ed25519 key openssl made, and returns the output
+// directory and the public key.
+func signedBuild(t *testing.T) (out, pub string) {
+	t.Helper()
+	work := t.TempDir()
+	agent, initBin := ownBinaries(t, work)
+	priv, pub := filepath.Join(work, "sign.pem"), filepath.Join(work, "sign.pub")
+	for _, args := range [][]string{{"genpkey", "-algorithm", "ed25519", "-out", priv}, {"pkey", "-in", priv, "-pubout", "-out", pub}} {
+		if b, err := exec.Command("openssl", args...).CombinedOutput(); err != nil {
+			t.Fatalf("openssl %s: %v\n%s", args[0], err, b)
+		}
+	}
+	for _, f := range []string{"minimal.yaml", "minimal.yaml.lock"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "recipes", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(work, f), data, 0o644)
+	}
+	out = filepath.Join(work, "out")
+	_, errOut, code := drover(t, "build", filepath.Join(work, "minimal.yaml"), "-o", out, "--agent", agent, "--init", initBin, "--sign-key", priv, "-q")
+	if code != 0 {
+		t.Fatalf("signed build failed (exit %d):\n%s", code, errOut)
+	}
+	return out, pub
+}
+
+// TestSignedProvenance: drover verify --provenance accepts a signed build
+// and fails when one byte of the envelope, of the statement or of an image
+// file changes; openssl verifies the envelope's signature over the DSSE PAE.
+func TestSignedProvenance(t *testing.T) {
+	out, pub := signedBuild(t)
+	raw := filepath.Join(out, "minimal.raw")
+	verifyArgs := []string{"verify", "--provenance", "--pub", pub, raw}
+	stdout, errOut, code := drover(t, verifyArgs...)
+	if code != 0 || !strings.Contains(stdout, "signed provenance and its subjects") {
+		t.Fatalf("verify of the signed build: exit %d\n%s%s", code, stdout, errOut)
+	}
+	t.Logf("%s", strings.TrimSpace(stdout))
+
+	// The signature, checked by openssl over the PAE the DSSE spec defines.
+	envData, _ := os.ReadFile(filepath.Join(out, "minimal"+build.EnvelopeSuffix))
+	var env struct {
+		PayloadType, Payload string
+		Signatures           []struct{ Sig string }
+	}
+	if err := json.Unmarshal(envData, &env); err != nil || len(env.Signatures) != 1 {
+		t.Fatalf("envelope: %v %s", err, envData)
+	}
+	payload, _ := base64.StdEncoding.DecodeString(env.Payload)
+	sig, _ := base64.StdEncoding.DecodeString(env.Signatures[0].Sig)
+	pae, sigPath := filepath.Join(t.TempDir(), "pae"), filepath.Join(t.TempDir(), "sig")
+	os.WriteFile(pae, []byte(fmt.Sprintf("DSSEv1 %d %s %d %s", len(env.PayloadType), env.PayloadType, len(payload), payload)), 0o644)
+	os.WriteFile(sigPath, sig, 0o644)
+	if b, err := exec.Command("openssl", "pkeyutl", "-verify", "-pubin", "-inkey", pub, "-rawin", "-in", pae, "-sigfile", sigPath).CombinedOutput(); err != nil {
+		t.Fatalf("openssl does not verify the build's provenance signature: %v\n%s", err, b)
+	} else {
+		t.Logf("openssl: %s", strings.TrimSpace(string(b)))
+	}
+	if stmt, _ := os.ReadFile(filepath.Join(out, "minimal"+build.ProvenanceSuffix)); string(stmt) != string(payload) {
+		t.Error("the unsigned statement is not the signed payload")
+	}
+
+	for _, tc := range []struct {
+		file string
+		off  func(size int64) int64
+		want string
+	}{
+		{"minimal" + build.EnvelopeSuffix, func(n int64) int64 { return n / 2 }, "provenance: " + filepath.Join(out, "minimal"+build.EnvelopeSuffix) + ": DSSE envelope signature does not verify"},
+		{"minimal" + build.ProvenanceSuffix, func(n int64) int64 { return n / 2 }, "provenance: " + filepath.Join(out, "minimal"+build.ProvenanceSuffix) + " differs from the statement signed"},
+		{"minimal.raw", func(n int64) int64 { return n - 4096 }, "provenance: subject minimal.raw has sha256 "},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			p := filepath.Join(out, tc.file)
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			off := tc.off(fi.Size())
+			flipByte(t, p, off)
+			defer flipByte(t, p, off)
+			stdout, errOut, code := drover(t, verifyArgs...)
+			if code != 1 || !strings.Contains(stdout, tc.want) {
+				t.Fatalf("one byte changed at %d: exit %d, want 1 and a line containing %q:\n%s%s", off, code, tc.want, stdout, errOut)
+			}
+		})
+	}
+	if stdout, errOut, code := drover(t, verifyArgs...); code != 0 {
+		t.Fatalf("after restoring every byte: exit %d\n%s%s", code, stdout, errOut)
+	}
+	if _, errOut, code := drover(t, "verify", "--provenance", raw); code != 2 || !strings.Contains(errOut, "--provenance needs --pub") {
+		t.Errorf("--provenance without --pub: exit %d %s", code, errOut)
+	}
+}
