@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	spdxjson "github.com/spdx/tools-golang/json"
+	"github.com/spdx/tools-golang/spdx"
+	"github.com/spdx/tools-golang/spdx/v2/common"
+	"github.com/spdx/tools-golang/spdxlib"
 
 	"github.com/drover-os/drover/image/build"
 )
@@ -79,6 +85,8 @@ func TestSignedProvenance(t *testing.T) {
 		t.Error("the unsigned statement is not the signed payload")
 	}
 
+	t.Run("sbom", func(t *testing.T) { checkMinimalSBOM(t, filepath.Join(out, "minimal.spdx.json")) })
+
 	for _, tc := range []struct {
 		file string
 		off  func(size int64) int64
@@ -109,4 +117,53 @@ func TestSignedProvenance(t *testing.T) {
 	if _, errOut, code := drover(t, "verify", "--provenance", raw); code != 2 || !strings.Contains(errOut, "--provenance needs --pub") {
 		t.Errorf("--provenance without --pub: exit %d %s", code, errOut)
 	}
+}
+
+// checkMinimalSBOM reads the SBOM with the SPDX library, validates it, and
+// checks what the real packages and binaries put in it: a source package
+// and a license from a .deb, drover-agent's modules with their go.sum hash.
+func checkMinimalSBOM(t *testing.T, path string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := spdxjson.Read(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("the SPDX library cannot read %s: %v", path, err)
+	}
+	if err := spdxlib.ValidateDocument(doc); err != nil {
+		t.Fatalf("the SPDX library's validator refuses %s: %v", path, err)
+	}
+	pkgs := map[string]*spdx.Package{}
+	names := map[common.ElementID]string{}
+	for _, p := range doc.Packages {
+		pkgs[p.PackageName] = p
+		names[p.PackageSPDXIdentifier] = p.PackageName
+	}
+	if p := pkgs["libc6"]; p == nil || !strings.HasPrefix(p.PackageSourceInfo, "built from Debian source package glibc ") || len(p.PackageChecksums) != 1 {
+		t.Errorf("libc6: %+v", p)
+	} else {
+		t.Logf("libc6: %s; license %s (%s)", p.PackageSourceInfo, p.PackageLicenseDeclared, p.PackageLicenseComments)
+	}
+	withLicense := 0
+	for _, p := range doc.Packages {
+		if p.PackageLicenseDeclared != "NOASSERTION" {
+			withLicense++
+		}
+	}
+	ign := pkgs["github.com/coreos/ignition/v2"]
+	if ign == nil || !strings.HasPrefix(ign.PackageVersion, "v2.") || !strings.HasPrefix(ign.PackageComment, "go.sum h1:") {
+		t.Fatalf("drover-agent's module github.com/coreos/ignition/v2 is missing or incomplete: %+v", ign)
+	}
+	rels := map[string]bool{}
+	for _, r := range doc.Relationships {
+		rels[names[r.RefA.ElementRefID]+" "+r.Relationship+" "+names[r.RefB.ElementRefID]] = true
+	}
+	for _, want := range []string{"minimal CONTAINS drover-agent", "minimal CONTAINS drover-init", "minimal CONTAINS libc6",
+		"drover-agent DEPENDS_ON github.com/coreos/ignition/v2", "systemd DEPENDS_ON libc6"} {
+		if !rels[want] {
+			t.Errorf("SBOM lacks the relationship %q", want)
+		}
+	}
+	t.Logf("SBOM: %d packages (%d with a declared license), %d relationships; ignition %s %s", len(doc.Packages), withLicense, len(doc.Relationships), ign.PackageVersion, ign.PackageComment)
 }

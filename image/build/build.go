@@ -105,6 +105,7 @@ func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
 	}{
 		{"fetch", func() (err error) { fetched, err = sources.Fetch(ctx, p.Recipe, p.Lock, o.Sources); return }},
 		{"assemble", func() error { return b.assemble(fetched) }},
+		{"package facts", func() error { return b.packageFacts(fetched) }},
 		{"go components", func() error { return b.goComponents(ctx) }},
 		{"add files", func() error { return b.addFiles(fetched) }},
 		{"finalize", func() error { return b.finalize() }},

@@ -45,13 +45,18 @@ type Manifest struct {
 	Files         []FileEntry   `json:"files"`
 }
 
-// Package is one Debian package in the image.
+// Package is one Debian package in the image. Source, Depends and Licenses
+// come from the .deb's control file and its copyright file, for the SBOM.
 type Package struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
-	Arch    string `json:"arch"`
-	SHA256  string `json:"sha256"`
-	Path    string `json:"path"`
+	Name          string   `json:"name"`
+	Version       string   `json:"version"`
+	Arch          string   `json:"arch"`
+	SHA256        string   `json:"sha256"`
+	Path          string   `json:"path"`
+	Source        string   `json:"source,omitempty"`
+	SourceVersion string   `json:"sourceVersion,omitempty"`
+	Depends       []string `json:"depends,omitempty"`  // packages of the image its Depends and Pre-Depends name
+	Licenses      []string `json:"licenses,omitempty"` // DEP-5 license names its copyright file states
 }
 
 // GoComponent is one Go binary with its build info.

@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -93,10 +92,14 @@ func (b *builder) writeManifest(d *diskResult) error {
 	for _, im := range m.Images {
 		subjects = append(subjects, Subject{im.File, im.SHA256})
 	}
+	spdxDoc, err := sbom(m)
+	if err != nil {
+		return err
+	}
 	docs := []struct {
 		suffix string
 		data   []byte
-	}{{".manifest.json", m.JSON()}, {".spdx.json", spdx(m)}}
+	}{{".manifest.json", m.JSON()}, {".spdx.json", spdxDoc}}
 	for _, d := range docs {
 		name := b.p.Recipe.Name + d.suffix
 		if err := os.WriteFile(filepath.Join(b.tmp, name), d.data, 0o644); err != nil {
@@ -210,65 +213,4 @@ func urlContent(p, member string) ([]byte, error) {
 		}
 	}
 	return nil, fmt.Errorf("archive has no member %q (it has e.g. %s): fix the recipe's member", member, strings.Join(names, ", "))
-}
-
-// spdx renders an SPDX 2.3 JSON document listing every package and Go module.
-func spdx(m *Manifest) []byte {
-	type ext struct {
-		Category string `json:"referenceCategory"`
-		Type     string `json:"referenceType"`
-		Locator  string `json:"referenceLocator"`
-	}
-	type pkg struct {
-		ID       string `json:"SPDXID"`
-		Name     string `json:"name"`
-		Version  string `json:"versionInfo"`
-		Download string `json:"downloadLocation"`
-		Checksum []struct {
-			Algorithm string `json:"algorithm"`
-			Value     string `json:"checksumValue"`
-		} `json:"checksums,omitempty"`
-		FilesAnalyzed bool   `json:"filesAnalyzed"`
-		Supplier      string `json:"supplier,omitempty"`
-		Refs          []ext  `json:"externalRefs,omitempty"`
-	}
-	type rel struct {
-		A    string `json:"spdxElementId"`
-		Type string `json:"relationshipType"`
-		B    string `json:"relatedSpdxElement"`
-	}
-	doc := map[string]any{
-		"spdxVersion": "SPDX-2.3", "dataLicense": "CC0-1.0", "SPDXID": "SPDXRef-DOCUMENT",
-		"name":              m.Name + "-" + m.Version,
-		"documentNamespace": "https://drover.dev/spdx/" + m.Name + "/" + m.RootHash,
-		"creationInfo":      map[string]any{"created": epochString(m.Epoch), "creators": []string{"Tool: " + m.Builder}},
-	}
-	var pkgs []pkg
-	var rels []rel
-	image := pkg{ID: "SPDXRef-image", Name: m.Name, Version: m.Version, Download: "NOASSERTION"}
-	pkgs = append(pkgs, image)
-	rels = append(rels, rel{"SPDXRef-DOCUMENT", "DESCRIBES", image.ID})
-	id := func(prefix, name string) string {
-		r := strings.NewReplacer("+", "-", "~", "-", ":", "-", "/", "-", "_", "-", "@", "-")
-		return "SPDXRef-" + prefix + "-" + r.Replace(name)
-	}
-	for _, p := range m.Packages {
-		x := pkg{ID: id("deb", p.Name), Name: p.Name, Version: p.Version, Download: "NOASSERTION", Supplier: "Organization: Debian",
-			Refs: []ext{{"PACKAGE-MANAGER", "purl", fmt.Sprintf("pkg:deb/debian/%s@%s?arch=%s", p.Name, p.Version, p.Arch)}}}
-		x.Checksum = append(x.Checksum, struct {
-			Algorithm string `json:"algorithm"`
-			Value     string `json:"checksumValue"`
-		}{"SHA256", p.SHA256})
-		pkgs = append(pkgs, x)
-		rels = append(rels, rel{image.ID, "CONTAINS", x.ID})
-	}
-	for _, g := range m.Go {
-		x := pkg{ID: id("go", g.Name), Name: g.Module, Version: g.Version, Download: "NOASSERTION",
-			Refs: []ext{{"PACKAGE-MANAGER", "purl", "pkg:golang/" + g.Module + "@" + g.Version}}}
-		pkgs = append(pkgs, x)
-		rels = append(rels, rel{image.ID, "CONTAINS", x.ID})
-	}
-	doc["packages"], doc["relationships"] = pkgs, rels
-	b, _ := json.MarshalIndent(doc, "", "  ")
-	return append(b, '\n')
 }
