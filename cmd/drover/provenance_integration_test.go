@@ -23,11 +23,11 @@ import (
 
 // signedBuild builds recipes/minimal.yaml into a temp dir, signing the
 // provenance with an Ed25519 key openssl made, and returns the output
-// directory and the public key.
+// directory and the public key. drover-agent and drover-init are built from
+// this checkout (the test's working directory is in it).
 func signedBuild(t *testing.T) (out, pub string) {
 	t.Helper()
 	work := t.TempDir()
-	agent, initBin := ownBinaries(t, work)
 	priv, pub := filepath.Join(work, "sign.pem"), filepath.Join(work, "sign.pub")
 	for _, args := range [][]string{{"genpkey", "-algorithm", "ed25519", "-out", priv}, {"pkey", "-in", priv, "-pubout", "-out", pub}} {
 		if b, err := exec.Command("openssl", args...).CombinedOutput(); err != nil {
@@ -42,7 +42,7 @@ func signedBuild(t *testing.T) (out, pub string) {
 		os.WriteFile(filepath.Join(work, f), data, 0o644)
 	}
 	out = filepath.Join(work, "out")
-	_, errOut, code := drover(t, "build", filepath.Join(work, "minimal.yaml"), "-o", out, "--agent", agent, "--init", initBin, "--sign-key", priv, "-q")
+	_, errOut, code := drover(t, "build", filepath.Join(work, "minimal.yaml"), "-o", out, "--sign-key", priv, "-q")
 	if code != 0 {
 		t.Fatalf("signed build failed (exit %d):\n%s", code, errOut)
 	}
@@ -86,6 +86,21 @@ func TestSignedProvenance(t *testing.T) {
 	}
 
 	t.Run("sbom", func(t *testing.T) { checkMinimalSBOM(t, filepath.Join(out, "minimal.spdx.json")) })
+	t.Run("drover binaries built from the checkout", func(t *testing.T) {
+		m, err := loadManifest(filepath.Join(out, "minimal.manifest.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Own) != 2 {
+			t.Fatalf("manifest lists %d drover binaries", len(m.Own))
+		}
+		for _, o := range m.Own {
+			if o.Built != "source" || o.Source == nil || o.Source.Module != build.DroverModule || len(o.Source.Commit) != 40 || o.GoVersion == "" {
+				t.Errorf("%s: built %q, source %+v, toolchain %q", o.Path, o.Built, o.Source, o.GoVersion)
+			}
+		}
+		t.Logf("drover-agent: sha256 %s from %s@%s dirty=%v with %s", m.Own[0].SHA256, m.Own[0].Source.Module, m.Own[0].Source.Commit, m.Own[0].Source.Dirty, m.Own[0].GoVersion)
+	})
 
 	for _, tc := range []struct {
 		file string

@@ -80,6 +80,16 @@ type OwnFile struct {
 	Module    string   `json:"module,omitempty"`
 	GoVersion string   `json:"goVersion,omitempty"`
 	Deps      []string `json:"deps,omitempty"`
+	OwnSource
+}
+
+// OwnSource says where one of drover's binaries came from: built from the
+// checkout (its module, commit and dirty flag), or an override given with
+// --agent/--init (its path on the build host).
+type OwnSource struct {
+	Built  string        `json:"built,omitempty"` // "source" or "override"
+	Source *gomod.Source `json:"source,omitempty"`
+	From   string        `json:"from,omitempty"`
 }
 
 // RootFSInfo summarises the erofs root.
@@ -147,8 +157,8 @@ func (m *Manifest) addGo(lg lock.Go, bin *gomod.Binary, install string) {
 		Install: install, SHA256: bin.SHA256, GoVersion: bin.GoVersion, Deps: bin.Deps})
 }
 
-func (m *Manifest) addOwn(path string, data []byte) {
-	o := OwnFile{Path: path, SHA256: sha(data)}
+func (m *Manifest) addOwn(path string, data []byte, how OwnSource) {
+	o := OwnFile{Path: path, SHA256: sha(data), OwnSource: how}
 	if bi, err := buildinfo.Read(bytes.NewReader(data)); err == nil {
 		o.Module, o.GoVersion, o.Deps = bi.Main.Path, bi.GoVersion, gomod.DepList(bi)
 	}

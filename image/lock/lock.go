@@ -6,6 +6,7 @@
 //	lock 1
 //	inputs <sha256 of the recipe's resolution inputs>
 //	epoch <unix seconds> <RFC 3339>
+//	toolchain <Go toolchain every Go binary of the image is built with, e.g. go1.26.8>
 //	suite <name> <Release date RFC 3339> <InRelease sha256>
 //	signer <suite> <fingerprint of the key that signed it> <trust root>
 //	deb <name> <version> <arch> <size> <sha256> <archive path>
@@ -37,10 +38,13 @@ const Version = 1
 type Lock struct {
 	Inputs string
 	Epoch  int64
-	Suites []Suite
-	Debs   []Deb
-	Go     []Go
-	URLs   []URL
+	// Toolchain is the Go toolchain (go1.X.Y) the Go components and
+	// drover's own binaries are built with; the build runs exactly it.
+	Toolchain string
+	Suites    []Suite
+	Debs      []Deb
+	Go        []Go
+	URLs      []URL
 }
 
 // Suite pins one signed Debian Release.
@@ -92,6 +96,9 @@ func (l *Lock) Format(header string) []byte {
 	fmt.Fprintf(&b, "lock %d\n", Version)
 	fmt.Fprintf(&b, "inputs %s\n", l.Inputs)
 	fmt.Fprintf(&b, "epoch %d %s\n", l.Epoch, time.Unix(l.Epoch, 0).UTC().Format(time.RFC3339))
+	if l.Toolchain != "" {
+		fmt.Fprintf(&b, "toolchain %s\n", l.Toolchain)
+	}
 	suites := append([]Suite(nil), l.Suites...)
 	sort.Slice(suites, func(i, j int) bool { return suites[i].Name < suites[j].Name })
 	for _, s := range suites {
@@ -171,7 +178,7 @@ func Parse(path string, data []byte) (*Lock, error) {
 		bad := func(format string, args ...any) error {
 			return fmt.Errorf("%s:%d: %s; the lock is damaged: run `drover lock` again", path, n, fmt.Sprintf(format, args...))
 		}
-		want := map[string]int{"lock": 2, "inputs": 2, "epoch": 3, "suite": 4, "signer": 4, "deb": 7, "go": 5, "url": 5}
+		want := map[string]int{"lock": 2, "inputs": 2, "epoch": 3, "toolchain": 2, "suite": 4, "signer": 4, "deb": 7, "go": 5, "url": 5}
 		if w, ok := want[f[0]]; ok && len(f) != w {
 			return nil, bad("%q line wants %d fields, has %d", f[0], w, len(f))
 		}
@@ -189,6 +196,11 @@ func Parse(path string, data []byte) (*Lock, error) {
 				return nil, bad("epoch %q is not a number", f[1])
 			}
 			l.Epoch = e
+		case "toolchain":
+			if !strings.HasPrefix(f[1], "go1.") {
+				return nil, bad("toolchain %q is not a Go release (go1.X.Y)", f[1])
+			}
+			l.Toolchain = f[1]
 		case "suite":
 			t, err := time.Parse(time.RFC3339, f[2])
 			if err != nil {

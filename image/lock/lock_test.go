@@ -11,8 +11,9 @@ import (
 
 func sample() *Lock {
 	return &Lock{
-		Inputs: "ab12",
-		Epoch:  1764000000,
+		Inputs:    "ab12",
+		Epoch:     1764000000,
+		Toolchain: "go1.26.8",
 		Suites: []Suite{{Name: "trixie", Date: time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC), InRelease: "ff00",
 			Signer: "41587F7DB8C774BCCF131416762F67A0B2C39DE4", Trust: "repo:recipes/keys/debian-archive-trixie.asc"}},
 		Debs: []Deb{
@@ -42,6 +43,9 @@ func TestRoundTripIsStable(t *testing.T) {
 	if !strings.Contains(string(text), "\nsuite trixie 2026-11-29T08:00:00Z ff00\nsigner trixie 41587F7DB8C774BCCF131416762F67A0B2C39DE4 repo:recipes/keys/debian-archive-trixie.asc\n") {
 		t.Errorf("suite signer not recorded after its suite:\n%s", text)
 	}
+	if l.Toolchain != "go1.26.8" || !strings.Contains(string(text), "\ntoolchain go1.26.8\n") {
+		t.Errorf("toolchain did not round-trip: %q", l.Toolchain)
+	}
 	if l.Suites[0].Signer != sample().Suites[0].Signer || l.Suites[0].Trust != sample().Suites[0].Trust {
 		t.Errorf("signer did not round-trip: %+v", l.Suites[0])
 	}
@@ -58,6 +62,7 @@ func TestParseErrors(t *testing.T) {
 		{"lock 1\ngosum k a b c\n", "x.lock:2: gosum for unknown Go component \"k\"; the lock is damaged: run `drover lock` again"},
 		{"lock 1\nsigner trixie AB repo:x\n", "x.lock:2: signer for suite \"trixie\" does not follow its suite line; the lock is damaged: run `drover lock` again"},
 		{"lock 1\nsuite trixie 2026-11-29T08:00:00Z ff\nsigner trixie AB repo:x\nsigner trixie CD repo:x\n", "x.lock:4: suite \"trixie\" has two signer lines; the lock is damaged: run `drover lock` again"},
+		{"lock 1\ntoolchain 1.26\n", "x.lock:2: toolchain \"1.26\" is not a Go release (go1.X.Y); the lock is damaged: run `drover lock` again"},
 		{"lock 1\nfrob x\n", "x.lock:2: unknown line kind \"frob\"; the lock is damaged: run `drover lock` again"},
 	} {
 		_, err := Parse("x.lock", []byte(tc.text))
