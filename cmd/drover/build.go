@@ -32,6 +32,7 @@ with systemd-boot, and a GPT disk. Outputs in the output directory:
   <name>.raw, <name>.qcow2, <name>.vhd   (raw always; the others as the recipe's image.formats says)
   <name>.manifest.json                   every package, Go component, file digest, partition, the root hash
   <name>.spdx.json                       SPDX 2.3 SBOM
+  <name>.cdx.json                        CycloneDX 1.6 SBOM
   <name>.provenance.json                 in-toto statement with an SLSA v1 provenance predicate
   <name>.provenance.dsse.json            the statement in a DSSE envelope signed with --sign-key (when given)
 

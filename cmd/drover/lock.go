@@ -61,7 +61,7 @@ changes nothing. Review the lock's diff: one line per package.`,
 				}
 				b, _ := json.MarshalIndent(map[string]any{"lock": r.LockPath(), "unchanged": res.Unchanged,
 					"packages": len(res.Lock.Debs), "downloadBytes": bytes, "go": len(res.Lock.Go), "urls": len(res.Lock.URLs),
-					"epoch": res.Lock.Epoch, "suites": res.Lock.Suites}, "", "  ")
+					"epoch": res.Lock.Epoch, "suites": res.Lock.Suites, "toolchain": res.Lock.Toolchain}, "", "  ")
 				fmt.Fprintln(cmd.OutOrStdout(), string(b))
 			} else if explain {
 				printExplain(cmd.OutOrStdout(), res)
@@ -149,6 +149,7 @@ func printExplain(w io.Writer, res *sources.Result) {
 	for _, c := range res.Choices {
 		fmt.Fprintf(w, "choice: %s\n", c)
 	}
+	fmt.Fprintf(w, "Go toolchain %s\n", res.Lock.Toolchain)
 	for _, g := range res.Lock.Go {
 		fmt.Fprintf(w, "go %s: %s@%s %s (%d modules pinned)\n", g.Name, g.Module, g.Version, g.Package, len(g.Sum))
 	}

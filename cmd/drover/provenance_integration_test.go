@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	cdx "github.com/CycloneDX/cyclonedx-go"
 	spdxjson "github.com/spdx/tools-golang/json"
 	"github.com/spdx/tools-golang/spdx"
 	"github.com/spdx/tools-golang/spdx/v2/common"
@@ -86,6 +87,23 @@ func TestSignedProvenance(t *testing.T) {
 	}
 
 	t.Run("sbom", func(t *testing.T) { checkMinimalSBOM(t, filepath.Join(out, "minimal.spdx.json")) })
+	t.Run("cyclonedx", func(t *testing.T) {
+		data, err := os.ReadFile(filepath.Join(out, "minimal.cdx.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bom cdx.BOM
+		if err := cdx.NewBOMDecoder(bytes.NewReader(data), cdx.BOMFileFormatJSON).Decode(&bom); err != nil || bom.SpecVersion != cdx.SpecVersion1_6 {
+			t.Fatalf("the CycloneDX library reads minimal.cdx.json as spec %v: %v", bom.SpecVersion, err)
+		}
+		found := false
+		for _, c := range *bom.Components {
+			found = found || c.Name == "github.com/coreos/ignition/v2"
+		}
+		if !found {
+			t.Error("minimal.cdx.json lacks drover-agent's module github.com/coreos/ignition/v2")
+		}
+	})
 	t.Run("drover binaries built from the checkout", func(t *testing.T) {
 		m, err := loadManifest(filepath.Join(out, "minimal.manifest.json"))
 		if err != nil {

@@ -96,10 +96,14 @@ func (b *builder) writeManifest(d *diskResult) error {
 	if err != nil {
 		return err
 	}
+	cdxDoc, err := cycloneDX(m)
+	if err != nil {
+		return err
+	}
 	docs := []struct {
 		suffix string
 		data   []byte
-	}{{".manifest.json", m.JSON()}, {".spdx.json", spdxDoc}}
+	}{{".manifest.json", m.JSON()}, {".spdx.json", spdxDoc}, {".cdx.json", cdxDoc}}
 	for _, d := range docs {
 		name := b.p.Recipe.Name + d.suffix
 		if err := os.WriteFile(filepath.Join(b.tmp, name), d.data, 0o644); err != nil {
