@@ -4,19 +4,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+
+	"github.com/drover-os/drover/image/attest"
 	"github.com/drover-os/drover/image/build"
+	"github.com/drover-os/drover/image/gomod"
 	"github.com/drover-os/drover/image/lock"
 	"github.com/drover-os/drover/image/recipe"
 	"github.com/drover-os/drover/internal/bytesize"
 )
 
 func newBuildCmd(g *globals) *cobra.Command {
-	var out, agentBin, initBin string
+	var out, agentBin, initBin, signKey string
 	var plan, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "build RECIPE",
@@ -29,9 +32,18 @@ with systemd-boot, and a GPT disk. Outputs in the output directory:
   <name>.raw, <name>.qcow2, <name>.vhd   (raw always; the others as the recipe's image.formats says)
   <name>.manifest.json                   every package, Go component, file digest, partition, the root hash
   <name>.spdx.json                       SPDX 2.3 SBOM
+  <name>.cdx.json                        CycloneDX 1.6 SBOM
   <name>.provenance.json                 in-toto statement with an SLSA v1 provenance predicate
+  <name>.provenance.dsse.json            the statement in a DSSE envelope signed with --sign-key (when given)
 
-The same recipe, lock and builder give bit-identical images. Outputs appear
+drover-agent and drover-init are compiled from the checkout of drover the
+recipe (or the working directory) is in, with the lock's Go toolchain and
+reproducible flags; the manifest records the commit and whether the tree was
+modified (so does /usr/lib/os-release: DROVER_SOURCE). --agent and --init
+install given binaries instead, recorded as an override.
+
+The same recipe, lock and checkout give bit-identical images, whatever go is
+installed or GOTOOLCHAIN says: the lock's toolchain is fetched and used. Outputs appear
 only when the whole build succeeded. It refuses a lock that no longer matches
 the recipe: run drover lock.`,
 		Example: `  drover build recipes/ecs-node.yaml -o out/
@@ -58,15 +70,23 @@ the recipe: run drover lock.`,
 			if err != nil {
 				return err
 			}
-			self, _ := os.Executable()
-			if agentBin == "" {
-				agentBin = filepath.Join(filepath.Dir(self), "drover-agent")
+			var signer dsse.Signer
+			if signKey != "" { // read before the build: a bad key must not cost a whole build
+				if signer, err = attest.LoadSigner(signKey); err != nil {
+					return err
+				}
 			}
-			if initBin == "" {
-				initBin = filepath.Join(filepath.Dir(self), "drover-init")
+			// drover-agent and drover-init are built from the checkout the
+			// recipe (or the working directory) is in, unless given.
+			var src *gomod.Source
+			if agentBin == "" && initBin == "" {
+				cwd, _ := os.Getwd()
+				if src, err = gomod.FindSource(build.DroverModule, r.Dir, cwd); err != nil {
+					return err
+				}
 			}
 			start := time.Now()
-			res, err := build.Build(cmd.Context(), p, build.Options{Sources: o, AgentBin: agentBin, InitBin: initBin, Version: version, Log: g.log()})
+			res, err := build.Build(cmd.Context(), p, build.Options{Sources: o, Source: src, AgentBin: agentBin, InitBin: initBin, Version: version, Log: g.log(), Signer: signer})
 			if err != nil {
 				return err
 			}
@@ -110,7 +130,8 @@ the recipe: run drover lock.`,
 	cmd.Flags().StringVarP(&out, "output", "o", "out", "output directory")
 	cmd.Flags().BoolVar(&plan, "plan", false, "print the plan and build nothing")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result (outputs, root hash, stage timings) as JSON")
-	cmd.Flags().StringVar(&agentBin, "agent", "", "drover-agent binary to install (default: beside the drover executable)")
-	cmd.Flags().StringVar(&initBin, "init", "", "drover-init binary for the initrd (default: beside the drover executable)")
+	cmd.Flags().StringVar(&agentBin, "agent", "", "install this drover-agent binary instead of building it from the checkout (with --init; the manifest records the override)")
+	cmd.Flags().StringVar(&signKey, "sign-key", "", "sign the provenance with this ECDSA P-256 or Ed25519 private key (PEM) into <name>.provenance.dsse.json")
+	cmd.Flags().StringVar(&initBin, "init", "", "use this drover-init binary instead of building it from the checkout (with --agent)")
 	return cmd
 }

@@ -20,7 +20,10 @@ func newFetchCmd(g *globals) *cobra.Command {
 content-addressed cache, in parallel with retries, resuming partial downloads.
 Entries already cached are re-verified: a corrupted entry is reported (name,
 expected and actual sha256) and fetched again. It refuses a lock that no longer
-matches the recipe.`,
+matches the recipe, and one whose suites were not signed by a key of the trust
+root this run uses (the keys in recipes/keys, the recipe's debian.keyring, or
+the same --keyring the lock was made with): the packages' hashes are only as
+good as that signature.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := recipe.Load(args[0])
@@ -39,7 +42,7 @@ matches the recipe.`,
 				return err
 			}
 			start := time.Now()
-			f, err := sources.Fetch(cmd.Context(), l, o)
+			f, err := sources.Fetch(cmd.Context(), r, l, o)
 			if err != nil {
 				return err
 			}

@@ -18,6 +18,7 @@ import (
 
 func newLockCmd(g *globals) *cobra.Command {
 	var explain, asJSON bool
+	var toolchain string
 	cmd := &cobra.Command{
 		Use:   "lock RECIPE",
 		Short: "Resolve a recipe and pin every input in RECIPE.lock",
@@ -27,15 +28,21 @@ and Pre-Depends, alternatives, versions, virtual packages) with version, size,
 sha256 and archive path, every Go component's module graph (go.mod and go.sum
 lines) and every URL component's sha256.
 
-The InRelease signature is checked against the archive keyring before anything
-else is fetched. Locking an unchanged recipe against an unchanged archive
+The lock also pins the Go toolchain (toolchain line) that the Go components
+and drover's own binaries are built with: the previous lock's, else the
+installed go's; --toolchain go1.X.Y bumps it and re-locks the Go components
+in one command (the go command fetches that release from the module proxy).
+
+The InRelease signature is checked against the keys committed in recipes/keys
+(or --keyring) before anything else is fetched. Locking an unchanged recipe against an unchanged archive
 changes nothing. Review the lock's diff: one line per package.`,
 		Example: `  drover lock recipes/ecs-node.yaml
   drover lock --explain recipes/minimal.yaml
+  drover lock --toolchain go1.27.3 recipes/ecs-node.yaml
   DROVER_MIRROR=http://mirror.example/debian drover lock recipes/ecs-node.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, r, err := runLock(cmd, g, args[0])
+			res, r, err := runLock(cmd, g, args[0], toolchain)
 			if err != nil {
 				return err
 			}
@@ -54,7 +61,7 @@ changes nothing. Review the lock's diff: one line per package.`,
 				}
 				b, _ := json.MarshalIndent(map[string]any{"lock": r.LockPath(), "unchanged": res.Unchanged,
 					"packages": len(res.Lock.Debs), "downloadBytes": bytes, "go": len(res.Lock.Go), "urls": len(res.Lock.URLs),
-					"epoch": res.Lock.Epoch, "suites": res.Lock.Suites}, "", "  ")
+					"epoch": res.Lock.Epoch, "suites": res.Lock.Suites, "toolchain": res.Lock.Toolchain}, "", "  ")
 				fmt.Fprintln(cmd.OutOrStdout(), string(b))
 			} else if explain {
 				printExplain(cmd.OutOrStdout(), res)
@@ -64,6 +71,7 @@ changes nothing. Review the lock's diff: one line per package.`,
 	}
 	cmd.Flags().BoolVar(&explain, "explain", false, "print what was resolved and which package pulled in which")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a summary of the lock as JSON")
+	cmd.Flags().StringVar(&toolchain, "toolchain", "", "pin this Go toolchain (go1.X.Y) and re-lock the Go components with it (default: keep the lock's)")
 	return cmd
 }
 
@@ -84,7 +92,7 @@ func newSourcesCmd(g *globals) *cobra.Command {
 	}
 }
 
-func runLock(cmd *cobra.Command, g *globals, path string) (*sources.Result, *recipe.Recipe, error) {
+func runLock(cmd *cobra.Command, g *globals, path, toolchain string) (*sources.Result, *recipe.Recipe, error) {
 	r, err := recipe.Load(path)
 	if err != nil {
 		return nil, nil, err
@@ -98,6 +106,7 @@ func runLock(cmd *cobra.Command, g *globals, path string) (*sources.Result, *rec
 	if err != nil {
 		return nil, nil, err
 	}
+	o.Toolchain = toolchain
 	res, err := sources.Lock(cmd.Context(), r, prev, o)
 	return res, r, err
 }
@@ -115,7 +124,7 @@ func runLockFresh(cmd *cobra.Command, g *globals, path string) (*sources.Result,
 	}
 	prev, _ := lock.Read(r.LockPath())
 	if prev != nil {
-		prev = &lock.Lock{Go: prev.Go} // keep Go pins: they are slow to resolve and not explained
+		prev = &lock.Lock{Go: prev.Go, Toolchain: prev.Toolchain} // keep Go pins: they are slow to resolve and not explained
 	}
 	res, err := sources.Lock(cmd.Context(), r, prev, o)
 	return res, r, err
@@ -140,6 +149,7 @@ func printExplain(w io.Writer, res *sources.Result) {
 	for _, c := range res.Choices {
 		fmt.Fprintf(w, "choice: %s\n", c)
 	}
+	fmt.Fprintf(w, "Go toolchain %s\n", res.Lock.Toolchain)
 	for _, g := range res.Lock.Go {
 		fmt.Fprintf(w, "go %s: %s@%s %s (%d modules pinned)\n", g.Name, g.Module, g.Version, g.Package, len(g.Sum))
 	}

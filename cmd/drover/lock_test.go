@@ -38,3 +38,20 @@ func TestLockReportsRecipeErrorsWithLines(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }
+
+// A mirror whose InRelease is signed by a key outside recipes/keys is
+// refused, naming the key, and no lock is written.
+func TestLockRefusesKeyNotInTheRepository(t *testing.T) {
+	a := debiantest.New(t, "trixie", []debiantest.Package{{Name: "libc6", Version: "2.41"}, {Name: "linux-image-cloud-amd64", Version: "6.12", Depends: "libc6"}})
+	dir := t.TempDir()
+	r := filepath.Join(dir, "r.yaml")
+	os.WriteFile(r, []byte("name: t\npackages: [libc6]\n"), 0o644)
+	_, errOut, code := drover(t, "lock", r, "--mirror", a.URL, "--cache", filepath.Join(dir, "cache"))
+	want := "drover: InRelease for trixie is signed by key " + a.Fingerprint() + ", which is not in keyring recipes/keys/debian-archive-trixie.asc"
+	if code != 1 || !strings.HasPrefix(errOut, want) {
+		t.Fatalf("exit %d, stderr\n%s\nwant it to start with\n%s", code, errOut, want)
+	}
+	if _, err := os.Stat(r + ".lock"); err == nil {
+		t.Error("a lock was written")
+	}
+}

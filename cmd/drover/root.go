@@ -52,7 +52,7 @@ $XDG_CACHE_HOME/drover (or --cache).`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.cacheDir, "cache", "", "download and build cache (default $XDG_CACHE_HOME/drover)")
 	pf.StringVar(&g.mirror, "mirror", "", "Debian archive root URL (default $DROVER_MIRROR, else the build host's apt sources)")
-	pf.StringVar(&g.keyring, "keyring", "", "OpenPGP keyring the Debian InRelease must verify against (default: the recipe's, else "+debian.DefaultKeyring+")")
+	pf.StringVar(&g.keyring, "keyring", "", "OpenPGP keyring the Debian InRelease must be signed by, for a private mirror (default: the recipe's debian.keyring, else the keys committed in recipes/keys; the lock records which)")
 	pf.BoolVarP(&g.quiet, "quiet", "q", false, "print only errors")
 	pf.IntVar(&g.parallel, "parallel", 4, "parallel downloads")
 	root.AddCommand(newLockCmd(g), newFetchCmd(g), newSourcesCmd(g), newBuildCmd(g), newRunCmd(), newValidateCmd(), newUserdataCmd(), newRelayCmd(), newDiffCmd(), newVerifyCmd(), newSmokeCmd(), newMirrorCmd(g))

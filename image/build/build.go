@@ -20,17 +20,23 @@ import (
 	"github.com/drover-os/drover/image/sources"
 	"github.com/drover-os/drover/image/tree"
 	"github.com/drover-os/drover/internal/bytesize"
+
+	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 )
 
 // Options are the build's inputs besides the plan.
 type Options struct {
 	Sources sources.Options
-	// AgentBin and InitBin are drover's own binaries to install; by
-	// default they sit beside the drover executable (make build puts them
-	// in bin/).
+	// Source is the checkout drover-agent and drover-init are built from
+	// with the lock's toolchain. AgentBin and InitBin, when both set,
+	// override that with given binaries (recorded as such in the manifest).
+	Source            *gomod.Source
 	AgentBin, InitBin string
 	Version           string // builder version, for the manifest
 	Log               io.Writer
+	// Signer, when set, signs the provenance statement into a DSSE
+	// envelope (<name>.provenance.dsse.json); see image/attest.
+	Signer dsse.Signer
 }
 
 // Result describes a finished build.
@@ -57,6 +63,7 @@ type builder struct {
 	// taken from the tree for the ESP and initrd
 	kernel, systemdBoot []byte
 	modules             *kmod.Index
+	own                 []*ownBinary // drover-agent, drover-init
 }
 
 func (b *builder) logf(format string, args ...any) {
@@ -98,9 +105,11 @@ func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
 		name string
 		fn   func() error
 	}{
-		{"fetch", func() (err error) { fetched, err = sources.Fetch(ctx, p.Lock, o.Sources); return }},
+		{"fetch", func() (err error) { fetched, err = sources.Fetch(ctx, p.Recipe, p.Lock, o.Sources); return }},
 		{"assemble", func() error { return b.assemble(fetched) }},
+		{"package facts", func() error { return b.packageFacts(fetched) }},
 		{"go components", func() error { return b.goComponents(ctx) }},
+		{"drover binaries", func() error { return b.droverBinaries(ctx) }},
 		{"add files", func() error { return b.addFiles(fetched) }},
 		{"finalize", func() error { return b.finalize() }},
 		{"image", func() (err error) { disk, err = b.image(ctx); return }},
@@ -160,7 +169,11 @@ func (b *builder) goComponents(ctx context.Context) error {
 			return err
 		}
 		locked := &gomod.Locked{Component: comp, GoMod: gomod.GoModFromLines(lg.GoMod), Sum: lg.Sum, GoVersion: lg.Toolchain}
-		bin, cached, err := gomod.BuildCached(ctx, b.o.Sources.Go, b.o.Sources.Cache, locked, "linux", b.p.Recipe.Arch)
+		env, err := b.goEnv()
+		if err != nil {
+			return err
+		}
+		bin, cached, err := gomod.BuildCached(ctx, env, b.o.Sources.Cache, locked, "linux", b.p.Recipe.Arch)
 		if err != nil {
 			return fmt.Errorf("go component %s: %w", lg.Name, err)
 		}
@@ -205,15 +218,10 @@ func (b *builder) addFiles(f *sources.Fetched) error {
 			return err
 		}
 	}
-	for _, own := range []struct{ src, dst string }{{b.o.AgentBin, "/usr/bin/drover-agent"}, {b.o.InitBin, "/usr/lib/drover/drover-init"}} {
-		data, err := os.ReadFile(own.src)
-		if err != nil {
-			return fmt.Errorf("drover's own binary %s: %w (run `make build`, or pass --agent/--init)", own.dst, err)
-		}
-		if err := b.tree.Set(&tree.Node{Path: own.dst, Kind: tree.Regular, Mode: 0o755, Data: data, Owner: "drover"}); err != nil {
+	for _, own := range b.own {
+		if err := b.tree.Set(&tree.Node{Path: own.dst, Kind: tree.Regular, Mode: 0o755, Data: own.data, Owner: "drover"}); err != nil {
 			return err
 		}
-		b.man.addOwn(own.dst, data)
 	}
 	ents, err := units.FS.ReadDir(".")
 	if err != nil {
@@ -239,16 +247,20 @@ func (b *builder) finalize() error {
 	if err := b.takeBootFiles(kver); err != nil {
 		return err
 	}
-	env := &finalize.Env{Name: b.p.Recipe.Name, Version: b.epoch.Format("20060102.150405"), BuildID: b.buildID(),
+	env := &finalize.Env{Name: b.p.Recipe.Name, Version: b.epoch.Format("20060102.150405"), BuildID: b.buildID(), Source: b.ownSource(),
 		Epoch: b.epoch, Kernel: kver, Enable: b.p.Recipe.Units.Enable, Disable: b.p.Recipe.Units.Disable, Mask: b.p.Recipe.Units.Mask, Log: b.o.Log}
 	return finalize.Run(b.tree, env, steps)
 }
 
-// buildID names the inputs: lock and recipe digests.
+// buildID names the inputs: lock and recipe digests and drover's own
+// binaries (built from the checkout, so not in the lock).
 func (b *builder) buildID() string {
 	h := sha256.New()
 	h.Write(b.p.Lock.Format(""))
 	h.Write(b.p.Recipe.Raw)
+	for _, o := range b.man.Own {
+		h.Write([]byte(o.Path + " " + o.SHA256 + "\n"))
+	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 

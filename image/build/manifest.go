@@ -1,7 +1,9 @@
 package build
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"debug/buildinfo"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -43,13 +45,18 @@ type Manifest struct {
 	Files         []FileEntry   `json:"files"`
 }
 
-// Package is one Debian package in the image.
+// Package is one Debian package in the image. Source, Depends and Licenses
+// come from the .deb's control file and its copyright file, for the SBOM.
 type Package struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
-	Arch    string `json:"arch"`
-	SHA256  string `json:"sha256"`
-	Path    string `json:"path"`
+	Name          string   `json:"name"`
+	Version       string   `json:"version"`
+	Arch          string   `json:"arch"`
+	SHA256        string   `json:"sha256"`
+	Path          string   `json:"path"`
+	Source        string   `json:"source,omitempty"`
+	SourceVersion string   `json:"sourceVersion,omitempty"`
+	Depends       []string `json:"depends,omitempty"`  // packages of the image its Depends and Pre-Depends name
+	Licenses      []string `json:"licenses,omitempty"` // DEP-5 license names its copyright file states
 }
 
 // GoComponent is one Go binary with its build info.
@@ -64,10 +71,25 @@ type GoComponent struct {
 	Deps      []string `json:"deps"`
 }
 
-// OwnFile is one of drover's own files in the image.
+// OwnFile is one of drover's own files in the image. For a Go binary
+// (drover-agent, drover-init) it carries the build info the binary embeds:
+// its main module, the toolchain and every linked module with its go.sum hash.
 type OwnFile struct {
-	Path   string `json:"path"`
-	SHA256 string `json:"sha256"`
+	Path      string   `json:"path"`
+	SHA256    string   `json:"sha256"`
+	Module    string   `json:"module,omitempty"`
+	GoVersion string   `json:"goVersion,omitempty"`
+	Deps      []string `json:"deps,omitempty"`
+	OwnSource
+}
+
+// OwnSource says where one of drover's binaries came from: built from the
+// checkout (its module, commit and dirty flag), or an override given with
+// --agent/--init (its path on the build host).
+type OwnSource struct {
+	Built  string        `json:"built,omitempty"` // "source" or "override"
+	Source *gomod.Source `json:"source,omitempty"`
+	From   string        `json:"from,omitempty"`
 }
 
 // RootFSInfo summarises the erofs root.
@@ -125,7 +147,7 @@ func newManifest(p *Plan, version string) *Manifest {
 		RecipeSHA256: p.Recipe.Digest(), LockSHA256: sha(p.Lock.Format("")), Epoch: p.Lock.Epoch,
 		Suites: p.Lock.Suites, URLs: p.Lock.URLs, Version: time.Unix(p.Lock.Epoch, 0).UTC().Format("20060102.150405")}
 	for _, d := range p.Lock.Debs {
-		m.Packages = append(m.Packages, Package{d.Name, d.Version, d.Arch, d.SHA256, d.Path})
+		m.Packages = append(m.Packages, Package{Name: d.Name, Version: d.Version, Arch: d.Arch, SHA256: d.SHA256, Path: d.Path})
 	}
 	return m
 }
@@ -135,8 +157,12 @@ func (m *Manifest) addGo(lg lock.Go, bin *gomod.Binary, install string) {
 		Install: install, SHA256: bin.SHA256, GoVersion: bin.GoVersion, Deps: bin.Deps})
 }
 
-func (m *Manifest) addOwn(path string, data []byte) {
-	m.Own = append(m.Own, OwnFile{path, sha(data)})
+func (m *Manifest) addOwn(path string, data []byte, how OwnSource) {
+	o := OwnFile{Path: path, SHA256: sha(data), OwnSource: how}
+	if bi, err := buildinfo.Read(bytes.NewReader(data)); err == nil {
+		o.Module, o.GoVersion, o.Deps = bi.Main.Path, bi.GoVersion, gomod.DepList(bi)
+	}
+	m.Own = append(m.Own, o)
 }
 
 func manifestFiles(t *tree.Tree) []FileEntry {

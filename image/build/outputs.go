@@ -4,9 +4,9 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
 
+	"github.com/drover-os/drover/image/attest"
 	"github.com/drover-os/drover/image/formats"
 	"github.com/drover-os/drover/image/gpt"
 )
@@ -81,22 +82,61 @@ func (b *builder) writeManifest(d *diskResult) error {
 	}
 	for _, f := range b.p.Recipe.Image.Formats {
 		name := b.p.Recipe.Name + "." + f
-		sum, size, err := fileSHA(filepath.Join(b.tmp, name))
+		sum, size, err := FileSHA256(filepath.Join(b.tmp, name))
 		if err != nil {
 			return err
 		}
 		m.Images = append(m.Images, ImageFile{Format: f, File: name, Size: size, SHA256: sum})
 	}
-	if err := os.WriteFile(filepath.Join(b.tmp, b.p.Recipe.Name+".manifest.json"), m.JSON(), 0o644); err != nil {
+	subjects := make([]Subject, 0, len(m.Images)+2)
+	for _, im := range m.Images {
+		subjects = append(subjects, Subject{im.File, im.SHA256})
+	}
+	spdxDoc, err := sbom(m)
+	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(b.tmp, b.p.Recipe.Name+".spdx.json"), spdx(m), 0o644); err != nil {
+	cdxDoc, err := cycloneDX(m)
+	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(b.tmp, b.p.Recipe.Name+".provenance.json"), provenance(m), 0o644)
+	docs := []struct {
+		suffix string
+		data   []byte
+	}{{".manifest.json", m.JSON()}, {".spdx.json", spdxDoc}, {".cdx.json", cdxDoc}}
+	for _, d := range docs {
+		name := b.p.Recipe.Name + d.suffix
+		if err := os.WriteFile(filepath.Join(b.tmp, name), d.data, 0o644); err != nil {
+			return err
+		}
+		subjects = append(subjects, Subject{name, sha(d.data)})
+	}
+	st, err := Provenance(m, subjects)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(b.tmp, b.p.Recipe.Name+ProvenanceSuffix), st, 0o644); err != nil {
+		return err
+	}
+	if b.o.Signer == nil {
+		return nil
+	}
+	env, err := attest.Sign(context.Background(), st, b.o.Signer)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(b.tmp, b.p.Recipe.Name+EnvelopeSuffix), env, 0o644)
 }
 
-func fileSHA(p string) (string, int64, error) {
+// The provenance files beside the image: the in-toto statement, always,
+// and the DSSE envelope signing it when the build is given a key.
+const (
+	ProvenanceSuffix = ".provenance.json"
+	EnvelopeSuffix   = ".provenance.dsse.json"
+)
+
+// FileSHA256 returns the hex sha256 and the size of the file at p.
+func FileSHA256(p string) (string, int64, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return "", 0, err
@@ -177,99 +217,4 @@ func urlContent(p, member string) ([]byte, error) {
 		}
 	}
 	return nil, fmt.Errorf("archive has no member %q (it has e.g. %s): fix the recipe's member", member, strings.Join(names, ", "))
-}
-
-// spdx renders an SPDX 2.3 JSON document listing every package and Go module.
-func spdx(m *Manifest) []byte {
-	type ext struct {
-		Category string `json:"referenceCategory"`
-		Type     string `json:"referenceType"`
-		Locator  string `json:"referenceLocator"`
-	}
-	type pkg struct {
-		ID       string `json:"SPDXID"`
-		Name     string `json:"name"`
-		Version  string `json:"versionInfo"`
-		Download string `json:"downloadLocation"`
-		Checksum []struct {
-			Algorithm string `json:"algorithm"`
-			Value     string `json:"checksumValue"`
-		} `json:"checksums,omitempty"`
-		FilesAnalyzed bool   `json:"filesAnalyzed"`
-		Supplier      string `json:"supplier,omitempty"`
-		Refs          []ext  `json:"externalRefs,omitempty"`
-	}
-	type rel struct {
-		A    string `json:"spdxElementId"`
-		Type string `json:"relationshipType"`
-		B    string `json:"relatedSpdxElement"`
-	}
-	doc := map[string]any{
-		"spdxVersion": "SPDX-2.3", "dataLicense": "CC0-1.0", "SPDXID": "SPDXRef-DOCUMENT",
-		"name":              m.Name + "-" + m.Version,
-		"documentNamespace": "https://drover.dev/spdx/" + m.Name + "/" + m.RootHash,
-		"creationInfo":      map[string]any{"created": epochString(m.Epoch), "creators": []string{"Tool: " + m.Builder}},
-	}
-	var pkgs []pkg
-	var rels []rel
-	image := pkg{ID: "SPDXRef-image", Name: m.Name, Version: m.Version, Download: "NOASSERTION"}
-	pkgs = append(pkgs, image)
-	rels = append(rels, rel{"SPDXRef-DOCUMENT", "DESCRIBES", image.ID})
-	id := func(prefix, name string) string {
-		r := strings.NewReplacer("+", "-", "~", "-", ":", "-", "/", "-", "_", "-", "@", "-")
-		return "SPDXRef-" + prefix + "-" + r.Replace(name)
-	}
-	for _, p := range m.Packages {
-		x := pkg{ID: id("deb", p.Name), Name: p.Name, Version: p.Version, Download: "NOASSERTION", Supplier: "Organization: Debian",
-			Refs: []ext{{"PACKAGE-MANAGER", "purl", fmt.Sprintf("pkg:deb/debian/%s@%s?arch=%s", p.Name, p.Version, p.Arch)}}}
-		x.Checksum = append(x.Checksum, struct {
-			Algorithm string `json:"algorithm"`
-			Value     string `json:"checksumValue"`
-		}{"SHA256", p.SHA256})
-		pkgs = append(pkgs, x)
-		rels = append(rels, rel{image.ID, "CONTAINS", x.ID})
-	}
-	for _, g := range m.Go {
-		x := pkg{ID: id("go", g.Name), Name: g.Module, Version: g.Version, Download: "NOASSERTION",
-			Refs: []ext{{"PACKAGE-MANAGER", "purl", "pkg:golang/" + g.Module + "@" + g.Version}}}
-		pkgs = append(pkgs, x)
-		rels = append(rels, rel{image.ID, "CONTAINS", x.ID})
-	}
-	doc["packages"], doc["relationships"] = pkgs, rels
-	b, _ := json.MarshalIndent(doc, "", "  ")
-	return append(b, '\n')
-}
-
-// provenance renders an in-toto statement with an SLSA v1 provenance
-// predicate: what was built, from which recipe and lock, with which inputs.
-func provenance(m *Manifest) []byte {
-	var subjects []map[string]any
-	for _, im := range m.Images {
-		subjects = append(subjects, map[string]any{"name": im.File, "digest": map[string]string{"sha256": im.SHA256}})
-	}
-	var deps []map[string]any
-	for _, p := range m.Packages {
-		deps = append(deps, map[string]any{"uri": "pkg:deb/debian/" + p.Name + "@" + p.Version + "?arch=" + p.Arch, "digest": map[string]string{"sha256": p.SHA256}})
-	}
-	for _, g := range m.Go {
-		deps = append(deps, map[string]any{"uri": "pkg:golang/" + g.Module + "@" + g.Version, "digest": map[string]string{"sha256": g.SHA256}})
-	}
-	for _, u := range m.URLs {
-		deps = append(deps, map[string]any{"uri": u.URL, "digest": map[string]string{"sha256": u.SHA256}})
-	}
-	st := map[string]any{
-		"_type": "https://in-toto.io/Statement/v1", "subject": subjects,
-		"predicateType": "https://slsa.dev/provenance/v1",
-		"predicate": map[string]any{
-			"buildDefinition": map[string]any{
-				"buildType":            "https://drover.dev/build/v1",
-				"externalParameters":   map[string]any{"recipe": map[string]string{"sha256": m.RecipeSHA256}, "lock": map[string]string{"sha256": m.LockSHA256}},
-				"resolvedDependencies": deps,
-			},
-			"runDetails": map[string]any{"builder": map[string]any{"id": "https://drover.dev/builder", "version": map[string]string{"drover": m.Builder}},
-				"metadata": map[string]any{"invocationId": m.BuildID}},
-		},
-	}
-	b, _ := json.MarshalIndent(st, "", "  ")
-	return append(b, '\n')
 }

@@ -262,7 +262,8 @@ func TestClientErrors(t *testing.T) {
 		if !errors.As(err, &se) {
 			t.Fatalf("err = %v, want SignatureError", err)
 		}
-		if !strings.Contains(err.Error(), "InRelease for trixie: signature does not verify against keyring /test/archive.gpg (signed by key IDs") {
+		want := "InRelease for trixie is signed by key " + strings.ToUpper(hex.EncodeToString(other.PrimaryKey.Fingerprint)) + ", which is not in keyring /test/archive.gpg"
+		if !strings.Contains(err.Error(), want) {
 			t.Errorf("err = %v", err)
 		}
 	})

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/drover-os/drover/recipes/keys"
 )
 
 // dirStore is a minimal Store: it downloads into dir and checks sha256 and size.
@@ -63,9 +65,13 @@ func TestIntegrationTrixieClosure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyring, err := LoadKeyring(DefaultKeyring)
+	data, keysName, err := keys.Debian("trixie")
 	if err != nil {
-		t.Fatalf("%v (apt-get install debian-archive-keyring)", err)
+		t.Fatal(err)
+	}
+	keyring, err := ParseKeyring(data)
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -74,7 +80,7 @@ func TestIntegrationTrixieClosure(t *testing.T) {
 		Mirror:      mirror,
 		HTTP:        hc,
 		Keyring:     keyring,
-		KeyringPath: DefaultKeyring,
+		KeyringPath: keysName,
 		Store:       dirStore{dir: t.TempDir(), http: hc},
 		IndexDir:    t.TempDir(),
 		Log:         tlogWriter{t},
@@ -85,6 +91,12 @@ func TestIntegrationTrixieClosure(t *testing.T) {
 	}
 	if rel.Codename != "trixie" || rel.SHA256 == "" || !rel.AcquireByHash {
 		t.Errorf("Release = codename %q sha256 %q by-hash %v", rel.Codename, rel.SHA256, rel.AcquireByHash)
+	}
+	// The archive signs trixie with bookworm's automatic key first; the
+	// repository's trust root holds only trixie's keys, so the signer is
+	// trixie's automatic signing key (or its stable release key).
+	if rel.SignedBy != "04B54C3CDCA79751B16BC6B5225629DF75B188BD" && rel.SignedBy != "41587F7DB8C774BCCF131416762F67A0B2C39DE4" {
+		t.Errorf("trixie InRelease signed by %s, want a trixie archive key from %s", rel.SignedBy, keysName)
 	}
 
 	start := time.Now()

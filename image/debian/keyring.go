@@ -8,17 +8,13 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 )
 
-// DefaultKeyring is where the debian-archive-keyring package installs the
-// archive signing keys.
-const DefaultKeyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
-
 // LoadKeyring reads an OpenPGP keyring in binary (.gpg, .pgp) or ASCII-armored
 // (.asc) form. It uses ProtonMail's go-crypto because Debian signs recent
 // releases with Ed25519 keys, which x/crypto/openpgp cannot read.
 func LoadKeyring(path string) (openpgp.EntityList, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading keyring %s: %w (install debian-archive-keyring or pass --keyring)", path, err)
+		return nil, fmt.Errorf("reading keyring %s: %w (check the keyring path)", path, err)
 	}
 	keys, err := ParseKeyring(data)
 	if err != nil {

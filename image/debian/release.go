@@ -77,24 +77,29 @@ func (e *SignatureError) Error() string {
 	if e.KeyringPath != "" {
 		ring = "keyring " + e.KeyringPath
 	}
-	signers := "no issuer key IDs"
-	if len(e.SignerIDs) > 0 {
-		signers = "signed by key IDs " + strings.Join(e.SignerIDs, ", ")
-	}
 	suite := e.Suite
 	if suite == "" {
 		suite = "unknown suite"
 	}
-	return fmt.Sprintf("InRelease for %s: signature does not verify against %s (%s): check --keyring or the mirror", suite, ring, signers)
+	if len(e.SignerIDs) == 0 {
+		return fmt.Sprintf("InRelease for %s: signature does not verify against %s (no issuer key IDs in the signature): check the mirror", suite, ring)
+	}
+	return fmt.Sprintf("InRelease for %s is signed by key %s, which is not in %s (or its signature does not verify): check the mirror, or add the key to the trust root if it is a new archive key, or pass --keyring for a private mirror", suite, strings.Join(e.SignerIDs, ", "), ring)
 }
 
 func (e *SignatureError) Unwrap() error { return e.Err }
+
+// MaxFutureDate is how far a Release's Date may lie ahead of the build
+// host's clock: a little skew between the archive's clock and ours is normal,
+// a Release from the future is a wrong clock or a forged archive.
+const MaxFutureDate = time.Minute
 
 // VerifyInRelease checks the clearsigned InRelease data and parses the signed
 // text. InRelease carries one signature per current archive key; it is
 // accepted when at least one of them is made by a key of keyring and verifies
 // at time now (key expiry and revocation are judged at now). A Release whose
-// Valid-Until is before now is refused as stale.
+// Valid-Until is before now is refused as stale, one whose Date is after now
+// (beyond MaxFutureDate) as coming from the future.
 func VerifyInRelease(data []byte, keyring openpgp.EntityList, now time.Time) (*Release, error) {
 	block, _ := clearsign.Decode(data)
 	if block == nil {
@@ -130,7 +135,10 @@ func VerifyInRelease(data []byte, keyring openpgp.EntityList, now time.Time) (*R
 	rel.SHA256 = hex.EncodeToString(sum[:])
 	rel.SignedBy = strings.ToUpper(hex.EncodeToString(signer.PrimaryKey.Fingerprint))
 	if !rel.ValidUntil.IsZero() && now.After(rel.ValidUntil) {
-		return nil, fmt.Errorf("InRelease for %s expired at %s (Valid-Until): the mirror is stale, use another mirror", rel.Name(), rel.ValidUntil.Format(time.RFC1123))
+		return nil, fmt.Errorf("InRelease for %s expired at %s (Valid-Until; now %s): the mirror is stale, use another mirror", rel.Name(), rel.ValidUntil.Format(time.RFC1123), now.UTC().Format(time.RFC1123))
+	}
+	if rel.Date.After(now.Add(MaxFutureDate)) {
+		return nil, fmt.Errorf("InRelease for %s is dated %s, after the build host's clock (%s): check the host's clock, or the mirror is serving a forged Release", rel.Name(), rel.Date.Format(time.RFC1123), now.UTC().Format(time.RFC1123))
 	}
 	return rel, nil
 }

@@ -21,6 +21,9 @@ type Env struct {
 	Name    string // image name
 	Version string // image version (e.g. the lock's epoch date)
 	BuildID string // short digest identifying the build inputs
+	// Source is where drover's own binaries came from, e.g.
+	// github.com/drover-os/drover@<commit>+dirty, or "override"; empty: not said.
+	Source  string
 	Epoch   time.Time
 	Kernel  string // kernel version (uname -r) found in the tree
 	Enable  []string

@@ -96,13 +96,18 @@ func (osRelease) Run(t *tree.Tree, env *Env) error {
 	for _, line := range strings.Split(base, "\n") {
 		k, _, _ := strings.Cut(line, "=")
 		switch k {
-		case "", "PRETTY_NAME", "IMAGE_ID", "IMAGE_VERSION", "BUILD_ID", "VARIANT", "VARIANT_ID":
+		case "", "PRETTY_NAME", "IMAGE_ID", "IMAGE_VERSION", "BUILD_ID", "VARIANT", "VARIANT_ID", "DROVER_SOURCE":
 			continue
 		}
 		out.WriteString(line + "\n")
 	}
 	fmt.Fprintf(&out, "PRETTY_NAME=\"drover %s %s (Debian based)\"\nVARIANT=\"drover\"\nVARIANT_ID=drover\nIMAGE_ID=%s\nIMAGE_VERSION=%s\nBUILD_ID=%s\n",
 		env.Name, env.Version, env.Name, env.Version, env.BuildID)
+	if env.Source != "" {
+		// A node built from a modified checkout says so: its agent and init
+		// are not those of any commit.
+		fmt.Fprintf(&out, "DROVER_SOURCE=%q\n", env.Source)
+	}
 	if err := t.Set(file("/usr/lib/os-release", 0o644, out.String())); err != nil {
 		return err
 	}

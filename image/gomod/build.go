@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 )
 
@@ -141,14 +142,21 @@ func readBinary(path string) (*Binary, error) {
 		return nil, fmt.Errorf("reading build info of %s: %w", path, err)
 	}
 	b := &Binary{Path: path, SHA256: hex.EncodeToString(h.Sum(nil)), Size: size, BuildInfo: bi,
-		GoVersion: bi.GoVersion, Module: bi.Main.Path, Version: bi.Main.Version}
+		GoVersion: bi.GoVersion, Module: bi.Main.Path, Version: bi.Main.Version, Deps: DepList(bi)}
+	return b, nil
+}
+
+// DepList lists the modules linked into a binary as "path@version h1:…",
+// after replacement: the module whose code is in the binary.
+func DepList(bi *debug.BuildInfo) []string {
+	var out []string
 	for _, d := range bi.Deps {
 		if d.Replace != nil {
 			d = d.Replace
 		}
-		b.Deps = append(b.Deps, fmt.Sprintf("%s@%s %s", d.Path, d.Version, d.Sum))
+		out = append(out, fmt.Sprintf("%s@%s %s", d.Path, d.Version, d.Sum))
 	}
-	return b, nil
+	return out
 }
 
 // validate checks a Locked value, typically read back from a lock file,

@@ -78,8 +78,16 @@ func (e Env) prepare(ctx context.Context) (*goCmd, error) {
 	if logw == nil {
 		logw = io.Discard
 	}
+	toolchain := "local"
+	if e.Toolchain != "" {
+		if !strings.HasPrefix(e.Toolchain, "go1.") || strings.ContainsAny(e.Toolchain, "+ ") {
+			return nil, fmt.Errorf("Go toolchain %q: want an exact release such as go1.26.8", e.Toolchain)
+		}
+		toolchain = e.Toolchain
+	}
+	// The caller's GOTOOLCHAIN is overridden: the lock's toolchain wins.
 	probe := &goCmd{bin: e.goBin(), log: io.Discard,
-		base: append(append([]string(nil), caller...), "GOTOOLCHAIN=local", "GOWORK=off")}
+		base: append(append([]string(nil), caller...), "GOTOOLCHAIN="+toolchain, "GOWORK=off")}
 	args := append([]string{"env", "-json", "GOVERSION"}, inherited...)
 	out, err := probe.run(ctx, e.workDir(), nil, args...)
 	if err != nil {
@@ -92,6 +100,9 @@ func (e Env) prepare(ctx context.Context) (*goCmd, error) {
 	if !strings.HasPrefix(vals["GOVERSION"], "go") {
 		return nil, fmt.Errorf("go command reported version %q; use a released Go toolchain", vals["GOVERSION"])
 	}
+	if e.Toolchain != "" && vals["GOVERSION"] != e.Toolchain {
+		return nil, fmt.Errorf("the lock pins Go toolchain %s but the go command runs %s: refusing to build with another toolchain (check GOTOOLCHAIN handling of %s)", e.Toolchain, vals["GOVERSION"], e.goBin())
+	}
 	base := cleanEnviron(caller)
 	for _, k := range inherited {
 		if v := vals[k]; v != "" {
@@ -100,7 +111,7 @@ func (e Env) prepare(ctx context.Context) (*goCmd, error) {
 	}
 	// GOENV=off: the go config file must not add GOFLAGS and the like; the
 	// settings it held are already in base, resolved above.
-	base = append(base, "GOENV=off", "GOTOOLCHAIN=local", "GOWORK=off", "CGO_ENABLED=0",
+	base = append(base, "GOENV=off", "GOTOOLCHAIN="+toolchain, "GOWORK=off", "CGO_ENABLED=0",
 		"GOFLAGS=-mod=mod", "GO111MODULE=on")
 	return &goCmd{bin: e.goBin(), log: logw, base: base, version: vals["GOVERSION"]}, nil
 }

@@ -80,6 +80,12 @@ type Env struct {
 	// Environ is the environment the go settings (GOPROXY, GOPATH,
 	// GOMODCACHE, GOCACHE, …) are inherited from; nil means os.Environ().
 	Environ []string
+	// Toolchain, when set (go1.X.Y), is the only toolchain every command
+	// runs: the go command is run with GOTOOLCHAIN=<Toolchain>, which
+	// fetches that release from the module proxy when the installed go is
+	// another, and prepare refuses to go on if another one answers. Empty
+	// means the installed go as it is (GOTOOLCHAIN=local), for locking.
+	Toolchain string
 }
 
 // Locked is a component resolved to an exact module graph.

@@ -6,7 +6,9 @@
 //	lock 1
 //	inputs <sha256 of the recipe's resolution inputs>
 //	epoch <unix seconds> <RFC 3339>
+//	toolchain <Go toolchain every Go binary of the image is built with, e.g. go1.26.8>
 //	suite <name> <Release date RFC 3339> <InRelease sha256>
+//	signer <suite> <fingerprint of the key that signed it> <trust root>
 //	deb <name> <version> <arch> <size> <sha256> <archive path>
 //	go <name> <module>@<version> <package> <toolchain>
 //	gomod <name> <go.mod line>
@@ -37,10 +39,13 @@ const Version = 1
 type Lock struct {
 	Inputs string
 	Epoch  int64
-	Suites []Suite
-	Debs   []Deb
-	Go     []Go
-	URLs   []URL
+	// Toolchain is the Go toolchain (go1.X.Y) the Go components and
+	// drover's own binaries are built with; the build runs exactly it.
+	Toolchain string
+	Suites    []Suite
+	Debs      []Deb
+	Go        []Go
+	URLs      []URL
 }
 
 // Suite pins one signed Debian Release.
@@ -48,6 +53,12 @@ type Suite struct {
 	Name      string
 	Date      time.Time
 	InRelease string
+	// Signer is the fingerprint (hex, upper case) of the primary key whose
+	// signature on the InRelease verified; Trust names the keys it was
+	// checked against (see sources.TrustRoot): "repo:recipes/keys/…" for the
+	// keys committed in drover's repository, "recipe:<path>" for a keyring
+	// the recipe names, "override:sha256:<hex>" for --keyring.
+	Signer, Trust string
 }
 
 // Deb pins one Debian package.
@@ -86,10 +97,16 @@ func (l *Lock) Format(header string) []byte {
 	fmt.Fprintf(&b, "lock %d\n", Version)
 	fmt.Fprintf(&b, "inputs %s\n", l.Inputs)
 	fmt.Fprintf(&b, "epoch %d %s\n", l.Epoch, time.Unix(l.Epoch, 0).UTC().Format(time.RFC3339))
+	if l.Toolchain != "" {
+		fmt.Fprintf(&b, "toolchain %s\n", l.Toolchain)
+	}
 	suites := append([]Suite(nil), l.Suites...)
 	sort.Slice(suites, func(i, j int) bool { return suites[i].Name < suites[j].Name })
 	for _, s := range suites {
 		fmt.Fprintf(&b, "suite %s %s %s\n", s.Name, s.Date.UTC().Format(time.RFC3339), s.InRelease)
+		if s.Signer != "" {
+			fmt.Fprintf(&b, "signer %s %s %s\n", s.Name, s.Signer, s.Trust)
+		}
 	}
 	debs := append([]Deb(nil), l.Debs...)
 	sort.Slice(debs, func(i, j int) bool {
@@ -167,7 +184,7 @@ func Parse(path string, data []byte) (*Lock, error) {
 		bad := func(format string, args ...any) error {
 			return fmt.Errorf("%s:%d: %s; the lock is damaged: run `drover lock` again", path, n, fmt.Sprintf(format, args...))
 		}
-		want := map[string]int{"lock": 2, "inputs": 2, "epoch": 3, "suite": 4, "deb": 7, "go": 5, "url": 5}
+		want := map[string]int{"lock": 2, "inputs": 2, "epoch": 3, "toolchain": 2, "suite": 4, "signer": 4, "deb": 7, "go": 5, "url": 5}
 		if w, ok := want[f[0]]; ok && len(f) != w {
 			return nil, bad("%q line wants %d fields, has %d", f[0], w, len(f))
 		}
@@ -191,12 +208,26 @@ func Parse(path string, data []byte) (*Lock, error) {
 				return nil, bad("epoch %q is not a number", f[1])
 			}
 			l.Epoch = e
+		case "toolchain":
+			if !strings.HasPrefix(f[1], "go1.") {
+				return nil, bad("toolchain %q is not a Go release (go1.X.Y)", f[1])
+			}
+			l.Toolchain = f[1]
 		case "suite":
 			t, err := time.Parse(time.RFC3339, f[2])
 			if err != nil {
 				return nil, bad("suite date %q: %v", f[2], err)
 			}
 			l.Suites = append(l.Suites, Suite{Name: f[1], Date: t, InRelease: f[3]})
+		case "signer":
+			i := len(l.Suites) - 1
+			if i < 0 || l.Suites[i].Name != f[1] {
+				return nil, bad("signer for suite %q does not follow its suite line", f[1])
+			}
+			if l.Suites[i].Signer != "" {
+				return nil, bad("suite %q has two signer lines", f[1])
+			}
+			l.Suites[i].Signer, l.Suites[i].Trust = f[2], f[3]
 		case "deb":
 			size, err := strconv.ParseInt(f[4], 10, 64)
 			if err != nil {

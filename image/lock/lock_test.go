@@ -11,9 +11,11 @@ import (
 
 func sample() *Lock {
 	return &Lock{
-		Inputs: "ab12",
-		Epoch:  1764000000,
-		Suites: []Suite{{Name: "trixie", Date: time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC), InRelease: "ff00"}},
+		Inputs:    "ab12",
+		Epoch:     1764000000,
+		Toolchain: "go1.26.8",
+		Suites: []Suite{{Name: "trixie", Date: time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC), InRelease: "ff00",
+			Signer: "41587F7DB8C774BCCF131416762F67A0B2C39DE4", Trust: "repo:recipes/keys/debian-archive-trixie.asc"}},
 		Debs: []Deb{
 			{Name: "systemd", Version: "257.13-1~deb13u1", Arch: "amd64", Size: 100, SHA256: "bb", Path: "pool/main/s/systemd/systemd_257.13-1~deb13u1_amd64.deb"},
 			{Name: "base-files", Version: "13.8", Arch: "amd64", Size: 7, SHA256: "aa", Path: "pool/main/b/base-files/base-files_13.8_amd64.deb"},
@@ -38,6 +40,15 @@ func TestRoundTripIsStable(t *testing.T) {
 	if !strings.Contains(string(text), "deb base-files 13.8 amd64 7 aa pool/main/b/base-files/base-files_13.8_amd64.deb\ndeb systemd") {
 		t.Errorf("debs not sorted by name:\n%s", text)
 	}
+	if !strings.Contains(string(text), "\nsuite trixie 2026-11-29T08:00:00Z ff00\nsigner trixie 41587F7DB8C774BCCF131416762F67A0B2C39DE4 repo:recipes/keys/debian-archive-trixie.asc\n") {
+		t.Errorf("suite signer not recorded after its suite:\n%s", text)
+	}
+	if l.Toolchain != "go1.26.8" || !strings.Contains(string(text), "\ntoolchain go1.26.8\n") {
+		t.Errorf("toolchain did not round-trip: %q", l.Toolchain)
+	}
+	if l.Suites[0].Signer != sample().Suites[0].Signer || l.Suites[0].Trust != sample().Suites[0].Trust {
+		t.Errorf("signer did not round-trip: %+v", l.Suites[0])
+	}
 	if !strings.Contains(string(text), "gosum kubelet k8s.io/api v0.36.3 h1:y=\ngosum kubelet k8s.io/kubernetes") {
 		t.Errorf("go.sum lines not sorted:\n%s", text)
 	}
@@ -49,6 +60,9 @@ func TestParseErrors(t *testing.T) {
 		{"lock 2\n", "x.lock:1: lock format 2 is not supported (this drover reads 1); the lock is damaged: run `drover lock` again"},
 		{"inputs x\n", "x.lock: not a drover lock file (no `lock 1` line); run `drover lock` again"},
 		{"lock 1\ngosum k a b c\n", "x.lock:2: gosum for unknown Go component \"k\"; the lock is damaged: run `drover lock` again"},
+		{"lock 1\nsigner trixie AB repo:x\n", "x.lock:2: signer for suite \"trixie\" does not follow its suite line; the lock is damaged: run `drover lock` again"},
+		{"lock 1\nsuite trixie 2026-11-29T08:00:00Z ff\nsigner trixie AB repo:x\nsigner trixie CD repo:x\n", "x.lock:4: suite \"trixie\" has two signer lines; the lock is damaged: run `drover lock` again"},
+		{"lock 1\ntoolchain 1.26\n", "x.lock:2: toolchain \"1.26\" is not a Go release (go1.X.Y); the lock is damaged: run `drover lock` again"},
 		{"lock 1\nfrob x\n", "x.lock:2: unknown line kind \"frob\"; the lock is damaged: run `drover lock` again"},
 	} {
 		_, err := Parse("x.lock", []byte(tc.text))

@@ -46,7 +46,7 @@ type Debian struct {
 	Suite      string   `yaml:"suite"`
 	Components []string `yaml:"components"`
 	// Keyring is the OpenPGP keyring InRelease must verify against; empty
-	// means the build host's Debian archive keyring (or --keyring).
+	// means the keys committed in recipes/keys for the suite (or --keyring).
 	Keyring string `yaml:"keyring"`
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/drover-os/drover/image/fetch"
 	"github.com/drover-os/drover/image/lock"
+	"github.com/drover-os/drover/image/recipe"
 )
 
 // Fetched maps every locked download to its verified file in the cache.
@@ -18,9 +19,14 @@ type Fetched struct {
 
 // Fetch downloads (or re-verifies in the cache) every .deb and URL file the
 // lock pins. Go components are built by the image build, which caches them.
-func Fetch(ctx context.Context, l *lock.Lock, o Options) (*Fetched, error) {
+// It first refuses a lock whose suites were not signed by a key of the trust
+// root (CheckSigners): the .deb hashes are only as good as that signature.
+func Fetch(ctx context.Context, r *recipe.Recipe, l *lock.Lock, o Options) (*Fetched, error) {
 	if o.Mirror == "" && len(l.Debs) > 0 {
 		return nil, fmt.Errorf("no Debian mirror: pass --mirror, set DROVER_MIRROR or configure apt")
+	}
+	if err := CheckSigners(r, l, o); err != nil {
+		return nil, err
 	}
 	items := make([]fetch.Item, 0, len(l.Debs)+len(l.URLs))
 	for _, d := range l.Debs {

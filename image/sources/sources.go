@@ -26,13 +26,16 @@ import (
 // Options says where inputs come from and where progress goes.
 type Options struct {
 	Mirror   string // archive root; resolved by the CLI from --mirror, DROVER_MIRROR or apt
-	Keyring  string // --keyring; else the recipe's, else the host's Debian keyring
+	Keyring  string // --keyring; else the recipe's, else the keys in recipes/keys (see TrustRoot)
 	Cache    *cache.Cache
 	HTTP     *http.Client
 	Log      io.Writer
 	Progress bool // progress bars (a TTY)
 	Parallel int
 	Go       gomod.Env
+	// Toolchain is the Go toolchain to lock (drover lock --toolchain);
+	// empty keeps the previous lock's, else takes the installed go's.
+	Toolchain string
 }
 
 func (o *Options) logf(format string, args ...any) {
@@ -52,20 +55,6 @@ func (s oneFetcher) Fetch(ctx context.Context, name, url, sha256 string, size in
 	return s.f.FetchOne(ctx, name, url, sha256, size)
 }
 
-// keyringPath picks the keyring: flag, then recipe (relative to it), then
-// the build host's.
-func (o *Options) keyringPath(r *recipe.Recipe) string {
-	switch {
-	case o.Keyring != "":
-		return o.Keyring
-	case r.Debian.Keyring != "" && !filepath.IsAbs(r.Debian.Keyring):
-		return filepath.Join(r.Dir, r.Debian.Keyring)
-	case r.Debian.Keyring != "":
-		return r.Debian.Keyring
-	}
-	return debian.DefaultKeyring
-}
-
 // Result is what a lock run found: the lock and the explanation of it.
 type Result struct {
 	Lock      *lock.Lock
@@ -80,13 +69,12 @@ type Result struct {
 // recipe inputs are unchanged the previous lock is returned as is, so
 // re-locking is cheap and changes nothing.
 func Lock(ctx context.Context, r *recipe.Recipe, prev *lock.Lock, o Options) (*Result, error) {
-	kr := o.keyringPath(r)
-	keyring, err := debian.LoadKeyring(kr)
+	tr, err := o.TrustRoot(r, r.Debian.Suite)
 	if err != nil {
 		return nil, err
 	}
 	client := &debian.Client{
-		Mirror: o.Mirror, HTTP: o.HTTP, Keyring: keyring, KeyringPath: kr,
+		Mirror: o.Mirror, HTTP: o.HTTP, Keyring: tr.Keys, KeyringPath: tr.Name,
 		Store: oneFetcher{o.fetcher()}, IndexDir: filepath.Join(o.Cache.Dir(), "index"), Log: o.Log,
 	}
 	rel, err := client.Release(ctx, r.Debian.Suite)
@@ -94,7 +82,13 @@ func Lock(ctx context.Context, r *recipe.Recipe, prev *lock.Lock, o Options) (*R
 		return nil, err
 	}
 	inputs := r.InputsDigest()
-	if prev != nil && prev.Inputs == inputs && len(prev.Suites) == 1 && prev.Suites[0].InRelease == rel.SHA256 {
+	toolchain, err := lockToolchain(ctx, prev, o)
+	if err != nil {
+		return nil, err
+	}
+	o.Go.Toolchain = toolchain
+	if prev != nil && prev.Inputs == inputs && len(prev.Suites) == 1 && prev.Suites[0].InRelease == rel.SHA256 &&
+		prev.Suites[0].Signer == rel.SignedBy && prev.Suites[0].Trust == tr.Source && prev.Toolchain == toolchain {
 		o.logf("lock: %s unchanged (same recipe inputs, same signed %s Release of %s)", r.LockPath(), rel.Name(), rel.Date.UTC().Format("2006-01-02 15:04"))
 		return &Result{Lock: prev, Unchanged: true, Release: rel}, nil
 	}
@@ -107,8 +101,8 @@ func Lock(ctx context.Context, r *recipe.Recipe, prev *lock.Lock, o Options) (*R
 		return nil, fmt.Errorf("resolving %s: %w", r.Path, err)
 	}
 	l := &lock.Lock{
-		Inputs: inputs,
-		Suites: []lock.Suite{{Name: r.Debian.Suite, Date: rel.Date.UTC(), InRelease: rel.SHA256}},
+		Inputs: inputs, Toolchain: toolchain,
+		Suites: []lock.Suite{{Name: r.Debian.Suite, Date: rel.Date.UTC(), InRelease: rel.SHA256, Signer: rel.SignedBy, Trust: tr.Source}},
 	}
 	for _, p := range closure.Packages {
 		l.Debs = append(l.Debs, lock.Deb{Name: p.Name, Version: p.Version, Arch: p.Architecture, Size: p.Size, SHA256: p.SHA256, Path: p.Filename})
@@ -147,6 +141,27 @@ func sameContent(a, b *lock.Lock) bool {
 	return strip(a) == strip(b)
 }
 
+// lockToolchain picks the Go toolchain the lock pins: the one asked for,
+// else the previous lock's (a re-lock does not silently change the
+// compiler), else the installed go's.
+func lockToolchain(ctx context.Context, prev *lock.Lock, o Options) (string, error) {
+	switch {
+	case o.Toolchain != "":
+		if !strings.HasPrefix(o.Toolchain, "go1.") {
+			return "", fmt.Errorf("--toolchain %q: want a Go release such as go1.27.3", o.Toolchain)
+		}
+		return o.Toolchain, nil
+	case prev != nil && prev.Toolchain != "":
+		return prev.Toolchain, nil
+	}
+	v, err := gomod.GoVersion(ctx, o.Go)
+	if err != nil {
+		return "", fmt.Errorf("choosing the Go toolchain to lock: %w (or pass --toolchain go1.X.Y)", err)
+	}
+	o.logf("lock: pinning the installed Go toolchain %s (drover lock --toolchain go1.X.Y pins another)", v)
+	return v, nil
+}
+
 // lockGo pins each Go component's module graph. A component whose module,
 // version, package and replaces equal the previous lock's keeps its pins:
 // resolving kubernetes' module graph again costs minutes and gives the
@@ -154,7 +169,7 @@ func sameContent(a, b *lock.Lock) bool {
 func lockGo(ctx context.Context, r *recipe.Recipe, prev *lock.Lock, o Options) ([]lock.Go, error) {
 	var out []lock.Go
 	for _, g := range r.Go {
-		if p := prevGo(prev, g); p != nil {
+		if p := prevGo(prev, g); p != nil && p.Toolchain == o.Go.Toolchain {
 			out = append(out, *p)
 			continue
 		}

@@ -158,11 +158,12 @@ func TestBadSignatureStopsBeforeAnythingElse(t *testing.T) {
 
 func TestFetchDetectsCorruptCacheEntry(t *testing.T) {
 	e := newEnv(t)
-	res, err := e.lock(e.recipe("name: t\npackages: [systemd]\n"), nil)
+	r := e.recipe("name: t\npackages: [systemd]\n")
+	res, err := e.lock(r, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := Fetch(context.Background(), res.Lock, e.opts)
+	f, err := Fetch(context.Background(), r, res.Lock, e.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func TestFetchDetectsCorruptCacheEntry(t *testing.T) {
 	}
 	bad := sha256.Sum256(data)
 	e.log.Reset()
-	if _, err := Fetch(context.Background(), res.Lock, e.opts); err != nil {
+	if _, err := Fetch(context.Background(), r, res.Lock, e.opts); err != nil {
 		t.Fatal(err)
 	}
 	log := e.log.String()

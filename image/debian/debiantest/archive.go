@@ -37,6 +37,7 @@ type Archive struct {
 	KeyringPath string // binary keyring file that verifies the InRelease
 	Suite       string
 	Date        time.Time
+	ValidUntil  time.Time // none when zero
 
 	mu       sync.Mutex
 	files    map[string][]byte
@@ -76,6 +77,21 @@ func (a *Archive) SetPackages(t testing.TB, pkgs []Package) {
 	a.Date = a.Date.Add(24 * time.Hour)
 	a.mu.Unlock()
 	a.rebuild(t)
+}
+
+// SetDates re-signs the archive with another Date and Valid-Until (zero:
+// none), e.g. a Release from the future or an expired one.
+func (a *Archive) SetDates(t testing.TB, date, validUntil time.Time) {
+	a.mu.Lock()
+	a.Date, a.ValidUntil = date, validUntil
+	a.mu.Unlock()
+	a.rebuild(t)
+}
+
+// Fingerprint is the fingerprint (hex, upper case) of the archive's signing
+// key, a key generated for the test and therefore in no trust root.
+func (a *Archive) Fingerprint() string {
+	return strings.ToUpper(hex.EncodeToString(a.entity.PrimaryKey.Fingerprint))
 }
 
 // Put serves extra content at a path below the server root (e.g. for URL components).
@@ -162,8 +178,12 @@ func (a *Archive) rebuild(t testing.TB) {
 	zw.Close()
 	comp := "main/binary-amd64/Packages.xz"
 	files["/debian/dists/"+a.Suite+"/"+comp] = xzb.Bytes()
-	release := fmt.Sprintf("Origin: Debian\nLabel: Debian\nSuite: %s\nCodename: %s\nDate: %s\nArchitectures: amd64\nComponents: main\nSHA256:\n %s %d %s\n",
-		a.Suite, a.Suite, a.Date.Format(time.RFC1123Z), hexsum(xzb.Bytes()), xzb.Len(), comp)
+	var validUntil string
+	if !a.ValidUntil.IsZero() {
+		validUntil = "Valid-Until: " + a.ValidUntil.Format(time.RFC1123Z) + "\n"
+	}
+	release := fmt.Sprintf("Origin: Debian\nLabel: Debian\nSuite: %s\nCodename: %s\nDate: %s\n%sArchitectures: amd64\nComponents: main\nSHA256:\n %s %d %s\n",
+		a.Suite, a.Suite, a.Date.Format(time.RFC1123Z), validUntil, hexsum(xzb.Bytes()), xzb.Len(), comp)
 	var signed bytes.Buffer
 	w, err := clearsign.Encode(&signed, a.entity.PrivateKey, nil)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/drover-os/drover/image/cache"
 	"github.com/drover-os/drover/image/debian"
 	"github.com/drover-os/drover/image/fetch"
+	"github.com/drover-os/drover/recipes/keys"
 )
 
 // Real is the configured mirror's trixie main/amd64 with a verified
@@ -32,7 +33,7 @@ var (
 )
 
 // Trixie opens the archive once per test binary (the mirror comes from
-// DROVER_MIRROR or the host's apt sources, the keyring is the host's).
+// DROVER_MIRROR or the host's apt sources, the keys are the repository's trust root).
 func Trixie(t interface {
 	Helper()
 	Fatal(...any)
@@ -56,16 +57,20 @@ func openTrixie() (*Real, error) {
 	if err != nil {
 		return nil, err
 	}
-	keyring, err := debian.LoadKeyring(debian.DefaultKeyring)
+	data, keysName, err := keys.Debian("trixie")
 	if err != nil {
-		return nil, fmt.Errorf("%w (apt-get install debian-archive-keyring)", err)
+		return nil, err
+	}
+	keyring, err := debian.ParseKeyring(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", keysName, err)
 	}
 	c, err := cache.Open(filepath.Join(os.TempDir(), "drover-test-cache"))
 	if err != nil {
 		return nil, err
 	}
 	f := &fetch.Fetcher{Cache: c}
-	client := &debian.Client{Mirror: mirror, Keyring: keyring, KeyringPath: debian.DefaultKeyring,
+	client := &debian.Client{Mirror: mirror, Keyring: keyring, KeyringPath: keysName,
 		Store: store{f}, IndexDir: filepath.Join(c.Dir(), "index")}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

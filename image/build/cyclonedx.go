@@ -1,0 +1,133 @@
+package build
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	cdx "github.com/CycloneDX/cyclonedx-go"
+	"github.com/google/uuid"
+)
+
+// cycloneDX renders the same inventory as the SPDX SBOM as CycloneDX 1.6
+// JSON with github.com/CycloneDX/cyclonedx-go, since container and node
+// scanners read either: the image is the metadata component; every Debian
+// package, Go binary, Go module and URL component is a component with its
+// purl and hashes; the dependency graph says what the image, each package
+// and each binary depend on. Modules carry their go.sum hash as a property:
+// CycloneDX hashes are of files, and h1 is a hash of a module's file tree.
+func cycloneDX(m *Manifest) ([]byte, error) {
+	bom := cdx.NewBOM()
+	bom.SerialNumber = uuid.UUID(derive16("cyclonedx-serial", m.RootHash)).URN()
+	sha := func(v string) *[]cdx.Hash { return &[]cdx.Hash{{Algorithm: cdx.HashAlgoSHA256, Value: v}} }
+	props := func(kv ...string) *[]cdx.Property {
+		var ps []cdx.Property
+		for i := 0; i+1 < len(kv); i += 2 {
+			if kv[i+1] != "" {
+				ps = append(ps, cdx.Property{Name: kv[i], Value: kv[i+1]})
+			}
+		}
+		if len(ps) == 0 {
+			return nil
+		}
+		return &ps
+	}
+	imageRef := "image:" + m.Name
+	bom.Metadata = &cdx.Metadata{
+		Timestamp: epochString(m.Epoch),
+		Tools: &cdx.ToolsChoice{Components: &[]cdx.Component{{Type: cdx.ComponentTypeApplication, Name: "drover",
+			Version: strings.TrimPrefix(m.Builder, "drover ")}}},
+		Component: &cdx.Component{BOMRef: imageRef, Type: cdx.ComponentTypeOS, Name: m.Name, Version: m.Version,
+			Properties: props("drover:buildID", m.BuildID, "drover:rootHash", m.RootHash)},
+	}
+	var comps []cdx.Component
+	deps := map[string][]string{}
+	var order []string // refs in document order, for a stable dependency list
+	dependsOn := func(from, to string) {
+		if _, ok := deps[from]; !ok {
+			order = append(order, from)
+		}
+		deps[from] = append(deps[from], to)
+	}
+	for _, p := range m.Packages {
+		ref := debPURL(p)
+		c := cdx.Component{BOMRef: ref, Type: cdx.ComponentTypeLibrary, Name: p.Name, Version: p.Version, PackageURL: ref,
+			Supplier: &cdx.OrganizationalEntity{Name: "Debian"}, Hashes: sha(p.SHA256),
+			Properties: props("drover:debianSource", strings.TrimSpace(p.Source+" "+p.SourceVersion), "drover:debianLicenses", strings.Join(p.Licenses, "; "))}
+		if expr, _ := spdxLicense(p.Licenses); expr != "NOASSERTION" {
+			c.Licenses = &cdx.Licenses{{Expression: expr}}
+		}
+		comps = append(comps, c)
+		dependsOn(imageRef, ref)
+	}
+	refOf := map[string]string{}
+	for _, p := range m.Packages {
+		refOf[p.Name] = debPURL(p)
+	}
+	for _, p := range m.Packages {
+		for _, d := range p.Depends {
+			dependsOn(refOf[p.Name], refOf[d])
+		}
+	}
+	modules := map[string]bool{}
+	binary := func(c cdx.Component, mods []string) error {
+		comps = append(comps, c)
+		dependsOn(imageRef, c.BOMRef)
+		for _, d := range mods {
+			mod, sum, _ := strings.Cut(d, " ")
+			if !strings.HasPrefix(sum, "h1:") {
+				return fmt.Errorf("CycloneDX SBOM: module %s of %s has no h1: hash in its build info", mod, c.Name)
+			}
+			ref := "pkg:golang/" + mod
+			if !modules[ref] {
+				modules[ref] = true
+				path, version, _ := strings.Cut(mod, "@")
+				comps = append(comps, cdx.Component{BOMRef: ref, Type: cdx.ComponentTypeLibrary, Name: path, Version: version,
+					PackageURL: ref, Properties: props("drover:goSum", sum)})
+			}
+			dependsOn(c.BOMRef, ref)
+		}
+		return nil
+	}
+	for _, g := range m.Go {
+		c := cdx.Component{BOMRef: "go:" + g.Name, Type: cdx.ComponentTypeApplication, Name: g.Name, Version: g.Version,
+			PackageURL: "pkg:golang/" + g.Module + "@" + g.Version, Hashes: sha(g.SHA256),
+			Properties: props("drover:install", g.Install, "drover:goPackage", g.Package, "drover:toolchain", g.GoVersion)}
+		if err := binary(c, g.Deps); err != nil {
+			return nil, err
+		}
+	}
+	for _, o := range m.Own {
+		name := o.Path[strings.LastIndex(o.Path, "/")+1:]
+		commit, dirty := "", ""
+		if o.Source != nil {
+			commit, dirty = o.Source.Commit, fmt.Sprint(o.Source.Dirty)
+		}
+		c := cdx.Component{BOMRef: "drover:" + name, Type: cdx.ComponentTypeApplication, Name: name,
+			Version: strings.TrimPrefix(m.Builder, "drover "), Hashes: sha(o.SHA256),
+			Properties: props("drover:install", o.Path, "drover:toolchain", o.GoVersion, "drover:built", o.Built,
+				"drover:commit", commit, "drover:dirty", dirty)}
+		if err := binary(c, o.Deps); err != nil {
+			return nil, err
+		}
+	}
+	for _, u := range m.URLs {
+		ref := "url:" + u.Name
+		comps = append(comps, cdx.Component{BOMRef: ref, Type: cdx.ComponentTypeFile, Name: u.Name, Hashes: sha(u.SHA256),
+			ExternalReferences: &[]cdx.ExternalReference{{Type: cdx.ERTypeDistribution, URL: u.URL}}})
+		dependsOn(imageRef, ref)
+	}
+	var graph []cdx.Dependency
+	for _, ref := range order {
+		on := deps[ref]
+		graph = append(graph, cdx.Dependency{Ref: ref, Dependencies: &on})
+	}
+	bom.Components, bom.Dependencies = &comps, &graph
+	var buf bytes.Buffer
+	enc := cdx.NewBOMEncoder(&buf, cdx.BOMFileFormatJSON)
+	enc.SetPretty(true)
+	if err := enc.EncodeVersion(bom, cdx.SpecVersion1_6); err != nil {
+		return nil, fmt.Errorf("writing the CycloneDX SBOM: %w", err)
+	}
+	return buf.Bytes(), nil
+}

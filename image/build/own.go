@@ -1,0 +1,86 @@
+package build
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/drover-os/drover/image/gomod"
+)
+
+// DroverModule is the module drover-agent and drover-init are built from.
+const DroverModule = "github.com/drover-os/drover"
+
+// ownBinary is drover-agent or drover-init, built or given.
+type ownBinary struct {
+	pkg, dst string // package in DroverModule, path in the image
+	data     []byte
+}
+
+// goEnv is the go command environment with the lock's toolchain: every Go
+// binary of the image is built by exactly that toolchain, whatever go is
+// installed or GOTOOLCHAIN the caller exported.
+func (b *builder) goEnv() (gomod.Env, error) {
+	env := b.o.Sources.Go
+	if b.p.Lock.Toolchain == "" {
+		return env, fmt.Errorf("lock %s names no Go toolchain (it predates drover pinning one): run `drover lock %s`", b.p.Recipe.LockPath(), b.p.Recipe.Path)
+	}
+	env.Toolchain = b.p.Lock.Toolchain
+	return env, nil
+}
+
+// droverBinaries builds drover-agent and drover-init from the checkout
+// (Options.Source) with the lock's toolchain, or reads the binaries given
+// with --agent/--init, which the manifest records as an override.
+func (b *builder) droverBinaries(ctx context.Context) error {
+	bins := []*ownBinary{{pkg: "./cmd/drover-agent", dst: "/usr/bin/drover-agent"}, {pkg: "./cmd/drover-init", dst: "/usr/lib/drover/drover-init"}}
+	given := []string{b.o.AgentBin, b.o.InitBin}
+	if (given[0] == "") != (given[1] == "") {
+		return fmt.Errorf("--agent and --init override drover's own binaries together: pass both, or neither to build them from the checkout")
+	}
+	for i, ob := range bins {
+		var how OwnSource
+		if given[i] != "" {
+			data, err := os.ReadFile(given[i])
+			if err != nil {
+				return fmt.Errorf("drover's own binary %s: %w (pass an existing file, or neither --agent nor --init to build them from the checkout)", ob.dst, err)
+			}
+			ob.data, how = data, OwnSource{Built: "override", From: given[i]}
+		} else {
+			if b.o.Source == nil {
+				return fmt.Errorf("no checkout of %s to build %s from: run drover from its checkout, or pass --agent and --init", DroverModule, ob.dst)
+			}
+			env, err := b.goEnv()
+			if err != nil {
+				return err
+			}
+			bin, err := gomod.BuildLocal(ctx, env, b.o.Source, ob.pkg, "linux", b.p.Recipe.Arch, b.tmp)
+			if err != nil {
+				return err
+			}
+			data, err := os.ReadFile(bin.Path)
+			os.Remove(bin.Path) // the image holds it; it is not an output
+			if err != nil {
+				return err
+			}
+			ob.data, how = data, OwnSource{Built: "source", Source: b.o.Source}
+			b.logf("build: %s built from %s with %s (sha256 %s)", ob.dst, b.o.Source, bin.GoVersion, bin.SHA256[:12])
+		}
+		b.man.addOwn(ob.dst, ob.data, how)
+	}
+	b.own = bins
+	return nil
+}
+
+// ownSource is what os-release says about drover's own binaries.
+func (b *builder) ownSource() string {
+	for _, o := range b.man.Own {
+		if o.Built == "override" {
+			return "override"
+		}
+	}
+	if b.o.Source != nil {
+		return b.o.Source.String()
+	}
+	return ""
+}

@@ -1,0 +1,63 @@
+package build
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/drover-os/drover/image/gomod"
+	"github.com/drover-os/drover/image/lock"
+	"github.com/drover-os/drover/image/recipe"
+)
+
+var gomodSource = gomod.Source{Dir: ".", Module: DroverModule}
+
+func ownBuilder(t *testing.T, toolchain string, o Options) *builder {
+	m := &Manifest{}
+	return &builder{p: &Plan{Recipe: &recipe.Recipe{Path: "r.yaml", Arch: "amd64"}, Lock: &lock.Lock{Toolchain: toolchain}}, o: o, man: m, tmp: t.TempDir()}
+}
+
+func TestDroverBinariesOverrideIsRecorded(t *testing.T) {
+	dir := t.TempDir()
+	agent, initBin := filepath.Join(dir, "agent"), filepath.Join(dir, "init")
+	os.WriteFile(agent, []byte("agent bytes"), 0o755)
+	os.WriteFile(initBin, []byte("init bytes"), 0o755)
+	b := ownBuilder(t, "go1.26.8", Options{AgentBin: agent, InitBin: initBin})
+	if err := b.droverBinaries(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.man.Own) != 2 || b.man.Own[0].Built != "override" || b.man.Own[0].From != agent || b.man.Own[0].SHA256 != sha([]byte("agent bytes")) {
+		t.Fatalf("manifest: %+v", b.man.Own)
+	}
+	if b.ownSource() != "override" {
+		t.Errorf("os-release source %q", b.ownSource())
+	}
+	// The build ID changes with drover's own binaries, which the lock does not pin.
+	id := b.buildID()
+	b.man.Own[0].SHA256 = sha([]byte("other agent"))
+	if b.buildID() == id {
+		t.Error("the build ID does not depend on drover-agent")
+	}
+}
+
+func TestDroverBinariesRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		toolchain string
+		o         Options
+		want      string
+	}{
+		{"only --agent", "go1.26.8", Options{AgentBin: "a"}, "--agent and --init override drover's own binaries together"},
+		{"no checkout", "go1.26.8", Options{}, "no checkout of github.com/drover-os/drover to build /usr/bin/drover-agent from"},
+		{"lock without toolchain", "", Options{Source: &gomodSource}, "lock r.yaml.lock names no Go toolchain (it predates drover pinning one): run `drover lock r.yaml`"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ownBuilder(t, tc.toolchain, tc.o).droverBinaries(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,170 @@
+package verify
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+
+	"github.com/drover-os/drover/image/attest"
+	"github.com/drover-os/drover/image/build"
+)
+
+// provFixture is a build's output directory: an image, its manifest and
+// SBOM, the provenance statement and its signed envelope.
+type provFixture struct {
+	dir, image, manifest string
+	pub                  dsse.Verifier
+	m                    *build.Manifest
+}
+
+func writePEM(t *testing.T, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newProvFixture(t *testing.T) *provFixture {
+	t.Helper()
+	dir := t.TempDir()
+	f := &provFixture{dir: dir, image: filepath.Join(dir, "t.raw"), manifest: filepath.Join(dir, "t.manifest.json")}
+	f.m = &build.Manifest{Name: "t", BuildID: "0123456789abcdef", Builder: "drover test", RecipeSHA256: strings.Repeat("a", 64), LockSHA256: strings.Repeat("b", 64),
+		Packages: []build.Package{{Name: "libc6", Version: "2.41-12", Arch: "amd64", SHA256: strings.Repeat("c", 64)}},
+		Go: []build.GoComponent{{Name: "kubelet", GoVersion: "go1.26.8",
+			Deps: []string{"github.com/google/cadvisor@v0.52.1 h1:sC8SZ6jio9ds+P2dk51bgbeYeufxo55n0X3tmrpA9as="}}}}
+	os.WriteFile(f.image, []byte("disk image bytes"), 0o644)
+	os.WriteFile(f.manifest, f.m.JSON(), 0o644)
+	os.WriteFile(filepath.Join(dir, "t.spdx.json"), []byte("{}"), 0o644)
+	var subjects []build.Subject
+	for _, n := range []string{"t.raw", "t.manifest.json", "t.spdx.json"} {
+		s, _, err := build.FileSHA256(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		subjects = append(subjects, build.Subject{Name: n, SHA256: s})
+	}
+	st, err := build.Provenance(f.m, subjects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	der, _ := x509.MarshalPKCS8PrivateKey(priv)
+	pubDER, _ := x509.MarshalPKIXPublicKey(pub)
+	writePEM(t, filepath.Join(dir, "..", "key.pem"), "PRIVATE KEY", der)
+	writePEM(t, filepath.Join(dir, "..", "key.pub"), "PUBLIC KEY", pubDER)
+	s, err := attest.LoadSigner(filepath.Join(dir, "..", "key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.pub, err = attest.LoadVerifier(filepath.Join(dir, "..", "key.pub")); err != nil {
+		t.Fatal(err)
+	}
+	env, err := attest.Sign(context.Background(), st, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "t"+build.ProvenanceSuffix), st, 0o644)
+	os.WriteFile(filepath.Join(dir, "t"+build.EnvelopeSuffix), env, 0o644)
+	return f
+}
+
+func (f *provFixture) check() []Problem {
+	return Provenance(context.Background(), f.image, f.manifest, f.m, f.pub)
+}
+
+// flip changes one byte in the middle of the file (or at off when >= 0).
+func flip(t *testing.T, path string, off int) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off < 0 {
+		off = len(data) / 2
+	}
+	data[off] ^= 0x01
+	os.WriteFile(path, data, 0o644)
+}
+
+func TestProvenanceAcceptsASignedBuild(t *testing.T) {
+	f := newProvFixture(t)
+	if ps := f.check(); len(ps) != 0 {
+		t.Fatalf("problems: %v", ps)
+	}
+	// The statement carries the Go module's go.sum hash as its digest, not a binary's.
+	st, _ := os.ReadFile(filepath.Join(f.dir, "t"+build.ProvenanceSuffix))
+	var doc struct {
+		Predicate struct {
+			BuildDefinition struct {
+				ResolvedDependencies []struct {
+					URI    string            `json:"uri"`
+					Digest map[string]string `json:"digest"`
+				} `json:"resolvedDependencies"`
+			} `json:"buildDefinition"`
+		} `json:"predicate"`
+	}
+	if err := json.Unmarshal(st, &doc); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, d := range doc.Predicate.BuildDefinition.ResolvedDependencies {
+		if d.URI == "pkg:golang/github.com/google/cadvisor@v0.52.1" {
+			found = true
+			// h1:sC8SZ6jio9ds+P2dk51bgbeYeufxo55n0X3tmrpA9as= in hex
+			if d.Digest["dirHash"] != "b02f1267a8e2a3d76cf8fd9d939d5b81b7987ae7f1a39e67d17ded9aba40f5ab" || len(d.Digest) != 1 {
+				t.Errorf("cadvisor digest = %v", d.Digest)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("cadvisor is not a resolved dependency:\n%s", st)
+	}
+}
+
+func TestProvenanceFailsOnOneChangedByte(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		off  int // -1: the middle
+		want string
+	}{
+		{"t" + build.EnvelopeSuffix, -1, "signature does not verify"},
+		{"t" + build.ProvenanceSuffix, -1, "differs from the statement signed in t.provenance.dsse.json"},
+		{"t.raw", 0, "subject t.raw has sha256 "},
+		{"t.manifest.json", -1, "subject t.manifest.json has sha256 "},
+		{"t.spdx.json", 0, "subject t.spdx.json has sha256 "},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			f := newProvFixture(t)
+			flip(t, filepath.Join(f.dir, tc.file), tc.off)
+			ps := f.check()
+			if len(ps) == 0 {
+				t.Fatal("a changed byte was not noticed")
+			}
+			if ps[0].Part != PartProvenance || !strings.Contains(ps[0].Message, tc.want) {
+				t.Errorf("problems %v, want one containing %q", ps, tc.want)
+			}
+		})
+	}
+}
+
+func TestProvenanceRefusesAnotherKeyAndMissingEnvelope(t *testing.T) {
+	f := newProvFixture(t)
+	other := newProvFixture(t)
+	f.pub = other.pub
+	if ps := f.check(); len(ps) != 1 || !strings.Contains(ps[0].Message, "signed by another key") {
+		t.Errorf("another key: %v", ps)
+	}
+	os.Remove(filepath.Join(f.dir, "t"+build.EnvelopeSuffix))
+	if ps := f.check(); len(ps) != 1 || !strings.Contains(ps[0].Message, "build with --sign-key") {
+		t.Errorf("no envelope: %v", ps)
+	}
+}
