@@ -87,7 +87,7 @@ func TestBuildID(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return (&builder{p: p}).buildID()
+		return (&builder{p: p, man: &Manifest{}}).buildID()
 	}
 	r, l := planInputs(t)
 	base := id(r, l, "out")
@@ -102,6 +102,19 @@ func TestBuildID(t *testing.T) {
 	l2.Go[0].Sum[0], l2.Go[0].Sum[2] = l2.Go[0].Sum[2], l2.Go[0].Sum[0]
 	if got := id(r2, l2, "elsewhere"); got != base {
 		t.Errorf("same inputs, build ID %s, want %s", got, base)
+	}
+
+	// drover's own binaries are built from the checkout, outside the lock:
+	// their digests are inputs too.
+	own := func(sha string) string {
+		p, err := NewPlan(r, l, "out")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return (&builder{p: p, man: &Manifest{Own: []OwnFile{{Path: "/usr/bin/drover-agent", SHA256: sha}}}}).buildID()
+	}
+	if a, b := own(strings.Repeat("a", 64)), own(strings.Repeat("b", 64)); a == b || a == base {
+		t.Errorf("drover-agent's digest does not change the build ID (%s, %s, %s without it)", a, b, base)
 	}
 
 	for name, change := range map[string]func(r *recipe.Recipe, l *lock.Lock){

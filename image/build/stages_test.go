@@ -97,7 +97,7 @@ func TestStagesRunInOrderAndStopAtTheFirstFailure(t *testing.T) {
 			done = append(done, m[1])
 		}
 	}
-	if strings.Join(started, ",") != "fetch,assemble,go components,add files,finalize" || strings.Join(done, ",") != "fetch,assemble,go components,add files" {
+	if strings.Join(started, ",") != "fetch,assemble,package facts,go components,drover binaries,add files,finalize" || strings.Join(done, ",") != "fetch,assemble,package facts,go components,drover binaries,add files" {
 		t.Errorf("started %q, done %q\nlog:\n%s", started, done, log.String())
 	}
 	if !strings.Contains(log.String(), "build: 1 packages assembled: ") {
@@ -119,7 +119,7 @@ func TestStageErrorsNameTheStage(t *testing.T) {
 	p, o, out = kernelless(t)
 	o.AgentBin = filepath.Join(t.TempDir(), "missing")
 	_, err := Build(context.Background(), p, o)
-	if err == nil || !strings.HasPrefix(err.Error(), "add files: drover's own binary /usr/bin/drover-agent: ") || !strings.HasSuffix(err.Error(), "(run `make build`, or pass --agent/--init)") {
+	if err == nil || !strings.HasPrefix(err.Error(), "drover binaries: drover's own binary /usr/bin/drover-agent: ") || !strings.HasSuffix(err.Error(), "(pass an existing file, or neither --agent nor --init to build them from the checkout)") {
 		t.Errorf("missing agent: %v", err)
 	}
 	assertNoOutputs(t, out)
