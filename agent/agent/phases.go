@@ -129,17 +129,8 @@ func (a *Agent) nodeFacts() nodeconfig.Facts {
 // runtime renders containerd's and the kubelet's configuration into the
 // tmpfs /etc and starts containerd.
 func (a *Agent) runtime(ctx context.Context) (string, error) {
-	if a.node.Cluster.CAData == "" {
-		// The node file pins the CA by hash only: fetch it from the
-		// cluster and accept it only if it matches the pin.
-		ca, err := a.env.DiscoverCA(ctx, a.node.Cluster.Server)
-		if err != nil {
-			return "", err
-		}
-		if err := nodeconfig.MatchCAHash(ca, a.node.Cluster.CAHash); err != nil {
-			return "", err
-		}
-		a.node.Cluster.CAData = string(ca)
+	if _, err := a.clusterCA(ctx); err != nil {
+		return "", err
 	}
 	facts := a.nodeFacts()
 	kc, err := nodeconfig.KubeletConfig(a.node, facts)

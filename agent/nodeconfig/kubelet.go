@@ -170,11 +170,11 @@ type namedContext struct {
 // BootstrapKubeconfig renders the kubeconfig the kubelet uses once, to
 // request its client certificate: the server, the CA and the bootstrap
 // token. A node file that only pins the CA by caHash has no CA to embed:
-// the join fetches the CA, checks it with MatchCAHash and sets
-// Cluster.CAData first.
+// the join discovers the CA, keeps the certificate PinnedCA selects and
+// sets Cluster.CAData first.
 func BootstrapKubeconfig(c *Config) ([]byte, error) {
 	if c.Cluster.CAData == "" {
-		return nil, errors.New("rendering the bootstrap kubeconfig: the cluster CA is not known (the node file pins it by caHash only); fetch it, check it with MatchCAHash and set Cluster.CAData")
+		return nil, errors.New("rendering the bootstrap kubeconfig: the cluster CA is not known (the node file pins it by caHash only); discover it, keep the certificate PinnedCA selects and set Cluster.CAData")
 	}
 	kc := kubeconfig{APIVersion: "v1", Kind: "Config", CurrentContext: "default"}
 	var cl namedCluster
@@ -213,9 +213,11 @@ func CAHash(certPEM []byte) (string, error) {
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
-// MatchCAHash checks that one of the PEM certificates matches the pin, as
-// kubeadm's discovery does with a CA bundle.
-func MatchCAHash(certsPEM []byte, pin string) error {
+// PinnedCA returns, as PEM, the one certificate of a bundle whose public
+// key matches the pin, as kubeadm's discovery keeps it: trusting the whole
+// bundle would let a bundle "attacker CA + genuine CA" pass the pin and
+// then trust the attacker's CA too.
+func PinnedCA(certsPEM []byte, pin string) ([]byte, error) {
 	pin = strings.ToLower(pin)
 	rest := certsPEM
 	for {
@@ -227,13 +229,14 @@ func MatchCAHash(certsPEM []byte, pin string) error {
 		if block.Type != "CERTIFICATE" {
 			continue
 		}
-		got, err := CAHash(pem.EncodeToMemory(block))
+		one := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: block.Bytes})
+		got, err := CAHash(one)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if got == pin {
-			return nil
+			return one, nil
 		}
 	}
-	return fmt.Errorf("checking the cluster CA against cluster.caHash %s: no certificate matches; the API server is not the one the node file names, or the pin is stale", pin)
+	return nil, fmt.Errorf("checking the cluster CA against cluster.caHash %s: no certificate matches; the API server is not the one the node file names, or the pin is stale", pin)
 }

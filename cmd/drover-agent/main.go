@@ -129,7 +129,7 @@ func run(ctx context.Context) error {
 		Kube: func(server string, ca []byte, cert string) (agent.NodeAPI, error) {
 			return kube.New(server, ca, cert, cert)
 		},
-		DiscoverCA: kube.ClusterInfoCA,
+		DiscoverCA: kube.DiscoverCA,
 		Console:    console,
 		Uptime:     status.Uptime("/"),
 		Notify:     func(s string) { systemd.Notify(s) },
