@@ -133,38 +133,14 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 		return "", err
 	}
 	facts := a.nodeFacts()
-	kc, err := nodeconfig.KubeletConfig(a.node, facts)
-	if err != nil {
-		return "", err
-	}
-	flags, err := nodeconfig.KubeletFlags(a.node, facts, facts.PrivateIPv4)
-	if err != nil {
-		return "", err
-	}
-	files := map[string][]byte{
-		"/etc/containerd/config.toml": nodeconfig.ContainerdConfig(a.node),
-		nodeconfig.KubeletConfigPath:  kc,
-		nodeconfig.CAFile:             []byte(a.node.Cluster.CAData),
-		"/etc/default/kubelet":        []byte("KUBELET_ARGS=\"" + strings.Join(flags, " ") + "\"\n"),
-	}
-	for p, toml := range nodeconfig.HostsToml(a.node) {
-		files[p] = toml // keyed by the path on the node
-	}
 	// The bootstrap kubeconfig is written only while the kubelet has no
 	// client certificate; once joined it is deleted and never rewritten.
-	if !fileExists(a.path(nodeconfig.KubeconfigPath)) {
-		bk, err := nodeconfig.BootstrapKubeconfig(a.node)
-		if err != nil {
-			return "", err
-		}
-		files[nodeconfig.BootstrapKubeconfigPath] = bk
+	files, err := nodeconfig.Render(a.node, facts, facts.PrivateIPv4, !fileExists(a.path(nodeconfig.KubeconfigPath)))
+	if err != nil {
+		return "", err
 	}
-	for p, data := range files {
-		mode := os.FileMode(0o644)
-		if strings.Contains(p, "kubeconfig") || strings.HasSuffix(p, ".conf") {
-			mode = 0o600
-		}
-		if err := atomicfile.Write(a.path(p), data, mode); err != nil {
+	for _, f := range files {
+		if err := atomicfile.Write(a.path(f.Path), f.Data, f.Mode); err != nil {
 			return "", err
 		}
 	}

@@ -47,19 +47,8 @@ func KubeletConfig(c *Config, f Facts) ([]byte, error) {
 		TypeMeta:                 typeMeta,
 		CgroupDriver:             "systemd",
 		ContainerRuntimeEndpoint: ContainerRuntimeSocket,
-		Authentication: kubeletv1beta1.KubeletAuthentication{
-			X509:      kubeletv1beta1.KubeletX509Authentication{ClientCAFile: CAFile},
-			Webhook:   kubeletv1beta1.KubeletWebhookAuthentication{Enabled: ptr(true)},
-			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: ptr(false)},
-		},
-		Authorization: kubeletv1beta1.KubeletAuthorization{Mode: kubeletv1beta1.KubeletAuthorizationModeWebhook},
-		// 0 turns the unauthenticated read-only port off; it is the
-		// v1beta1 default, written here so a reader need not know that.
-		ReadOnlyPort:       0,
-		RotateCertificates: true,
-		ServerTLSBootstrap: false,
-		// The join phase polls healthz on loopback.
-		HealthzBindAddress: "127.0.0.1",
+		// The security settings (authentication, authorization, ports,
+		// certificates) are the invariants of invariants.go.
 		HealthzPort:        ptr(int32(10248)),
 		ProviderID:         ProviderID(f),
 		ClusterDNS:         slices.Clone(c.Cluster.DNS),
@@ -74,6 +63,7 @@ func KubeletConfig(c *Config, f Facts) ([]byte, error) {
 		// reach; the upstream servers are in this file.
 		ResolverConfig: ptr("/run/systemd/resolve/resolv.conf"),
 	}
+	setInvariants(&kc)
 	if len(c.Kubelet.Config) > 0 {
 		// Parse checked the overrides against the type already; this
 		// strict decode only guards against a Config built by hand.
@@ -84,6 +74,11 @@ func KubeletConfig(c *Config, f Facts) ([]byte, error) {
 		}
 		kc.TypeMeta = typeMeta
 		kc.ProviderID = ProviderID(f)
+	}
+	// Parse refused overrides that break an invariant; this guards a
+	// Config built by hand.
+	if broken := brokenInvariants(&kc); len(broken) > 0 {
+		return nil, fmt.Errorf("rendering the kubelet configuration: kubelet.config.%s %s", broken[0].field, broken[0].message())
 	}
 	out, err := yaml.Marshal(&kc)
 	if err != nil {
