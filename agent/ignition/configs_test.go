@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/drover-os/drover/agent/nodeconfig"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/configs/*.want and testdata/plan.golden")
@@ -23,11 +25,20 @@ var testFetcher = MapFetcher{
 	"https://files.example.test/tampered": []byte("something else\n"),
 }
 
-// testExtra stands in for the node-file checks of agent/nodeconfig.
+// testExtra stands in for the node-file checks of agent/nodeconfig; a
+// real node file (apiVersion drover.dev/v1alpha1) gets the real checks,
+// worded as agent.NodeFileCheck words them.
 func testExtra(files map[string][]byte) []Problem {
 	data, ok := files["/etc/drover/node.yaml"]
 	if !ok || bytes.Contains(data, []byte("cluster: prod")) {
 		return nil
+	}
+	if bytes.HasPrefix(data, []byte("apiVersion: "+nodeconfig.APIVersion+"\n")) {
+		var out []Problem
+		for _, p := range nodeconfig.Validate(data, nodeconfig.Path) {
+			out = append(out, Problem{Path: nodeconfig.Path, Message: p.String()})
+		}
+		return out
 	}
 	return []Problem{{Path: "/etc/drover/node.yaml:1", Message: "cluster: must not be empty"}}
 }
@@ -45,7 +56,7 @@ func newRoot(t testing.TB) string {
 		"etc/group":                  "root:x:0:\napp:x:1000:\n",
 		"etc/hostname":               "image\n",
 		"etc/hosts":                  "127.0.0.1 localhost\n",
-		"etc/containerd/config.toml": "image default\n",
+		"etc/image/default.toml": "image default\n",
 		"var/lib/existing/data":      "keep me\n",
 	}
 	for name, data := range files {
