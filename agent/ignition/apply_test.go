@@ -216,8 +216,8 @@ func TestApplyOwners(t *testing.T) {
 	must(t, err)
 	for p, want := range map[string][2]int{
 		"etc/image/default.toml": {1000, 0},
-		"var/lib/existing":           {0, 1000},
-		"etc/hostname":               {0, 0},
+		"var/lib/existing":       {0, 1000},
+		"etc/hostname":           {0, 0},
 	} {
 		fi, err := os.Lstat(filepath.Join(root, p))
 		must(t, err)

@@ -115,7 +115,6 @@ func (g guarded) below(p string) string {
 	return ""
 }
 
-
 // surface answers questions about one protected surface.
 type surface []guarded
 
