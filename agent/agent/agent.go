@@ -34,6 +34,10 @@ const (
 	HealthzURL   = "http://127.0.0.1:10248/healthz"
 )
 
+// ContentsDir keeps the config's remote contents, by verification hash, so
+// that they are fetched on the first boot only.
+const ContentsDir = StateDir + "/contents"
+
 // ErrImmutable is reported when the user-data differs from the config the
 // instance was provisioned with.
 var ErrImmutable = errors.New("configuration is immutable; replace the instance")

@@ -5,8 +5,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"math/big"
@@ -351,5 +353,51 @@ func TestCADiscoveryRetriesUnsigned(t *testing.T) {
 	}
 	if err := a.Run(context.Background()); err == nil || calls != 1 || !strings.Contains(err.Error(), "signature does not match") {
 		t.Fatalf("calls %d: %v", calls, err)
+	}
+}
+
+// countingFetcher serves one body and counts requests.
+type countingFetcher struct {
+	body []byte
+	gets int
+}
+
+func (f *countingFetcher) Get(context.Context, string) ([]byte, error) {
+	f.gets++
+	return f.body, nil
+}
+
+// TestRemoteContentsFetchedOnce: the config's https contents are fetched
+// on the first boot and come from /var/lib/drover/contents afterwards.
+func TestRemoteContentsFetchedOnce(t *testing.T) {
+	body := []byte("listen = 8080\n")
+	sum := sha256.Sum256(body)
+	var cfg map[string]any
+	if err := json.Unmarshal(userData(t, "hello"), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	files := cfg["storage"].(map[string]any)["files"].([]any)
+	cfg["storage"].(map[string]any)["files"] = append(files, map[string]any{"path": "/etc/app.conf",
+		"contents": map[string]any{"source": "https://files.example.test/app.conf",
+			"verification": map[string]any{"hash": "sha256-" + hex.EncodeToString(sum[:])}}})
+	data, _ := json.Marshal(cfg)
+	r := newRig(t, data)
+	f := &countingFetcher{body: body}
+	for boot := 1; boot <= 2; boot++ {
+		a := r.agent()
+		a.env.Fetcher = f
+		if err := a.Run(context.Background()); err != nil {
+			t.Fatalf("boot %d: %v", boot, err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(r.root, "etc/app.conf")); string(got) != string(body) {
+			t.Fatalf("boot %d: /etc/app.conf = %q", boot, got)
+		}
+		os.RemoveAll(filepath.Join(r.root, "etc")) // /etc is rebuilt at boot
+	}
+	if f.gets != 1 {
+		t.Errorf("%d fetches over two boots, want 1", f.gets)
+	}
+	if !fileExists(filepath.Join(r.root, ContentsDir, "sha256-"+hex.EncodeToString(sum[:]))) {
+		t.Error("no content-addressed copy in " + ContentsDir)
 	}
 }

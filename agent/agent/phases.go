@@ -66,7 +66,9 @@ func (a *Agent) config(ctx context.Context) (string, error) {
 // apply validates the whole config, then writes it; nothing is written
 // unless everything validates.
 func (a *Agent) apply(ctx context.Context) (string, error) {
-	plan, err := ignition.Prepare(ctx, a.userData, Options(a.env.Fetcher))
+	opts := Options(a.env.Fetcher)
+	opts.Contents = ignition.DirCache(a.path(ContentsDir))
+	plan, err := ignition.Prepare(ctx, a.userData, opts)
 	if err != nil {
 		return "", err
 	}

@@ -11,12 +11,20 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/coreos/ignition/v2/config/v3_5/types"
 	"github.com/vincent-petithory/dataurl"
+
+	"github.com/drover-os/drover/internal/atomicfile"
 )
 
 // maxFileSize bounds one file's decompressed contents, so a small gzip
@@ -42,24 +50,67 @@ func (m MapFetcher) Get(_ context.Context, url string) ([]byte, error) {
 	return b, nil
 }
 
-// HTTPFetcher fetches over HTTP with a bounded body size.
+// Limits of HTTPFetcher's defaults.
+const (
+	maxRemoteTotal = 256 << 20 // every remote content of one config together
+	maxRedirects   = 5
+	remoteTimeout  = 2 * time.Minute // one request, body included
+)
+
+// HTTPFetcher fetches remote contents with a bounded body size, a bounded
+// total over all its fetches, and (by default) RemoteClient.
 type HTTPFetcher struct {
-	// Client defaults to http.DefaultClient; give one with a timeout.
+	// Client defaults to RemoteClient().
 	Client *http.Client
-	// MaxBytes bounds the body; zero means 64 MiB.
+	// MaxBytes bounds one body; zero means 64 MiB.
 	MaxBytes int64
+	// MaxTotal bounds all bodies this fetcher reads; zero means 256 MiB.
+	MaxTotal int64
+
+	mu      sync.Mutex
+	fetched int64
+}
+
+// RemoteClient is the client remote contents are fetched with by default.
+// It ignores the proxy environment variables: the agent's environment is
+// not the user's configuration (and Ignition's own proxy setting is
+// refused; the node file has none). Connecting, the TLS handshake, the
+// response headers and the whole request are each bounded, and it follows
+// at most 5 redirects.
+func RemoteClient() *http.Client {
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 30 * time.Second,
+		IdleConnTimeout:       30 * time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+	return &http.Client{Transport: tr, Timeout: remoteTimeout, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if len(via) > maxRedirects {
+			return fmt.Errorf("stopped after %d redirects (at most %d are followed)", maxRedirects, maxRedirects)
+		}
+		return nil
+	}}
 }
 
 // Get fetches url and fails on any status but 200.
-func (h HTTPFetcher) Get(ctx context.Context, url string) ([]byte, error) {
+func (h *HTTPFetcher) Get(ctx context.Context, url string) ([]byte, error) {
 	client := h.Client
 	if client == nil {
-		client = http.DefaultClient
+		client = RemoteClient()
 	}
 	limit := h.MaxBytes
 	if limit <= 0 {
 		limit = maxFileSize
 	}
+	total := h.MaxTotal
+	if total <= 0 {
+		total = maxRemoteTotal
+	}
+	h.mu.Lock()
+	left := total - h.fetched
+	h.mu.Unlock()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", url, err)
@@ -72,14 +123,66 @@ func (h HTTPFetcher) Get(ctx context.Context, url string) ([]byte, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, min(limit, left)+1))
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: reading body: %w", url, err)
 	}
-	if int64(len(body)) > limit {
+	h.mu.Lock()
+	h.fetched += int64(len(body))
+	h.mu.Unlock()
+	switch {
+	case int64(len(body)) > limit:
 		return nil, fmt.Errorf("GET %s: body larger than %d bytes", url, limit)
+	case int64(len(body)) > left:
+		return nil, fmt.Errorf("GET %s: the config's remote contents together are larger than %d bytes", url, total)
 	}
 	return body, nil
+}
+
+// ContentCache keeps remote contents that passed their verification.hash,
+// keyed by that hash ("sha256-<hex>"), so that a node fetches each once:
+// later boots re-apply the stored config from the cache, not the network.
+type ContentCache interface {
+	// Load returns the contents stored for hash, only if they still
+	// match it.
+	Load(hash string) ([]byte, bool)
+	Save(hash string, raw []byte) error
+}
+
+// DirCache is a ContentCache in a directory, one file per hash named by
+// the hash (content-addressed), readable by root only: contents may be
+// secrets the user-data only points at.
+type DirCache string
+
+var hashName = regexp.MustCompile(`^sha(256|512)-[0-9a-f]+$`)
+
+// Load implements ContentCache.
+func (d DirCache) Load(hash string) ([]byte, bool) {
+	hash = strings.ToLower(hash)
+	if !hashName.MatchString(hash) {
+		return nil, false
+	}
+	raw, err := os.ReadFile(filepath.Join(string(d), hash))
+	if err != nil {
+		return nil, false
+	}
+	algo, _, _ := strings.Cut(hash, "-")
+	if got, ok := digestOf(algo, raw); !ok || got != hash {
+		return nil, false // damaged: fetch again
+	}
+	return raw, true
+}
+
+// Save implements ContentCache.
+func (d DirCache) Save(hash string, raw []byte) error {
+	hash = strings.ToLower(hash)
+	if !hashName.MatchString(hash) {
+		return fmt.Errorf("storing remote contents: %q is not a verification hash", hash)
+	}
+	if err := os.MkdirAll(string(d), 0o700); err != nil {
+		return fmt.Errorf("storing remote contents: %w", err)
+	}
+	return atomicfile.Write(filepath.Join(string(d), hash), raw, 0o600)
 }
 
 // resolved is one resource (contents or an append fragment) once known.
@@ -158,7 +261,7 @@ func Resolve(ctx context.Context, cfg *Config, f Fetcher) error {
 		return errors.New("resolving ignition contents: no config or no fetcher")
 	}
 	c := &collector{tree: cfg.tree}
-	resolve(ctx, cfg, f, c)
+	resolve(ctx, cfg, f, nil, c)
 	if len(c.list) > 0 {
 		sortProblems(c.list)
 		return Problems(c.list)
@@ -166,23 +269,34 @@ func Resolve(ctx context.Context, cfg *Config, f Fetcher) error {
 	return nil
 }
 
-func resolve(ctx context.Context, cfg *Config, f Fetcher, c *collector) {
+func resolve(ctx context.Context, cfg *Config, f Fetcher, cache ContentCache, c *collector) {
 	for i, file := range cfg.Ignition.Storage.Files {
 		if i >= len(cfg.files) {
 			break
 		}
 		at := []any{"storage", "files", i}
 		fc := &cfg.files[i]
-		fetchInto(ctx, f, file.Path, file.Contents, &fc.contents, sub(at, "contents"), c)
+		fetchInto(ctx, f, cache, file.Path, file.Contents, &fc.contents, sub(at, "contents"), c)
 		for j := range fc.appends {
-			fetchInto(ctx, f, file.Path, file.Append[j], &fc.appends[j], sub(at, "append", j), c)
+			fetchInto(ctx, f, cache, file.Path, file.Append[j], &fc.appends[j], sub(at, "append", j), c)
 		}
 	}
 }
 
-func fetchInto(ctx context.Context, f Fetcher, file string, r types.Resource, dst *resolved, at []any, c *collector) {
+func fetchInto(ctx context.Context, f Fetcher, cache ContentCache, file string, r types.Resource, dst *resolved, at []any, c *collector) {
 	if dst.done || dst.remote == "" {
 		return
+	}
+	// Only sources with a verification.hash get here (the policy refuses
+	// the others), so the hash is the cache key.
+	hash := *r.Verification.Hash
+	if cache != nil {
+		if raw, ok := cache.Load(hash); ok {
+			if data, ok := finish(file, "the stored copy of "+fmt.Sprintf("%q", dst.remote), raw, r, at, c); ok {
+				*dst = resolved{data: data, done: true}
+			}
+			return
+		}
 	}
 	body, err := f.Get(ctx, dst.remote)
 	if err != nil {
@@ -190,9 +304,32 @@ func fetchInto(ctx context.Context, f Fetcher, file string, r types.Resource, ds
 		return
 	}
 	data, ok := finish(file, fmt.Sprintf("%q", dst.remote), body, r, at, c)
-	if ok {
-		*dst = resolved{data: data, done: true}
+	if !ok {
+		return
 	}
+	if cache != nil {
+		if err := cache.Save(hash, body); err != nil {
+			c.addf(sub(at, "source"), "contents of %s were fetched and verified but could not be stored for later boots: %v — check the node's /var", file, err)
+			return
+		}
+	}
+	*dst = resolved{data: data, done: true}
+}
+
+// digestOf gives "<algo>-<hex>" of raw for the hash functions Ignition's
+// verification.hash names.
+func digestOf(algo string, raw []byte) (string, bool) {
+	var h hash.Hash
+	switch algo {
+	case "sha256":
+		h = sha256.New()
+	case "sha512":
+		h = sha512.New()
+	default:
+		return "", false
+	}
+	h.Write(raw)
+	return algo + "-" + hex.EncodeToString(h.Sum(nil)), true
 }
 
 // finish verifies a resource's raw bytes against its hash (which, as in
@@ -201,17 +338,10 @@ func finish(file, from string, raw []byte, r types.Resource, at []any, c *collec
 	if r.Verification.Hash != nil {
 		want := *r.Verification.Hash
 		algo, _, _ := strings.Cut(want, "-")
-		var h hash.Hash
-		switch algo {
-		case "sha256":
-			h = sha256.New()
-		case "sha512":
-			h = sha512.New()
-		default:
+		got, ok := digestOf(algo, raw)
+		if !ok {
 			return nil, false // Ignition: "unrecognized hash function"
 		}
-		h.Write(raw)
-		got := algo + "-" + hex.EncodeToString(h.Sum(nil))
 		if !strings.EqualFold(got, want) {
 			c.addf(sub(at, "verification", "hash"), "contents of %s from %s do not match: want %s, got %s — correct verification.hash or the source", file, from, want, got)
 			return nil, false
