@@ -171,8 +171,8 @@ func kubeconfigCA(kc string) ([]byte, error) {
 // VerifyDetachedJWS checks a bootstrap-token signature: a compact JWS with
 // the payload left out (RFC 7515 appendix F), "<header>..<signature>",
 // whose protected header is {"alg":"HS256","kid":<token id>} and whose key
-// is the token secret, zero-padded to 32 bytes as the Kubernetes signer
-// pads it. Only HS256 is accepted: the header cannot choose the algorithm.
+// is the token secret. Only HS256 is accepted: the header cannot choose
+// the algorithm.
 func VerifyDetachedJWS(jws string, payload []byte, tokenID, secret string) error {
 	parts := strings.Split(jws, ".")
 	if len(parts) != 3 || parts[1] != "" {
@@ -210,13 +210,11 @@ func VerifyDetachedJWS(jws string, payload []byte, tokenID, secret string) error
 }
 
 // SignDetached computes the HS256 MAC of a JWS with the given encoded
-// protected header over payload; the signer and the tests share it.
+// protected header over payload. The Kubernetes signer zero-pads the
+// secret to 32 bytes; HMAC zero-pads every key to its block size anyway,
+// so the secret is used as it is.
 func SignDetached(header string, payload []byte, secret string) []byte {
-	key := []byte(secret)
-	if len(key) < 32 {
-		key = append(key, make([]byte, 32-len(key))...)
-	}
-	m := hmac.New(sha256.New, key)
+	m := hmac.New(sha256.New, []byte(secret))
 	m.Write([]byte(header + "." + base64.RawURLEncoding.EncodeToString(payload)))
 	return m.Sum(nil)
 }
