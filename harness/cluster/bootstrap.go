@@ -152,20 +152,26 @@ func (c *Cluster) waitClusterInfoSigned(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return waitFor(ctx, "cluster-info to be signed for token "+id, c.controller, func(ctx context.Context) error {
+	var kubeconfig, sig string
+	if err := waitFor(ctx, "cluster-info to be signed for token "+id, c.controller, func(ctx context.Context) error {
 		var cm struct {
 			Data map[string]string `json:"data"`
 		}
 		if err := c.client.do(ctx, http.MethodGet, "/api/v1/namespaces/kube-public/configmaps/cluster-info", nil, &cm); err != nil {
 			return err
 		}
-		sig, ok := cm.Data["jws-kubeconfig-"+id]
-		if !ok {
+		var ok bool
+		if sig, ok = cm.Data["jws-kubeconfig-"+id]; !ok {
 			return errors.New("no jws-kubeconfig-" + id + " yet (is bootstrapsigner in --controllers?)")
 		}
-		if err := kube.VerifyDetachedJWS(sig, []byte(cm.Data["kubeconfig"]), id, secret); err != nil {
-			return fmt.Errorf("jws-kubeconfig-%s does not verify with the token: %w", id, err)
-		}
+		kubeconfig = cm.Data["kubeconfig"]
 		return nil
-	})
+	}); err != nil {
+		return err
+	}
+	// A signature that does not verify will not start to: fail at once.
+	if err := kube.VerifyDetachedJWS(sig, []byte(kubeconfig), id, secret); err != nil {
+		return fmt.Errorf("starting local cluster: cluster-info's jws-kubeconfig-%s does not verify with the token as drover-agent checks it: %w", id, err)
+	}
+	return nil
 }
