@@ -53,6 +53,9 @@ func protectedSurface() []guarded {
 		guarded{systemdDir + "/service.d", true, "drop-ins for every service, drover-agent's included", "give drop-ins to the units they are meant for"},
 		guarded{systemdDir + "/drover-.service.d", true, "drop-ins for every drover-* unit, drover-agent's included", "give drop-ins to the units they are meant for"},
 	)
+	g = append(g, guarded{unitPath(kubeletUnit), false,
+		"the image's kubelet unit, which starts the kubelet with the flags drover renders (a node without it cannot join)",
+		"give kubelet.service a drop-in (one that does not set ExecStart=, EnvironmentFile= or KUBELET_ARGS)"})
 	for _, u := range agentUnits() {
 		g = append(g,
 			guarded{systemdDir + "/" + u, false, whyAgent, insteadAgent},
@@ -206,4 +209,60 @@ func checkProtected(cfg types.Config, c *collector) {
 // write into one to a device or a kernel knob.
 func readOnlyTarget(t string) bool {
 	return t == "/dev/null" || underDir(t, "/usr")
+}
+
+const kubeletUnit = "kubelet.service"
+
+// checkKubeletDropins refuses kubelet.service drop-ins that decide the
+// kubelet's command line: ExecStart=, EnvironmentFile= (which can set
+// KUBELET_ARGS over /etc/default/kubelet) and an Environment= setting
+// KUBELET_ARGS. With them a drop-in could pass --anonymous-auth=true or
+// --read-only-port, the flags the node file may not set. Drop-ins given
+// as storage files are judged by their inline contents; remote ones are
+// refused, since the policy judges the config before anything is fetched.
+func checkKubeletDropins(cfg *Config, c *collector) {
+	for i, u := range cfg.Ignition.Systemd.Units {
+		if u.Name != kubeletUnit {
+			continue
+		}
+		for j, d := range u.Dropins {
+			if d.Contents != nil {
+				if key := kubeletCommandLineKey(*d.Contents); key != "" {
+					c.addf([]any{"systemd", "units", i, "dropins", j, "contents"}, "a kubelet.service drop-in may not set %s: it would decide the kubelet's command line, and with it settings the node file may not lower — set the kubelet's configuration in the node file's kubelet.config", key)
+				}
+			}
+		}
+	}
+	dir := unitPath(kubeletUnit) + ".d/"
+	for i, f := range cfg.Ignition.Storage.Files {
+		if i >= len(cfg.files) || !strings.HasPrefix(path.Clean(f.Path), dir) {
+			continue
+		}
+		fc := cfg.files[i]
+		if !fc.complete() {
+			c.addf([]any{"storage", "files", i, "contents"}, "a kubelet.service drop-in must be given inline (a data: URL or systemd.units dropins), so that it can be checked for ExecStart=, EnvironmentFile= and KUBELET_ARGS — inline it")
+			continue
+		}
+		if key := kubeletCommandLineKey(string(fc.final(nil))); key != "" {
+			c.addf([]any{"storage", "files", i, "contents"}, "a kubelet.service drop-in may not set %s: it would decide the kubelet's command line, and with it settings the node file may not lower — set the kubelet's configuration in the node file's kubelet.config", key)
+		}
+	}
+}
+
+// kubeletCommandLineKey names the first setting of a unit text that
+// decides the kubelet's command line, or "".
+func kubeletCommandLineKey(unit string) string {
+	for _, line := range strings.Split(unit, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok {
+			continue
+		}
+		switch k = strings.TrimSpace(k); {
+		case k == "ExecStart", k == "EnvironmentFile":
+			return k + "="
+		case k == "Environment" && strings.Contains(v, "KUBELET_ARGS"):
+			return "KUBELET_ARGS (Environment=)"
+		}
+	}
+	return ""
 }
