@@ -315,6 +315,9 @@ func TestCADiscoveredOnce(t *testing.T) {
 	if err := boot(); err != nil {
 		t.Fatalf("second boot: %v", err)
 	}
+	if log := strings.Join(r.log, "\n"); !strings.Contains(log, "cluster CA: discovered from cluster-info") || !strings.Contains(log, "not discovered again") {
+		t.Errorf("console does not tell discovery from the stored CA:\n%s", log)
+	}
 	if n := srv.Gets(); n != first {
 		t.Errorf("second boot asked cluster-info again (%d requests, %d on the first boot)", n, first)
 	}

@@ -31,6 +31,7 @@ func (a *Agent) clusterCA(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("stored cluster CA %s does not match cluster.caHash (%v); the state of this instance is not its own — replace the instance", ClusterCA, err)
 		}
 		c.CAData = string(ca)
+		a.rec.Note("cluster CA: " + ClusterCA + " (pinned on the first boot; not discovered again)")
 		return "stored", nil
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("reading the stored cluster CA: %w", err)
@@ -64,5 +65,6 @@ func (a *Agent) clusterCA(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("storing the discovered cluster CA: %w", err)
 	}
 	c.CAData = string(ca)
+	a.rec.Note("cluster CA: discovered from cluster-info signed for the bootstrap token, matching cluster.caHash; stored in " + ClusterCA)
 	return "discovered", nil
 }
