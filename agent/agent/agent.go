@@ -34,6 +34,10 @@ const (
 	HealthzURL   = "http://127.0.0.1:10248/healthz"
 )
 
+// ContentsDir keeps the config's remote contents, by verification hash, so
+// that they are fetched on the first boot only.
+const ContentsDir = StateDir + "/contents"
+
 // ErrImmutable is reported when the user-data differs from the config the
 // instance was provisioned with.
 var ErrImmutable = errors.New("configuration is immutable; replace the instance")
@@ -66,9 +70,10 @@ type Env struct {
 	Healthz func(ctx context.Context) error
 	// Kube builds the API client once the kubelet has its certificate.
 	Kube func(server string, ca []byte, certFile string) (NodeAPI, error)
-	// DiscoverCA fetches the cluster CA (kube-public/cluster-info) when the
-	// node file pins it by hash only; the agent checks it against the pin.
-	DiscoverCA func(ctx context.Context, server string) ([]byte, error)
+	// DiscoverCA finds the cluster CA a node file pins by hash only
+	// (kube.DiscoverCA: signed cluster-info, the pinned certificate
+	// alone); called on the first boot only, see ClusterCA.
+	DiscoverCA func(ctx context.Context, server, token, pin string) ([]byte, error)
 	Console    func(string)
 	Uptime     func() float64
 	Notify     func(string)

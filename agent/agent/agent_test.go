@@ -5,8 +5,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"math/big"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/drover-os/drover/agent/kube"
+	"github.com/drover-os/drover/agent/kube/kubetest"
 	"github.com/drover-os/drover/agent/nodeconfig"
 	"github.com/drover-os/drover/agent/provider"
 	"github.com/drover-os/drover/agent/status"
@@ -232,25 +235,36 @@ func TestDriftIsReported(t *testing.T) {
 	}
 }
 
-// TestCAPinnedByHash: a node file with only caHash gets its CA from the
-// cluster, accepted only when it matches the pin.
+func pinnedUserData(t *testing.T, server, pin string) []byte {
+	node := "apiVersion: drover.dev/v1alpha1\nkind: NodeConfig\ncluster:\n  server: " + server + "\n  bootstrapToken: abcdef.0123456789abcdef\n  caHash: " + pin + "\n"
+	cfg, _ := json.Marshal(map[string]any{"ignition": map[string]any{"version": "3.4.0"},
+		"storage": map[string]any{"files": []any{map[string]any{"path": NodeFile, "mode": 0o600,
+			"contents": map[string]any{"source": "data:," + url.PathEscape(node)}}}}})
+	return cfg
+}
+
+// TestCAPinnedByHash: a node file with only caHash gets its CA by
+// discovery, accepted only when it matches the pin, and only the pinned
+// certificate is trusted.
 func TestCAPinnedByHash(t *testing.T) {
 	ca := testCA(t)
 	pin, err := nodeconfig.CAHash([]byte(ca))
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := "apiVersion: drover.dev/v1alpha1\nkind: NodeConfig\ncluster:\n  server: https://10.0.2.2:6443\n  bootstrapToken: abcdef.0123456789abcdef\n  caHash: " + pin + "\n"
-	cfg, _ := json.Marshal(map[string]any{"ignition": map[string]any{"version": "3.4.0"},
-		"storage": map[string]any{"files": []any{map[string]any{"path": NodeFile, "mode": 0o600,
-			"contents": map[string]any{"source": "data:," + url.PathEscape(node)}}}}})
+	cfg := pinnedUserData(t, "https://10.0.2.2:6443", pin)
 	for _, tc := range []struct {
 		served string
 		ok     bool
-	}{{ca, true}, {testCA(t), false}} {
+	}{{ca, true}, {testCA(t) + ca, true}, {testCA(t), false}} {
 		r := newRig(t, cfg)
 		a := r.agent()
-		a.env.DiscoverCA = func(context.Context, string) ([]byte, error) { return []byte(tc.served), nil }
+		a.env.DiscoverCA = func(_ context.Context, _, token, p string) ([]byte, error) {
+			if token != "abcdef.0123456789abcdef" || p != pin {
+				t.Errorf("DiscoverCA(token %q, pin %q)", token, p)
+			}
+			return []byte(tc.served), nil
+		}
 		err := a.Run(context.Background())
 		if tc.ok && err != nil {
 			t.Fatalf("pinned CA refused: %v", err)
@@ -259,10 +273,134 @@ func TestCAPinnedByHash(t *testing.T) {
 			t.Fatalf("a CA not matching the pin was accepted: %v", err)
 		}
 		if tc.ok {
-			got, _ := os.ReadFile(filepath.Join(r.root, nodeconfig.CAFile))
-			if string(got) != tc.served {
-				t.Error("the discovered CA was not written for the kubelet")
+			for _, p := range []string{nodeconfig.CAFile, ClusterCA} {
+				if got, _ := os.ReadFile(filepath.Join(r.root, p)); string(got) != ca {
+					t.Errorf("%s holds %q, want the pinned certificate alone", p, got)
+				}
 			}
 		}
+	}
+}
+
+// TestCADiscoveredOnce: discovery runs on the first boot only. The second
+// boot trusts the stored CA, even though the server now serves another
+// one (properly signed with the token): what the network serves later
+// cannot change what the node trusts.
+func TestCADiscoveredOnce(t *testing.T) {
+	genuine, other := kubetest.NewCA(t, "kubernetes"), kubetest.NewCA(t, "kubernetes")
+	srv := kubetest.NewServer(t, genuine)
+	srv.Set(kubetest.ClusterInfo(kubetest.Kubeconfig(srv.URL, genuine), "abcdef.0123456789abcdef"))
+	pin, err := nodeconfig.CAHash(genuine.PEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, pinnedUserData(t, srv.URL, pin))
+	boot := func() error {
+		a := r.agent()
+		a.env.DiscoverCA = kube.DiscoverCA
+		return a.Run(context.Background())
+	}
+	if err := boot(); err != nil {
+		t.Fatalf("first boot: %v", err)
+	}
+	first := srv.Gets()
+	if first == 0 {
+		t.Fatal("first boot did not ask cluster-info")
+	}
+	// Between boots the server changes its CA. /etc is rebuilt at boot.
+	srv.Set(kubetest.ClusterInfo(kubetest.Kubeconfig(srv.URL, other), "abcdef.0123456789abcdef"))
+	if err := os.RemoveAll(filepath.Join(r.root, "etc")); err != nil {
+		t.Fatal(err)
+	}
+	if err := boot(); err != nil {
+		t.Fatalf("second boot: %v", err)
+	}
+	if log := strings.Join(r.log, "\n"); !strings.Contains(log, "cluster CA: discovered from cluster-info") || !strings.Contains(log, "not discovered again") {
+		t.Errorf("console does not tell discovery from the stored CA:\n%s", log)
+	}
+	if n := srv.Gets(); n != first {
+		t.Errorf("second boot asked cluster-info again (%d requests, %d on the first boot)", n, first)
+	}
+	if got, _ := os.ReadFile(filepath.Join(r.root, nodeconfig.CAFile)); string(got) != string(genuine.PEM) {
+		t.Errorf("second boot trusts %q, want the CA pinned on the first boot", got)
+	}
+}
+
+// TestCADiscoveryRetriesUnsigned: a token bootstrapsigner has not signed
+// yet is waited for; a wrong signature is not.
+func TestCADiscoveryRetriesUnsigned(t *testing.T) {
+	genuine := kubetest.NewCA(t, "kubernetes")
+	srv := kubetest.NewServer(t, genuine)
+	kc := kubetest.Kubeconfig(srv.URL, genuine)
+	srv.Set(map[string]string{"kubeconfig": kc})
+	pin, _ := nodeconfig.CAHash(genuine.PEM)
+	r := newRig(t, pinnedUserData(t, srv.URL, pin))
+	a := r.agent()
+	calls := 0
+	a.env.DiscoverCA = func(ctx context.Context, server, token, pin string) ([]byte, error) {
+		if calls++; calls == 3 {
+			srv.Set(kubetest.ClusterInfo(kc, token))
+		}
+		return kube.DiscoverCA(ctx, server, token, pin)
+	}
+	if err := a.Run(context.Background()); err != nil || calls != 3 {
+		t.Fatalf("calls %d: %v", calls, err)
+	}
+	r = newRig(t, pinnedUserData(t, srv.URL, pin))
+	srv.Set(kubetest.ClusterInfo(kc, "abcdef.ffffffffffffffff"))
+	a = r.agent()
+	calls = 0
+	a.env.DiscoverCA = func(ctx context.Context, server, token, pin string) ([]byte, error) {
+		calls++
+		return kube.DiscoverCA(ctx, server, token, pin)
+	}
+	if err := a.Run(context.Background()); err == nil || calls != 1 || !strings.Contains(err.Error(), "signature does not match") {
+		t.Fatalf("calls %d: %v", calls, err)
+	}
+}
+
+// countingFetcher serves one body and counts requests.
+type countingFetcher struct {
+	body []byte
+	gets int
+}
+
+func (f *countingFetcher) Get(context.Context, string) ([]byte, error) {
+	f.gets++
+	return f.body, nil
+}
+
+// TestRemoteContentsFetchedOnce: the config's https contents are fetched
+// on the first boot and come from /var/lib/drover/contents afterwards.
+func TestRemoteContentsFetchedOnce(t *testing.T) {
+	body := []byte("listen = 8080\n")
+	sum := sha256.Sum256(body)
+	var cfg map[string]any
+	if err := json.Unmarshal(userData(t, "hello"), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	files := cfg["storage"].(map[string]any)["files"].([]any)
+	cfg["storage"].(map[string]any)["files"] = append(files, map[string]any{"path": "/etc/app.conf",
+		"contents": map[string]any{"source": "https://files.example.test/app.conf",
+			"verification": map[string]any{"hash": "sha256-" + hex.EncodeToString(sum[:])}}})
+	data, _ := json.Marshal(cfg)
+	r := newRig(t, data)
+	f := &countingFetcher{body: body}
+	for boot := 1; boot <= 2; boot++ {
+		a := r.agent()
+		a.env.Fetcher = f
+		if err := a.Run(context.Background()); err != nil {
+			t.Fatalf("boot %d: %v", boot, err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(r.root, "etc/app.conf")); string(got) != string(body) {
+			t.Fatalf("boot %d: /etc/app.conf = %q", boot, got)
+		}
+		os.RemoveAll(filepath.Join(r.root, "etc")) // /etc is rebuilt at boot
+	}
+	if f.gets != 1 {
+		t.Errorf("%d fetches over two boots, want 1", f.gets)
+	}
+	if !fileExists(filepath.Join(r.root, ContentsDir, "sha256-"+hex.EncodeToString(sum[:]))) {
+		t.Error("no content-addressed copy in " + ContentsDir)
 	}
 }

@@ -27,7 +27,10 @@ func NodeFileCheck(files map[string][]byte) []ignition.Problem {
 	}
 	var out []ignition.Problem
 	for _, p := range nodeconfig.Validate(data, NodeFile) {
-		out = append(out, ignition.Problem{Path: NodeFile, Message: p.String()})
+		// The node file's own address (file:line) stands where a JSON path
+		// would, so the line reads "/etc/drover/node.yaml:11: field: …".
+		addr, msg := p.Split()
+		out = append(out, ignition.Problem{Path: addr, Message: msg})
 	}
 	return out
 }
@@ -66,7 +69,9 @@ func (a *Agent) config(ctx context.Context) (string, error) {
 // apply validates the whole config, then writes it; nothing is written
 // unless everything validates.
 func (a *Agent) apply(ctx context.Context) (string, error) {
-	plan, err := ignition.Prepare(ctx, a.userData, Options(a.env.Fetcher))
+	opts := Options(a.env.Fetcher)
+	opts.Contents = ignition.DirCache(a.path(ContentsDir))
+	plan, err := ignition.Prepare(ctx, a.userData, opts)
 	if err != nil {
 		return "", err
 	}
@@ -129,51 +134,18 @@ func (a *Agent) nodeFacts() nodeconfig.Facts {
 // runtime renders containerd's and the kubelet's configuration into the
 // tmpfs /etc and starts containerd.
 func (a *Agent) runtime(ctx context.Context) (string, error) {
-	if a.node.Cluster.CAData == "" {
-		// The node file pins the CA by hash only: fetch it from the
-		// cluster and accept it only if it matches the pin.
-		ca, err := a.env.DiscoverCA(ctx, a.node.Cluster.Server)
-		if err != nil {
-			return "", err
-		}
-		if err := nodeconfig.MatchCAHash(ca, a.node.Cluster.CAHash); err != nil {
-			return "", err
-		}
-		a.node.Cluster.CAData = string(ca)
+	if _, err := a.clusterCA(ctx); err != nil {
+		return "", err
 	}
 	facts := a.nodeFacts()
-	kc, err := nodeconfig.KubeletConfig(a.node, facts)
-	if err != nil {
-		return "", err
-	}
-	flags, err := nodeconfig.KubeletFlags(a.node, facts, facts.PrivateIPv4)
-	if err != nil {
-		return "", err
-	}
-	files := map[string][]byte{
-		"/etc/containerd/config.toml": nodeconfig.ContainerdConfig(a.node),
-		nodeconfig.KubeletConfigPath:  kc,
-		nodeconfig.CAFile:             []byte(a.node.Cluster.CAData),
-		"/etc/default/kubelet":        []byte("KUBELET_ARGS=\"" + strings.Join(flags, " ") + "\"\n"),
-	}
-	for p, toml := range nodeconfig.HostsToml(a.node) {
-		files[p] = toml // keyed by the path on the node
-	}
 	// The bootstrap kubeconfig is written only while the kubelet has no
 	// client certificate; once joined it is deleted and never rewritten.
-	if !fileExists(a.path(nodeconfig.KubeconfigPath)) {
-		bk, err := nodeconfig.BootstrapKubeconfig(a.node)
-		if err != nil {
-			return "", err
-		}
-		files[nodeconfig.BootstrapKubeconfigPath] = bk
+	files, err := nodeconfig.Render(a.node, facts, facts.PrivateIPv4, !fileExists(a.path(nodeconfig.KubeconfigPath)))
+	if err != nil {
+		return "", err
 	}
-	for p, data := range files {
-		mode := os.FileMode(0o644)
-		if strings.Contains(p, "kubeconfig") || strings.HasSuffix(p, ".conf") {
-			mode = 0o600
-		}
-		if err := atomicfile.Write(a.path(p), data, mode); err != nil {
+	for _, f := range files {
+		if err := atomicfile.Write(a.path(f.Path), f.Data, f.Mode); err != nil {
 			return "", err
 		}
 	}

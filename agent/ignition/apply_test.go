@@ -20,7 +20,7 @@ const replacing = `{"ignition":{"version":"3.5.0"},
   "files":[
    {"path":"/etc/hostname","contents":{"source":"data:,node-1%0A"}},
    {"path":"/etc/hosts","append":[{"source":"data:,10.0.0.5%20registry%0A"}]},
-   {"path":"/etc/containerd/config.toml","mode":384,"user":{"name":"app"}},
+   {"path":"/etc/image/default.toml","mode":384,"user":{"name":"app"}},
    {"path":"/etc/new/dir/file","contents":{"source":"data:,new"},"mode":493}],
   "links":[
    {"path":"/etc/systemd/system/multi-user.target.wants/old.service","target":"/etc/systemd/system/old.service"},
@@ -83,8 +83,8 @@ func TestApplyEffects(t *testing.T) {
 	if got := read("etc/hostname"); got != "node-1\n" {
 		t.Errorf("/etc/hostname = %q", got)
 	}
-	if got := read("etc/containerd/config.toml"); got != "image default\n" || mode("etc/containerd/config.toml").Perm() != 0o600 {
-		t.Errorf("kept file: %q %v", got, mode("etc/containerd/config.toml"))
+	if got := read("etc/image/default.toml"); got != "image default\n" || mode("etc/image/default.toml").Perm() != 0o600 {
+		t.Errorf("kept file: %q %v", got, mode("etc/image/default.toml"))
 	}
 	for p, want := range map[string]fs.FileMode{
 		"var/lib/existing":               fs.ModeDir | 0o700,
@@ -215,9 +215,9 @@ func TestApplyOwners(t *testing.T) {
 	_, err := Apply(plan, root)
 	must(t, err)
 	for p, want := range map[string][2]int{
-		"etc/containerd/config.toml": {1000, 0},
-		"var/lib/existing":           {0, 1000},
-		"etc/hostname":               {0, 0},
+		"etc/image/default.toml": {1000, 0},
+		"var/lib/existing":       {0, 1000},
+		"etc/hostname":           {0, 0},
 	} {
 		fi, err := os.Lstat(filepath.Join(root, p))
 		must(t, err)

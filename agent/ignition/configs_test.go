@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/drover-os/drover/agent/nodeconfig"
 )
 
 var update = flag.Bool("update", false, "rewrite ../../testdata/ignition/*.want and testdata/plan.golden")
@@ -23,11 +25,21 @@ var testFetcher = MapFetcher{
 	"https://files.example.test/tampered": []byte("something else\n"),
 }
 
-// testExtra stands in for the node-file checks of agent/nodeconfig.
+// testExtra stands in for the node-file checks of agent/nodeconfig; a
+// real node file (apiVersion drover.dev/v1alpha1) gets the real checks,
+// worded as agent.NodeFileCheck words them.
 func testExtra(files map[string][]byte) []Problem {
 	data, ok := files["/etc/drover/node.yaml"]
 	if !ok || bytes.Contains(data, []byte("cluster: prod")) {
 		return nil
+	}
+	if bytes.HasPrefix(data, []byte("apiVersion: "+nodeconfig.APIVersion+"\n")) {
+		var out []Problem
+		for _, p := range nodeconfig.Validate(data, nodeconfig.Path) {
+			addr, msg := p.Split()
+			out = append(out, Problem{Path: addr, Message: msg})
+		}
+		return out
 	}
 	return []Problem{{Path: "/etc/drover/node.yaml:1", Message: "cluster: must not be empty"}}
 }
@@ -41,12 +53,12 @@ func newRoot(t testing.TB) string {
 	t.Helper()
 	root := t.TempDir()
 	files := map[string]string{
-		"etc/passwd":                 "root:x:0:0:root:/root:/usr/sbin/nologin\napp:x:1000:1000::/var/lib/app:/usr/sbin/nologin\n",
-		"etc/group":                  "root:x:0:\napp:x:1000:\n",
-		"etc/hostname":               "image\n",
-		"etc/hosts":                  "127.0.0.1 localhost\n",
-		"etc/containerd/config.toml": "image default\n",
-		"var/lib/existing/data":      "keep me\n",
+		"etc/passwd":             "root:x:0:0:root:/root:/usr/sbin/nologin\napp:x:1000:1000::/var/lib/app:/usr/sbin/nologin\n",
+		"etc/group":              "root:x:0:\napp:x:1000:\n",
+		"etc/hostname":           "image\n",
+		"etc/hosts":              "127.0.0.1 localhost\n",
+		"etc/image/default.toml": "image default\n",
+		"var/lib/existing/data":  "keep me\n",
 	}
 	for name, data := range files {
 		p := filepath.Join(root, name)

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"net/http"
 	"net/url"
 	"strings"
 
@@ -40,46 +39,6 @@ func (m MapFetcher) Get(_ context.Context, url string) ([]byte, error) {
 		return nil, fmt.Errorf("GET %s: not found", url)
 	}
 	return b, nil
-}
-
-// HTTPFetcher fetches over HTTP with a bounded body size.
-type HTTPFetcher struct {
-	// Client defaults to http.DefaultClient; give one with a timeout.
-	Client *http.Client
-	// MaxBytes bounds the body; zero means 64 MiB.
-	MaxBytes int64
-}
-
-// Get fetches url and fails on any status but 200.
-func (h HTTPFetcher) Get(ctx context.Context, url string) ([]byte, error) {
-	client := h.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
-	limit := h.MaxBytes
-	if limit <= 0 {
-		limit = maxFileSize
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", url, err)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: reading body: %w", url, err)
-	}
-	if int64(len(body)) > limit {
-		return nil, fmt.Errorf("GET %s: body larger than %d bytes", url, limit)
-	}
-	return body, nil
 }
 
 // resolved is one resource (contents or an append fragment) once known.
@@ -158,7 +117,7 @@ func Resolve(ctx context.Context, cfg *Config, f Fetcher) error {
 		return errors.New("resolving ignition contents: no config or no fetcher")
 	}
 	c := &collector{tree: cfg.tree}
-	resolve(ctx, cfg, f, c)
+	resolve(ctx, cfg, f, nil, c)
 	if len(c.list) > 0 {
 		sortProblems(c.list)
 		return Problems(c.list)
@@ -166,23 +125,34 @@ func Resolve(ctx context.Context, cfg *Config, f Fetcher) error {
 	return nil
 }
 
-func resolve(ctx context.Context, cfg *Config, f Fetcher, c *collector) {
+func resolve(ctx context.Context, cfg *Config, f Fetcher, cache ContentCache, c *collector) {
 	for i, file := range cfg.Ignition.Storage.Files {
 		if i >= len(cfg.files) {
 			break
 		}
 		at := []any{"storage", "files", i}
 		fc := &cfg.files[i]
-		fetchInto(ctx, f, file.Path, file.Contents, &fc.contents, sub(at, "contents"), c)
+		fetchInto(ctx, f, cache, file.Path, file.Contents, &fc.contents, sub(at, "contents"), c)
 		for j := range fc.appends {
-			fetchInto(ctx, f, file.Path, file.Append[j], &fc.appends[j], sub(at, "append", j), c)
+			fetchInto(ctx, f, cache, file.Path, file.Append[j], &fc.appends[j], sub(at, "append", j), c)
 		}
 	}
 }
 
-func fetchInto(ctx context.Context, f Fetcher, file string, r types.Resource, dst *resolved, at []any, c *collector) {
+func fetchInto(ctx context.Context, f Fetcher, cache ContentCache, file string, r types.Resource, dst *resolved, at []any, c *collector) {
 	if dst.done || dst.remote == "" {
 		return
+	}
+	// Only sources with a verification.hash get here (the policy refuses
+	// the others), so the hash is the cache key.
+	hash := *r.Verification.Hash
+	if cache != nil {
+		if raw, ok := cache.Load(hash); ok {
+			if data, ok := finish(file, "the stored copy of "+fmt.Sprintf("%q", dst.remote), raw, r, at, c); ok {
+				*dst = resolved{data: data, done: true}
+			}
+			return
+		}
 	}
 	body, err := f.Get(ctx, dst.remote)
 	if err != nil {
@@ -190,9 +160,32 @@ func fetchInto(ctx context.Context, f Fetcher, file string, r types.Resource, ds
 		return
 	}
 	data, ok := finish(file, fmt.Sprintf("%q", dst.remote), body, r, at, c)
-	if ok {
-		*dst = resolved{data: data, done: true}
+	if !ok {
+		return
 	}
+	if cache != nil {
+		if err := cache.Save(hash, body); err != nil {
+			c.addf(sub(at, "source"), "contents of %s were fetched and verified but could not be stored for later boots: %v — check the node's /var", file, err)
+			return
+		}
+	}
+	*dst = resolved{data: data, done: true}
+}
+
+// digestOf gives "<algo>-<hex>" of raw for the hash functions Ignition's
+// verification.hash names.
+func digestOf(algo string, raw []byte) (string, bool) {
+	var h hash.Hash
+	switch algo {
+	case "sha256":
+		h = sha256.New()
+	case "sha512":
+		h = sha512.New()
+	default:
+		return "", false
+	}
+	h.Write(raw)
+	return algo + "-" + hex.EncodeToString(h.Sum(nil)), true
 }
 
 // finish verifies a resource's raw bytes against its hash (which, as in
@@ -201,17 +194,10 @@ func finish(file, from string, raw []byte, r types.Resource, at []any, c *collec
 	if r.Verification.Hash != nil {
 		want := *r.Verification.Hash
 		algo, _, _ := strings.Cut(want, "-")
-		var h hash.Hash
-		switch algo {
-		case "sha256":
-			h = sha256.New()
-		case "sha512":
-			h = sha512.New()
-		default:
+		got, ok := digestOf(algo, raw)
+		if !ok {
 			return nil, false // Ignition: "unrecognized hash function"
 		}
-		h.Write(raw)
-		got := algo + "-" + hex.EncodeToString(h.Sum(nil))
 		if !strings.EqualFold(got, want) {
 			c.addf(sub(at, "verification", "hash"), "contents of %s from %s do not match: want %s, got %s — correct verification.hash or the source", file, from, want, got)
 			return nil, false

@@ -9,11 +9,16 @@
 //	Parse    raw or gzip user-data of any stable spec (3.0.0 to 3.5.0),
 //	         translated up to 3.5.0 by github.com/coreos/ignition/v2/config,
 //	         then the drover policy; data: URLs are decoded and verified
-//	Resolve  http(s) contents fetched through a Fetcher and checked against
+//	Resolve  http(s) contents fetched through a Fetcher (once: the agent
+//	         keeps them by hash in a ContentCache) and checked against
 //	         their verification.hash
 //	Plan     ordered, printable steps and the list of managed paths
 //	Apply    the steps under a root prefix, atomically per file, undone
 //	         as a whole if any step fails
+//
+// The policy includes the node's protected surface (protected.go): what
+// user-data may not write, replace or link to because the node's
+// guarantees rest on it.
 //
 // Validate runs the same code as the agent's Prepare (Parse, Resolve,
 // Extra checks), so drover validate on a build host and drover-agent on the

@@ -90,7 +90,7 @@ func TestHTTPFetcher(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	f := HTTPFetcher{Client: srv.Client(), MaxBytes: 50}
+	f := &HTTPFetcher{Client: srv.Client(), MaxBytes: 50}
 	ctx := context.Background()
 	if b, err := f.Get(ctx, srv.URL+"/ok"); err != nil || string(b) != "listen = 8080\n" {
 		t.Errorf("ok: %q %v", b, err)

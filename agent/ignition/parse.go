@@ -111,6 +111,7 @@ func parse(data []byte) (*Config, []Problem) {
 	}
 	checkPolicy(cfg.Ignition, c)
 	cfg.files = decodeLocal(cfg.Ignition.Storage.Files, c)
+	checkKubeletDropins(cfg, c)
 	return cfg, c.list
 }
 

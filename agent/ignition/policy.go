@@ -35,20 +35,11 @@ func checkPolicy(cfg types.Config, c *collector) {
 		checkMode(d.Mode, at, c)
 	}
 	for i, l := range cfg.Storage.Links {
-		at := []any{"storage", "links", i}
-		checkNodePath(l.Path, at, c)
-		if !util.IsTrue(l.Hard) || l.Target == nil {
-			continue
-		}
-		switch t := *l.Target; {
-		case !underWritable(t):
-			c.addf(sub(at, "target"), "hard link target %q is not under /etc or /var; a hard link cannot reach into the read-only root filesystem — use a symbolic link, or an absolute target under /etc or /var", t)
-		case underDir(path.Clean(t), reservedDir):
-			c.addf(sub(at, "target"), "hard link target %q is reserved: %s holds drover-agent's own state — link to another file", t, reservedDir)
-		}
+		checkNodePath(l.Path, []any{"storage", "links", i}, c)
 	}
 	checkUnits(cfg.Systemd.Units, c)
 	checkCollisions(cfg, c)
+	checkProtected(cfg, c)
 }
 
 const (
@@ -148,8 +139,6 @@ func checkNodePath(p string, at []any, c *collector) {
 		c.addf(where, "%q resolves to %q, which is outside /etc and /var; the root filesystem is read-only — ship it in the image recipe instead", p, clean)
 	case !underWritable(clean):
 		c.addf(where, "%q is outside /etc and /var; the root filesystem is read-only — ship it in the image recipe instead", p)
-	case clean == reservedDir || underDir(clean, reservedDir):
-		c.addf(where, "%q is reserved: %s holds drover-agent's own state — use another path", p, reservedDir)
 	}
 }
 

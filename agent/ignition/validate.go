@@ -18,6 +18,9 @@ type Options struct {
 	Fetcher Fetcher
 	// Extra runs after the policy on the known file contents.
 	Extra Extra
+	// Contents, when set, is consulted before fetching and keeps what was
+	// fetched and verified (the agent's /var/lib/drover/contents).
+	Contents ContentCache
 }
 
 // Validate lists every problem of a config, in document order; none means
@@ -49,7 +52,7 @@ func check(ctx context.Context, data []byte, opts Options) (*Config, []Problem) 
 	}
 	c := &collector{tree: cfg.tree, list: ps}
 	if opts.Fetcher != nil {
-		resolve(ctx, cfg, opts.Fetcher, c)
+		resolve(ctx, cfg, opts.Fetcher, opts.Contents, c)
 	}
 	if opts.Extra != nil {
 		for _, p := range opts.Extra(cfg.knownFiles()) {

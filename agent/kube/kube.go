@@ -1,4 +1,5 @@
-// Package kube is the agent's small Kubernetes API client: it asks the API
+// Package kube is the agent's small Kubernetes API client: it discovers
+// the cluster CA of a hash-pinned node file (discover.go), asks the API
 // server about its own Node and reports drift, with the kubelet's own client
 // certificate and the pinned cluster CA. No client-go: the agent needs four
 // requests, and client-go would multiply its size.

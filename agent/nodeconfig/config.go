@@ -103,18 +103,23 @@ type Problem struct {
 // String gives "<source>:<line>: <path>: <message>"; the line is left out
 // when unknown and the path when the problem is with the whole document.
 func (p Problem) String() string {
-	var b strings.Builder
-	b.WriteString(p.Source)
+	addr, msg := p.Split()
+	return addr + ": " + msg
+}
+
+// Split gives the problem's address ("<source>:<line>") and the rest
+// ("<path>: <message>"), for callers that put the address where they put
+// their own (the Ignition problem list's JSON path).
+func (p Problem) Split() (addr, msg string) {
+	addr = p.Source
 	if p.Line > 0 {
-		fmt.Fprintf(&b, ":%d", p.Line)
+		addr += fmt.Sprintf(":%d", p.Line)
 	}
-	b.WriteString(": ")
+	msg = p.Message
 	if p.Path != "" {
-		b.WriteString(p.Path)
-		b.WriteString(": ")
+		msg = p.Path + ": " + msg
 	}
-	b.WriteString(p.Message)
-	return b.String()
+	return addr, msg
 }
 
 // Error is what Parse returns for a node file with problems: all of them, in

@@ -47,19 +47,8 @@ func KubeletConfig(c *Config, f Facts) ([]byte, error) {
 		TypeMeta:                 typeMeta,
 		CgroupDriver:             "systemd",
 		ContainerRuntimeEndpoint: ContainerRuntimeSocket,
-		Authentication: kubeletv1beta1.KubeletAuthentication{
-			X509:      kubeletv1beta1.KubeletX509Authentication{ClientCAFile: CAFile},
-			Webhook:   kubeletv1beta1.KubeletWebhookAuthentication{Enabled: ptr(true)},
-			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: ptr(false)},
-		},
-		Authorization: kubeletv1beta1.KubeletAuthorization{Mode: kubeletv1beta1.KubeletAuthorizationModeWebhook},
-		// 0 turns the unauthenticated read-only port off; it is the
-		// v1beta1 default, written here so a reader need not know that.
-		ReadOnlyPort:       0,
-		RotateCertificates: true,
-		ServerTLSBootstrap: false,
-		// The join phase polls healthz on loopback.
-		HealthzBindAddress: "127.0.0.1",
+		// The security settings (authentication, authorization, ports,
+		// certificates) are the invariants of invariants.go.
 		HealthzPort:        ptr(int32(10248)),
 		ProviderID:         ProviderID(f),
 		ClusterDNS:         slices.Clone(c.Cluster.DNS),
@@ -74,6 +63,7 @@ func KubeletConfig(c *Config, f Facts) ([]byte, error) {
 		// reach; the upstream servers are in this file.
 		ResolverConfig: ptr("/run/systemd/resolve/resolv.conf"),
 	}
+	setInvariants(&kc)
 	if len(c.Kubelet.Config) > 0 {
 		// Parse checked the overrides against the type already; this
 		// strict decode only guards against a Config built by hand.
@@ -84,6 +74,11 @@ func KubeletConfig(c *Config, f Facts) ([]byte, error) {
 		}
 		kc.TypeMeta = typeMeta
 		kc.ProviderID = ProviderID(f)
+	}
+	// Parse refused overrides that break an invariant; this guards a
+	// Config built by hand.
+	if broken := brokenInvariants(&kc); len(broken) > 0 {
+		return nil, fmt.Errorf("rendering the kubelet configuration: kubelet.config.%s %s", broken[0].field, broken[0].message())
 	}
 	out, err := yaml.Marshal(&kc)
 	if err != nil {
@@ -170,11 +165,11 @@ type namedContext struct {
 // BootstrapKubeconfig renders the kubeconfig the kubelet uses once, to
 // request its client certificate: the server, the CA and the bootstrap
 // token. A node file that only pins the CA by caHash has no CA to embed:
-// the join fetches the CA, checks it with MatchCAHash and sets
-// Cluster.CAData first.
+// the join discovers the CA, keeps the certificate PinnedCA selects and
+// sets Cluster.CAData first.
 func BootstrapKubeconfig(c *Config) ([]byte, error) {
 	if c.Cluster.CAData == "" {
-		return nil, errors.New("rendering the bootstrap kubeconfig: the cluster CA is not known (the node file pins it by caHash only); fetch it, check it with MatchCAHash and set Cluster.CAData")
+		return nil, errors.New("rendering the bootstrap kubeconfig: the cluster CA is not known (the node file pins it by caHash only); discover it, keep the certificate PinnedCA selects and set Cluster.CAData")
 	}
 	kc := kubeconfig{APIVersion: "v1", Kind: "Config", CurrentContext: "default"}
 	var cl namedCluster
@@ -213,9 +208,11 @@ func CAHash(certPEM []byte) (string, error) {
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
-// MatchCAHash checks that one of the PEM certificates matches the pin, as
-// kubeadm's discovery does with a CA bundle.
-func MatchCAHash(certsPEM []byte, pin string) error {
+// PinnedCA returns, as PEM, the one certificate of a bundle whose public
+// key matches the pin, as kubeadm's discovery keeps it: trusting the whole
+// bundle would let a bundle "attacker CA + genuine CA" pass the pin and
+// then trust the attacker's CA too.
+func PinnedCA(certsPEM []byte, pin string) ([]byte, error) {
 	pin = strings.ToLower(pin)
 	rest := certsPEM
 	for {
@@ -227,13 +224,14 @@ func MatchCAHash(certsPEM []byte, pin string) error {
 		if block.Type != "CERTIFICATE" {
 			continue
 		}
-		got, err := CAHash(pem.EncodeToMemory(block))
+		one := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: block.Bytes})
+		got, err := CAHash(one)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if got == pin {
-			return nil
+			return one, nil
 		}
 	}
-	return fmt.Errorf("checking the cluster CA against cluster.caHash %s: no certificate matches; the API server is not the one the node file names, or the pin is stale", pin)
+	return nil, fmt.Errorf("checking the cluster CA against cluster.caHash %s: no certificate matches; the API server is not the one the node file names, or the pin is stale", pin)
 }

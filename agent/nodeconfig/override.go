@@ -67,6 +67,10 @@ func (p *parser) kubeletOverrides(n *yaml.Node, path string) json.RawMessage {
 		p.add(n.Line, path, "cannot be expressed as JSON: %v", err)
 		return nil
 	}
+	p.checkInvariants(n, raw, path)
+	if len(p.problems) > before {
+		return nil
+	}
 	return raw
 }
 

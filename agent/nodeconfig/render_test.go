@@ -246,16 +246,16 @@ func TestCAHash(t *testing.T) {
 	if err != nil || got != pin {
 		t.Errorf("CAHash = %q, %v; want %q", got, err, pin)
 	}
-	if err := MatchCAHash(pemData, strings.ToUpper(pin[7:])); err == nil {
-		t.Error("MatchCAHash accepted a pin without the sha256: prefix")
+	if _, err := PinnedCA(pemData, strings.ToUpper(pin[7:])); err == nil {
+		t.Error("PinnedCA accepted a pin without the sha256: prefix")
 	}
-	if err := MatchCAHash(append([]byte("junk\n"), pemData...), pin); err != nil {
-		t.Errorf("MatchCAHash: %v", err)
+	if got, err := PinnedCA(append([]byte("junk\n"), pemData...), pin); err != nil || !bytes.Equal(got, pemData) {
+		t.Errorf("PinnedCA = %q, %v", got, err)
 	}
 	other := "sha256:" + strings.Repeat("0", 64)
 	want := "checking the cluster CA against cluster.caHash " + other + ": no certificate matches; the API server is not the one the node file names, or the pin is stale"
-	if err := MatchCAHash(pemData, other); err == nil || err.Error() != want {
-		t.Errorf("MatchCAHash(other) = %v", err)
+	if _, err := PinnedCA(pemData, other); err == nil || err.Error() != want {
+		t.Errorf("PinnedCA(other) = %v", err)
 	}
 	if _, err := CAHash([]byte("nothing")); err == nil || err.Error() != "computing the CA pin: no PEM CERTIFICATE block found" {
 		t.Errorf("CAHash(nothing) = %v", err)
@@ -265,7 +265,7 @@ func TestCAHash(t *testing.T) {
 func TestBootstrapKubeconfigNeedsCA(t *testing.T) {
 	c := load(t, "minimal")
 	_, err := BootstrapKubeconfig(c)
-	want := "rendering the bootstrap kubeconfig: the cluster CA is not known (the node file pins it by caHash only); fetch it, check it with MatchCAHash and set Cluster.CAData"
+	want := "rendering the bootstrap kubeconfig: the cluster CA is not known (the node file pins it by caHash only); discover it, keep the certificate PinnedCA selects and set Cluster.CAData"
 	if err == nil || err.Error() != want {
 		t.Errorf("err = %v, want %s", err, want)
 	}

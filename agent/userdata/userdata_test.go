@@ -135,9 +135,9 @@ func TestRenderRefusesWhatTheNodeRefuses(t *testing.T) {
 		t.Fatalf("rendered %q, err %v", out, err)
 	}
 	want := "the rendered user-data would be refused by the node:\n" +
-		`  /etc/drover/node.yaml: /etc/drover/node.yaml:5: cluster.server: must be an https URL (the kubelet checks the API server against the cluster CA), got "http://10.0.0.10:6443"` + "\n" +
-		"  /etc/drover/node.yaml: /etc/drover/node.yaml:6: cluster.caHash: must be sha256:<64 hex digits>, the SHA-256 of the CA certificate's public key info (kubeadm's --discovery-token-ca-cert-hash)\n" +
-		"  /etc/drover/node.yaml: /etc/drover/node.yaml:7: cluster.bootstrapToken: must match [a-z0-9]{6}.[a-z0-9]{16} (create one with kubeadm token create)"
+		`  /etc/drover/node.yaml:5: cluster.server: must be an https URL (the kubelet checks the API server against the cluster CA), got "http://10.0.0.10:6443"` + "\n" +
+		"  /etc/drover/node.yaml:6: cluster.caHash: must be sha256:<64 hex digits>, the SHA-256 of the CA certificate's public key info (kubeadm's --discovery-token-ca-cert-hash)\n" +
+		"  /etc/drover/node.yaml:7: cluster.bootstrapToken: must match [a-z0-9]{6}.[a-z0-9]{16} (create one with kubeadm token create)"
 	if err.Error() != want {
 		t.Errorf("error\n got: %s\nwant: %s", err, want)
 	}

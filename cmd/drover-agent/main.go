@@ -10,6 +10,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"github.com/drover-os/drover/agent/ignition"
 	"github.com/drover-os/drover/agent/kube"
 	"github.com/drover-os/drover/agent/network"
+	"github.com/drover-os/drover/agent/nodeconfig"
 	"github.com/drover-os/drover/agent/provider"
 	"github.com/drover-os/drover/agent/status"
 	"github.com/drover-os/drover/agent/systemd"
@@ -123,13 +125,17 @@ func run(ctx context.Context) error {
 			if err := network.LoadModules("/", network.RequiredModules()...); err != nil {
 				return err
 			}
-			return network.ApplySysctls("/", network.Sysctls(), logf)
+			// The kubelet runs with protectKernelDefaults: it refuses to
+			// start unless these are already set.
+			sysctls := network.Sysctls()
+			maps.Copy(sysctls, nodeconfig.KubeletSysctls())
+			return network.ApplySysctls("/", sysctls, logf)
 		},
 		Healthz: func(ctx context.Context) error { return kube.Healthz(ctx, agent.HealthzURL) },
 		Kube: func(server string, ca []byte, cert string) (agent.NodeAPI, error) {
 			return kube.New(server, ca, cert, cert)
 		},
-		DiscoverCA: kube.ClusterInfoCA,
+		DiscoverCA: kube.DiscoverCA,
 		Console:    console,
 		Uptime:     status.Uptime("/"),
 		Notify:     func(s string) { systemd.Notify(s) },

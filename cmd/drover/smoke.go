@@ -20,6 +20,7 @@ import (
 func newSmokeCmd() *cobra.Command {
 	var p smoke.Plan
 	var work, junit, userdataFile, version, cacheDir string
+	var pinCA bool
 	var timeout time.Duration
 	var keep bool
 	var bench int
@@ -81,7 +82,7 @@ if any check failed.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			env, err := smoke.Start(ctx, smoke.Options{WorkDir: work, CacheDir: cacheDir, Version: version, Log: os.Stderr})
+			env, err := smoke.Start(ctx, smoke.Options{WorkDir: work, CacheDir: cacheDir, Version: version, Log: os.Stderr, PinCA: pinCA})
 			if err != nil {
 				return err
 			}
@@ -129,6 +130,7 @@ if any check failed.`,
 	f.StringVar(&work, "work", "", "work directory: cluster state, VM disks, serial logs (default IMAGE.smoke)")
 	f.StringVar(&junit, "junit", "", "write JUnit XML here")
 	f.StringVar(&userdataFile, "userdata", "", "user-data to boot with instead of one rendered for the local cluster")
+	f.BoolVar(&pinCA, "ca-hash", false, "render the user-data with the cluster CA pinned by caHash (the join discovers the CA from signed cluster-info) instead of embedded")
 	f.StringVar(&version, "kubernetes-version", "", "control plane version (default: the image's kubelet, from its manifest)")
 	f.StringVar(&cacheDir, "cache", "", "cache for the control plane binaries (default $XDG_CACHE_HOME/drover)")
 	f.Float64Var(&p.ErrorRate, "metadata-errors", 0, "fraction of metadata requests answered 5xx/429 (fault injection)")

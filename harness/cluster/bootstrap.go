@@ -3,11 +3,15 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"math/big"
+	"net/http"
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/drover-os/drover/agent/kube"
 )
 
 // Names of the groups and bindings that make kubelet TLS bootstrap work
@@ -133,6 +137,41 @@ func createObjects(ctx context.Context, c *restClient, objs []object) error {
 		if err := c.createOrReplace(ctx, o.collection, o.name, o.body); err != nil {
 			return fmt.Errorf("creating bootstrap object %s: %w", o, err)
 		}
+	}
+	return nil
+}
+
+// waitClusterInfoSigned waits until the controller manager's
+// bootstrapsigner has signed cluster-info for the token, and checks that
+// signature with the agent's own verifier: a node that pins the CA by
+// caHash refuses unsigned cluster-info, so a guest booted before the
+// signer ran would only be waiting, and one whose verifier disagreed with
+// the real signer would never join.
+func (c *Cluster) waitClusterInfoSigned(ctx context.Context) error {
+	id, secret, err := splitToken(c.token)
+	if err != nil {
+		return err
+	}
+	var kubeconfig, sig string
+	if err := waitFor(ctx, "cluster-info to be signed for token "+id, c.controller, func(ctx context.Context) error {
+		var cm struct {
+			Data map[string]string `json:"data"`
+		}
+		if err := c.client.do(ctx, http.MethodGet, "/api/v1/namespaces/kube-public/configmaps/cluster-info", nil, &cm); err != nil {
+			return err
+		}
+		var ok bool
+		if sig, ok = cm.Data["jws-kubeconfig-"+id]; !ok {
+			return errors.New("no jws-kubeconfig-" + id + " yet (is bootstrapsigner in --controllers?)")
+		}
+		kubeconfig = cm.Data["kubeconfig"]
+		return nil
+	}); err != nil {
+		return err
+	}
+	// A signature that does not verify will not start to: fail at once.
+	if err := kube.VerifyDetachedJWS(sig, []byte(kubeconfig), id, secret); err != nil {
+		return fmt.Errorf("starting local cluster: cluster-info's jws-kubeconfig-%s does not verify with the token as drover-agent checks it: %w", id, err)
 	}
 	return nil
 }

@@ -114,7 +114,8 @@ func (c *Cluster) StateDir() string { return c.files.dir }
 
 // Start builds (first time) or finds the control-plane binaries, then
 // starts etcd, kube-apiserver and kube-controller-manager, creates the
-// bootstrap objects and returns once the cluster can admit a node. ctx
+// bootstrap objects and returns once the cluster can admit a node (also
+// one that pins the CA by hash: cluster-info is signed for the token). ctx
 // bounds Start only; the cluster runs until Stop (or until this process
 // exits: the children die with it).
 func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
@@ -156,6 +157,9 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		return nil, err
 	}
 	if err := c.startControllerManager(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.waitClusterInfoSigned(ctx); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(cfg.Log, "local cluster %s ready at %s (guest: %s); kubeconfig %s\n",

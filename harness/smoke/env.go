@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/drover-os/drover/agent/nodeconfig"
 	"github.com/drover-os/drover/agent/userdata"
 	"github.com/drover-os/drover/harness/cluster"
 	"github.com/drover-os/drover/harness/ecsmeta"
@@ -41,6 +42,9 @@ type Options struct {
 	Drover   string // the drover binary, for the metadata relay (default: this executable)
 	Log      io.Writer
 	Console  io.Writer // serial consoles (nil: only the log files)
+	// PinCA renders the user-data with the cluster CA pinned by caHash
+	// instead of embedded, so the join goes through CA discovery.
+	PinCA bool
 }
 
 // Env is a running control plane, registry and metadata emulator.
@@ -140,7 +144,7 @@ func (e *Env) UserData() ([]byte, error) {
 	if err := os.WriteFile(ca, e.Cluster.CAPEM(), 0o644); err != nil {
 		return nil, err
 	}
-	return userdata.Render(&userdata.Spec{
+	spec := &userdata.Spec{
 		Server: e.Cluster.GuestServer(), CAFile: ca, BootstrapToken: e.Cluster.BootstrapToken(),
 		Labels: map[string]string{"drover.dev/smoke": "true"},
 		// Images are referenced at the harness registry itself; the
@@ -148,7 +152,15 @@ func (e *Env) UserData() ([]byte, error) {
 		Mirrors:      map[string][]string{e.GuestRegistry(): {"http://" + e.GuestRegistry()}},
 		SandboxImage: e.GuestRegistry() + "/" + registry.DroverPauseImage,
 		Files:        map[string]string{"/etc/cni/net.d/10-drover-smoke.conflist": cniConfig},
-	})
+	}
+	if e.opts.PinCA {
+		pin, err := nodeconfig.CAHash(e.Cluster.CAPEM())
+		if err != nil {
+			return nil, err
+		}
+		spec.CAFile, spec.CAHash = "", pin
+	}
+	return userdata.Render(spec)
 }
 
 // VMConfig is the QEMU configuration of one instance of image.

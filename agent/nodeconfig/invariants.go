@@ -1,0 +1,157 @@
+package nodeconfig
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+)
+
+// A kubeletInvariant is a setting of the rendered KubeletConfiguration that
+// kubelet.config may not lower: the kubelet's API (port 10250) must stay
+// behind the cluster's authentication and authorization, and nothing
+// unauthenticated may listen off the node. KubeletConfig sets each one;
+// Parse refuses a kubelet.config that leaves one not holding, naming the
+// field; KubeletConfig checks them again after the merge.
+type kubeletInvariant struct {
+	field string // JSON path below kubelet.config
+	want  string // what it must be, as the message says it
+	why   string
+	set   func(*kubeletv1beta1.KubeletConfiguration)
+	holds func(*kubeletv1beta1.KubeletConfiguration) bool
+}
+
+var kubeletInvariants = []kubeletInvariant{
+	{"authentication.anonymous.enabled", "false",
+		"anonymous requests to the kubelet API would reach pods' logs, exec and the node's metrics without credentials",
+		func(k *kubeletv1beta1.KubeletConfiguration) { k.Authentication.Anonymous.Enabled = ptr(false) },
+		func(k *kubeletv1beta1.KubeletConfiguration) bool {
+			return k.Authentication.Anonymous.Enabled != nil && !*k.Authentication.Anonymous.Enabled
+		}},
+	{"authentication.webhook.enabled", "true",
+		"the kubelet checks bearer tokens (service accounts, users) with the API server; without it only client certificates would be checked, and differently from the cluster",
+		func(k *kubeletv1beta1.KubeletConfiguration) { k.Authentication.Webhook.Enabled = ptr(true) },
+		func(k *kubeletv1beta1.KubeletConfiguration) bool {
+			return k.Authentication.Webhook.Enabled != nil && *k.Authentication.Webhook.Enabled
+		}},
+	{"authentication.x509.clientCAFile", CAFile,
+		"client certificates must be those of the cluster CA the node was pinned to (cluster.caData or cluster.caHash)",
+		func(k *kubeletv1beta1.KubeletConfiguration) { k.Authentication.X509.ClientCAFile = CAFile },
+		func(k *kubeletv1beta1.KubeletConfiguration) bool { return k.Authentication.X509.ClientCAFile == CAFile }},
+	{"authorization.mode", string(kubeletv1beta1.KubeletAuthorizationModeWebhook),
+		"the API server's RBAC decides who may use the kubelet API; AlwaysAllow would let any authenticated caller exec into every pod",
+		func(k *kubeletv1beta1.KubeletConfiguration) {
+			k.Authorization.Mode = kubeletv1beta1.KubeletAuthorizationModeWebhook
+		},
+		func(k *kubeletv1beta1.KubeletConfiguration) bool {
+			return k.Authorization.Mode == kubeletv1beta1.KubeletAuthorizationModeWebhook
+		}},
+	{"readOnlyPort", "0",
+		"the read-only port (10255) serves pods and node metrics with no authentication at all",
+		func(k *kubeletv1beta1.KubeletConfiguration) { k.ReadOnlyPort = 0 },
+		func(k *kubeletv1beta1.KubeletConfiguration) bool { return k.ReadOnlyPort == 0 }},
+	{"healthzBindAddress", "a loopback address (127.0.0.1 or ::1)",
+		"healthz is unauthenticated: the agent polls it on 127.0.0.1:10248, and off the node it would only tell others about the kubelet; metrics are served on the authenticated port 10250, which has no bind address of its own",
+		func(k *kubeletv1beta1.KubeletConfiguration) { k.HealthzBindAddress = "127.0.0.1" },
+		func(k *kubeletv1beta1.KubeletConfiguration) bool {
+			a, err := netip.ParseAddr(k.HealthzBindAddress)
+			return err == nil && a.IsLoopback()
+		}},
+	{"protectKernelDefaults", "true",
+		"the kubelet must not retune kernel settings behind the image's back; the agent sets the values the kubelet expects before it starts (nodeconfig.KubeletSysctls)",
+		func(k *kubeletv1beta1.KubeletConfiguration) { k.ProtectKernelDefaults = true },
+		func(k *kubeletv1beta1.KubeletConfiguration) bool { return k.ProtectKernelDefaults }},
+	{"rotateCertificates", "true",
+		"the client certificate from the bootstrap expires; without rotation the node drops out of the cluster and would need a new bootstrap token",
+		func(k *kubeletv1beta1.KubeletConfiguration) { k.RotateCertificates = true },
+		func(k *kubeletv1beta1.KubeletConfiguration) bool { return k.RotateCertificates }},
+	{"serverTLSBootstrap", "false",
+		"drover kubelets serve with a self-signed certificate; serving-certificate CSRs are not approved automatically, so with it the kubelet API (logs, exec) would have no certificate",
+		func(k *kubeletv1beta1.KubeletConfiguration) { k.ServerTLSBootstrap = false },
+		func(k *kubeletv1beta1.KubeletConfiguration) bool { return !k.ServerTLSBootstrap }},
+	{"tlsCertFile", "unset",
+		"a serving certificate named here would have to come with its private key in the user-data, which anything reaching the metadata service can read",
+		func(k *kubeletv1beta1.KubeletConfiguration) { k.TLSCertFile = "" },
+		func(k *kubeletv1beta1.KubeletConfiguration) bool { return k.TLSCertFile == "" }},
+	{"tlsPrivateKeyFile", "unset",
+		"a serving key named here would have to be in the user-data, which anything reaching the metadata service can read",
+		func(k *kubeletv1beta1.KubeletConfiguration) { k.TLSPrivateKeyFile = "" },
+		func(k *kubeletv1beta1.KubeletConfiguration) bool { return k.TLSPrivateKeyFile == "" }},
+}
+
+// KubeletSysctls are the kernel settings the kubelet requires when
+// protectKernelDefaults is on (it refuses to start if one differs, instead
+// of setting it); the agent applies them before starting the kubelet.
+func KubeletSysctls() map[string]string {
+	return map[string]string{
+		"vm.overcommit_memory":      "1",
+		"vm.panic_on_oom":           "0",
+		"kernel.panic":              "10",
+		"kernel.panic_on_oops":      "1",
+		"kernel.keys.root_maxkeys":  "1000000",
+		"kernel.keys.root_maxbytes": "25000000",
+	}
+}
+
+// setInvariants writes every invariant into kc.
+func setInvariants(kc *kubeletv1beta1.KubeletConfiguration) {
+	for _, inv := range kubeletInvariants {
+		inv.set(kc)
+	}
+}
+
+// brokenInvariants lists the invariants kc does not hold.
+func brokenInvariants(kc *kubeletv1beta1.KubeletConfiguration) []kubeletInvariant {
+	var out []kubeletInvariant
+	for _, inv := range kubeletInvariants {
+		if !inv.holds(kc) {
+			out = append(out, inv)
+		}
+	}
+	return out
+}
+
+func (inv kubeletInvariant) message() string {
+	return fmt.Sprintf("may not be lowered: it must be %s (%s); remove it from kubelet.config", inv.want, inv.why)
+}
+
+// checkInvariants merges the (already type-checked) overrides raw over
+// the invariants and reports each one they break, at the field's line.
+func (p *parser) checkInvariants(n *yaml.Node, raw json.RawMessage, path string) {
+	var kc kubeletv1beta1.KubeletConfiguration
+	setInvariants(&kc)
+	if err := json.NewDecoder(bytes.NewReader(raw)).Decode(&kc); err != nil {
+		return // checkKubeletValue has reported it
+	}
+	for _, inv := range brokenInvariants(&kc) {
+		line := n.Line
+		if v := lookup(n, strings.Split(inv.field, ".")); v != nil {
+			line = v.Line
+		}
+		p.add(line, join(path, inv.field), "%s", inv.message())
+	}
+}
+
+// lookup finds the value at keys below a mapping node.
+func lookup(n *yaml.Node, keys []string) *yaml.Node {
+	for _, k := range keys {
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == k {
+				next = n.Content[i+1]
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		n = next
+	}
+	return n
+}
