@@ -91,6 +91,9 @@ func TestMinimalImage(t *testing.T) {
 	t.Logf("reproducible: minimal.raw sha256 %s", a)
 
 	t.Run("independent checks", func(t *testing.T) { independentChecks(t, out, raw) })
+	t.Run("dm tests in the image's kernel", func(t *testing.T) {
+		guestTests(t, raw, readManifest(t, filepath.Join(out, "minimal.manifest.json")))
+	})
 
 	t.Run("boot virtio twice", func(t *testing.T) {
 		state := filepath.Join(work, "vm-virtio")
