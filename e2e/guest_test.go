@@ -19,9 +19,6 @@ import (
 	"time"
 
 	"github.com/cavaliergopher/cpio"
-	"github.com/diskfs/go-diskfs/backend/file"
-	"github.com/diskfs/go-diskfs/filesystem/fat32"
-	"github.com/erofs/go-erofs"
 
 	droverinit "github.com/drover-os/drover/agent/boot"
 	"github.com/drover-os/drover/harness/qemu"
@@ -152,7 +149,6 @@ func bootGuest(t *testing.T, kernel, initrdPath, cmdline string) string {
 	start := time.Now()
 	err := cmd.Run()
 	console := strings.ReplaceAll(out.String(), "\r", "")
-	os.WriteFile(filepath.Join(t.TempDir(), "guest-console.log"), []byte(console), 0o644)
 	if err != nil {
 		t.Fatalf("qemu (%s): %v\n--- console (last 80 lines) ---\n%s", accel, err, tail(console, 80))
 	}
@@ -170,14 +166,11 @@ var (
 // with the kernel's corruption line and restart, never returning.
 func checkGuestConsole(t *testing.T, console string, expect map[string][]string) {
 	t.Helper()
-	fail := func(f string, a ...any) {
-		t.Errorf(f, a...)
-	}
 	results := map[string]string{}
 	for _, m := range guestResult.FindAllStringSubmatch(console, -1) {
 		results[m[2]] = m[1]
 		if m[1] != "PASS" {
-			fail("guest test %s: %s", m[2], m[1])
+			t.Errorf("guest test %s: %s", m[2], m[1])
 		}
 	}
 	exits := map[string]string{}
@@ -190,25 +183,25 @@ func checkGuestConsole(t *testing.T, console string, expect map[string][]string)
 				continue
 			}
 			if exits[p.name] != "0" {
-				fail("guest: %s tests exited %q, want 0", p.name, exits[p.name])
+				t.Errorf("guest: %s tests exited %q, want 0", p.name, exits[p.name])
 			}
 			if results[name] != "PASS" {
-				fail("guest test %s.%s did not pass (result %q)", p.name, name, results[name])
+				t.Errorf("guest test %s.%s did not pass (result %q)", p.name, name, results[name])
 			}
 		}
 	}
 	if code, ok := exits["restart"]; ok {
-		fail("guest: the restart test returned (exit %s): the kernel did not restart on the corrupted block", code)
+		t.Errorf("guest: the restart test returned (exit %s): the kernel did not restart on the corrupted block", code)
 	}
 	corrupted := regexp.MustCompile(fmt.Sprintf(`device-mapper: verity: \d+:\d+: data block %d is corrupted`, guestCorruptBlock))
 	if !strings.Contains(console, "GUEST-RUN restart") || !corrupted.MatchString(console) {
-		fail("guest: no kernel line %q after GUEST-RUN restart", corrupted)
+		t.Errorf("guest: no kernel line %q after GUEST-RUN restart", corrupted)
 	}
 	if !strings.Contains(console, "Restarting system with command 'dm-verity device corrupted'") {
-		fail("guest: the kernel did not restart with reason 'dm-verity device corrupted'")
+		t.Errorf("guest: the kernel did not restart with reason 'dm-verity device corrupted'")
 	}
 	if strings.Contains(console, "GUEST-ERROR") || strings.Contains(console, "GUEST-DONE") {
-		fail("guest: the run did not end in the restart")
+		t.Errorf("guest: the run did not end in the restart")
 	}
 	if t.Failed() {
 		t.Logf("--- guest console ---\n%s", console)
@@ -333,72 +326,4 @@ func goBuild(t *testing.T, args ...string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-}
-
-func readFile(t *testing.T, p string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func writeFile(t *testing.T, p string, b []byte) {
-	t.Helper()
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// partition returns the manifest's entry for the named partition.
-func partition(t *testing.T, mf *build.Manifest, name string) build.Partition {
-	t.Helper()
-	for _, p := range mf.Partitions {
-		if p.Name == name {
-			return p
-		}
-	}
-	t.Fatalf("the manifest has no %s partition", name)
-	return build.Partition{}
-}
-
-// espFile reads one file from the image's ESP.
-func espFile(t *testing.T, raw string, mf *build.Manifest, name string) []byte {
-	t.Helper()
-	f, err := os.Open(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p := partition(t, mf, "esp")
-	efs, err := fat32.Read(file.New(f, true), p.Size, p.Offset, 512)
-	if err != nil {
-		t.Fatalf("reading the ESP of %s: %v", raw, err)
-	}
-	ef, err := efs.OpenFile("/"+name, os.O_RDONLY)
-	if err != nil {
-		t.Fatalf("opening %s on the ESP: %v", name, err)
-	}
-	b, err := io.ReadAll(ef)
-	if err != nil {
-		t.Fatalf("reading %s on the ESP: %v", name, err)
-	}
-	return b
-}
-
-// rootFS opens the image's erofs root partition.
-func rootFS(t *testing.T, raw string, mf *build.Manifest) fs.FS {
-	t.Helper()
-	f, err := os.Open(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	p := partition(t, mf, "root")
-	root, err := erofs.Open(io.NewSectionReader(f, p.Offset, p.Size))
-	if err != nil {
-		t.Fatalf("opening the erofs root of %s: %v", raw, err)
-	}
-	return root
 }
