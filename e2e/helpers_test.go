@@ -9,12 +9,17 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/diskfs/go-diskfs/backend/file"
+	"github.com/diskfs/go-diskfs/filesystem/fat32"
+	"github.com/erofs/go-erofs"
 
 	"github.com/drover-os/drover/harness/qemu"
 	"github.com/drover-os/drover/image/build"
@@ -103,4 +108,103 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+func readFile(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func writeFile(t *testing.T, p string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// partition returns the manifest's entry for the named partition.
+func partition(t *testing.T, mf *build.Manifest, name string) build.Partition {
+	t.Helper()
+	for _, p := range mf.Partitions {
+		if p.Name == name {
+			return p
+		}
+	}
+	t.Fatalf("the manifest has no %s partition", name)
+	return build.Partition{}
+}
+
+// espFile reads one file from the image's ESP.
+func espFile(t *testing.T, raw string, mf *build.Manifest, name string) []byte {
+	t.Helper()
+	f, err := os.Open(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p := partition(t, mf, "esp")
+	efs, err := fat32.Read(file.New(f, true), p.Size, p.Offset, 512)
+	if err != nil {
+		t.Fatalf("reading the ESP of %s: %v", raw, err)
+	}
+	ef, err := efs.OpenFile("/"+name, os.O_RDONLY)
+	if err != nil {
+		t.Fatalf("opening %s on the ESP: %v", name, err)
+	}
+	b, err := io.ReadAll(ef)
+	if err != nil {
+		t.Fatalf("reading %s on the ESP: %v", name, err)
+	}
+	return b
+}
+
+// rootFS opens the image's erofs root partition.
+func rootFS(t *testing.T, raw string, mf *build.Manifest) fs.FS {
+	t.Helper()
+	f, err := os.Open(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	p := partition(t, mf, "root")
+	root, err := erofs.Open(io.NewSectionReader(f, p.Offset, p.Size))
+	if err != nil {
+		t.Fatalf("opening the erofs root of %s: %v", raw, err)
+	}
+	return root
+}
+
+func readAt(t *testing.T, p string, off int64, n int) []byte {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatalf("reading %d bytes at %d of %s: %v", n, off, p, err)
+	}
+	return b
+}
+
+func flipByte(t *testing.T, p string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := []byte{0}
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0xff
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
 }

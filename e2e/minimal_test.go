@@ -4,11 +4,16 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/erofs/go-erofs"
 )
 
 // reportUnit prints what the test checks on the serial console at every
@@ -91,6 +96,9 @@ func TestMinimalImage(t *testing.T) {
 	t.Logf("reproducible: minimal.raw sha256 %s", a)
 
 	t.Run("independent checks", func(t *testing.T) { independentChecks(t, out, raw) })
+	t.Run("dm tests on the image kernel", func(t *testing.T) {
+		guestTests(t, raw, readManifest(t, filepath.Join(out, "minimal.manifest.json")))
+	})
 
 	t.Run("boot virtio twice", func(t *testing.T) {
 		state := filepath.Join(work, "vm-virtio")
@@ -101,6 +109,9 @@ func TestMinimalImage(t *testing.T) {
 			}
 		}
 		checkMounts(t, first, "vda")
+		if !systemdBanner.MatchString(first) {
+			t.Errorf("first boot: no systemd banner (%s) on the console: the tamper test's \"systemd never started\" would prove nothing", systemdBanner)
+		}
 		second := bootAndReport(t, raw, state, false)
 		if !strings.Contains(second, "E2E-VAR-RECORD boot") {
 			t.Error("second boot: the file written to /var on the first boot is gone")
@@ -184,43 +195,80 @@ func independentChecks(t *testing.T, out, raw string) {
 	t.Log(run(t, "qemu-img", "check", filepath.Join(out, "minimal.qcow2")))
 }
 
-// tamper flips one byte inside systemd's binary in the root partition of a
-// copy of the image and requires the boot to fail with a verity error.
+// systemdBanner is systemd's first line as PID 1 on the console
+// ("systemd 257.9-1~deb13u1 running in system mode (+PAM …)"); the good
+// boots require it, so its absence after a tampered boot means something.
+var systemdBanner = regexp.MustCompile(`systemd \S+ running in system mode`)
+
+// tamper boots two copies of the image, each with one byte flipped in the
+// root partition — in the erofs superblock, and in the first data block of
+// systemd's binary as the erofs inode maps it — and requires dm-verity to
+// name exactly that block, the kernel to restart for it, and systemd never
+// to start.
 func tamper(t *testing.T, work, raw string) {
 	mf := readManifest(t, strings.TrimSuffix(raw, ".raw")+".manifest.json")
-	var root [2]int64
-	for _, p := range mf.Partitions {
-		if p.Name == "root" {
-			root = [2]int64{p.Offset, p.Size}
-		}
+	root := partition(t, mf, "root")
+	rfs := rootFS(t, raw, mf)
+	const blockSize = 4096
+
+	// The superblock lies at byte 1024 of block 0; byte 48 of it starts
+	// the filesystem UUID, which nothing but verity would notice changing.
+	superblock := int64(1024 + 48)
+	if sb := readAt(t, raw, root.Offset+1024, 4); !bytes.Equal(sb, []byte{0xe2, 0xe1, 0xf5, 0xe0}) {
+		t.Fatalf("no erofs superblock magic at byte 1024 of the root partition: % x", sb)
 	}
-	dir := t.TempDir()
-	extract(t, raw, root[0], root[1], filepath.Join(dir, "root.img"))
-	run(t, "fsck.erofs", "--extract="+filepath.Join(dir, "x"), filepath.Join(dir, "root.img"))
-	sd, err := os.ReadFile(filepath.Join(dir, "x", "usr/lib/systemd/systemd"))
-	if err != nil || len(sd) < 16384 {
-		t.Fatalf("reading systemd from the image: %v", err)
+
+	const sd = "usr/lib/systemd/systemd"
+	fi, err := fs.Stat(rfs, sd)
+	if err != nil {
+		t.Fatalf("stat %s in the image's erofs: %v", sd, err)
 	}
-	needle := sd[8192 : 8192+64]
-	img, _ := os.ReadFile(filepath.Join(dir, "root.img"))
-	at := bytes.Index(img, needle)
-	if at < 0 || bytes.Index(img[at+1:], needle) >= 0 {
-		t.Fatal("could not find a unique spot of systemd's data in the root partition")
+	dr, ok := fi.(interface{ DataRange() []erofs.DataRange })
+	if !ok || len(dr.DataRange()) == 0 || dr.DataRange()[0].Offset < 0 {
+		t.Fatalf("%s: the erofs inode gives no data range", sd)
 	}
-	bad := filepath.Join(work, "tampered.raw")
-	run(t, "cp", "--sparse=always", raw, bad)
-	f, _ := os.OpenFile(bad, os.O_RDWR, 0)
-	b := []byte{0}
-	f.ReadAt(b, root[0]+int64(at))
-	b[0] ^= 0xff
-	f.WriteAt(b, root[0]+int64(at))
-	f.Close()
-	vm, got := boot(t, bad, filepath.Join(work, "vm-tamper"), false, 12*time.Minute,
-		"verity", "Reached target multi-user.target")
-	defer vm.Stop()
-	if got != "verity" {
-		t.Fatalf("tampered image booted to multi-user.target:\n%s", tail(vm.Log(), 40))
+	first := dr.DataRange()[0]
+	content, err := fs.ReadFile(rfs, sd)
+	if err != nil {
+		t.Fatal(err)
 	}
-	vm.Wait()
-	t.Logf("tampered boot failed as it must:\n%s", tail(vm.Log(), 15))
+	if first.Size < blockSize || !bytes.Equal(readAt(t, raw, root.Offset+first.Offset, blockSize), content[:blockSize]) {
+		t.Fatalf("%s: the data range %+v does not hold the file's first block", sd, first)
+	}
+	systemdByte := first.Offset + 100 // inside the ELF header, read by execve
+
+	for i, c := range []struct {
+		name string
+		off  int64 // in the root partition
+	}{
+		{"erofs superblock", superblock},
+		{"first block of systemd", systemdByte},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bad := filepath.Join(work, "tampered.raw")
+			run(t, "cp", "--sparse=always", raw, bad)
+			defer os.Remove(bad)
+			flipByte(t, bad, root.Offset+c.off)
+			block := c.off / blockSize
+			start := time.Now()
+			restart := "Restarting system with command 'dm-verity device corrupted'"
+			vm, got := boot(t, bad, filepath.Join(work, fmt.Sprintf("vm-tamper-%d", i)), false, 12*time.Minute,
+				restart, "Reached target multi-user.target")
+			defer vm.Stop()
+			if got != restart {
+				t.Fatalf("tampered image booted to multi-user.target:\n%s", tail(vm.Log(), 40))
+			}
+			vm.Wait()
+			log := vm.Log()
+			corrupted := regexp.MustCompile(fmt.Sprintf(`device-mapper: verity: \d+:\d+: data block %d is corrupted`, block))
+			if !corrupted.MatchString(log) {
+				t.Errorf("no kernel line %q on the console", corrupted)
+			}
+			if systemdBanner.MatchString(log) || strings.Contains(log, "Welcome to") {
+				t.Errorf("systemd started on the tampered image")
+			}
+			t.Logf("byte %d of the root partition (data block %d) flipped; the boot stopped in %s:\n%s",
+				c.off, block, time.Since(start).Round(time.Second), tail(log, 8))
+		})
+	}
 }

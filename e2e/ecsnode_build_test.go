@@ -1,0 +1,204 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-os/drover/image/build"
+)
+
+// TestEcsNodeBuildReproducible builds the default recipe twice into
+// separate output directories and requires bit-identical outputs, then
+// reads the SBOM and the provenance for what they must say. The two builds
+// share the download cache (and so the cached Go binaries): what is checked
+// is that assembling the image from the same inputs gives the same bytes.
+func TestEcsNodeBuildReproducible(t *testing.T) {
+	work, err := os.MkdirTemp("", "drover-e2e-ecs-node-build-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(work) })
+	recipe := filepath.Join(repo, "recipes", "ecs-node.yaml")
+	var outs [2]string
+	for i := range outs {
+		outs[i] = filepath.Join(work, "out"+string(rune('a'+i)))
+		start := time.Now()
+		run(t, bin("drover"), "build", recipe, "-o", outs[i], "--agent", bin("drover-agent"), "--init", bin("drover-init"))
+		t.Logf("build %d: %s", i+1, time.Since(start).Round(time.Second))
+	}
+	for _, f := range []string{"ecs-node.raw", "ecs-node.qcow2", "ecs-node.vhd", "ecs-node.manifest.json", "ecs-node.spdx.json"} {
+		a, b := fileSHA(t, filepath.Join(outs[0], f)), fileSHA(t, filepath.Join(outs[1], f))
+		if a != b {
+			t.Errorf("%s differs between two builds: %s vs %s", f, a, b)
+		} else {
+			t.Logf("%-24s identical, sha256 %s", f, a)
+		}
+	}
+	out := outs[0]
+	mf := readManifest(t, filepath.Join(out, "ecs-node.manifest.json"))
+	checkManifestImages(t, out, mf)
+	checkSPDX(t, filepath.Join(out, "ecs-node.spdx.json"), mf)
+	checkProvenance(t, filepath.Join(out, "ecs-node.provenance.json"), out, mf)
+}
+
+// checkManifestImages requires the manifest to list every image file
+// with the digest of the file on disk.
+func checkManifestImages(t *testing.T, out string, mf *build.Manifest) {
+	t.Helper()
+	formats := map[string]bool{}
+	for _, im := range mf.Images {
+		formats[im.Format] = true
+		if got := fileSHA(t, filepath.Join(out, im.File)); got != im.SHA256 {
+			t.Errorf("manifest: %s sha256 %s, the file's is %s", im.File, im.SHA256, got)
+		}
+	}
+	for _, f := range []string{"raw", "qcow2", "vhd"} {
+		if !formats[f] {
+			t.Errorf("manifest: no %s image listed in images", f)
+		}
+	}
+}
+
+// spdxDoc is the part of an SPDX 2.3 JSON document the test reads.
+type spdxDoc struct {
+	SPDXVersion       string `json:"spdxVersion"`
+	DataLicense       string `json:"dataLicense"`
+	SPDXID            string `json:"SPDXID"`
+	DocumentNamespace string `json:"documentNamespace"`
+	Packages          []struct {
+		SPDXID    string `json:"SPDXID"`
+		Name      string `json:"name"`
+		Version   string `json:"versionInfo"`
+		Checksums []struct {
+			Algorithm string `json:"algorithm"`
+			Value     string `json:"checksumValue"`
+		} `json:"checksums"`
+	} `json:"packages"`
+	Relationships []struct {
+		A    string `json:"spdxElementId"`
+		Type string `json:"relationshipType"`
+		B    string `json:"relatedSpdxElement"`
+	} `json:"relationships"`
+}
+
+var spdxID = regexp.MustCompile(`^SPDXRef-[A-Za-z0-9.-]+$`)
+
+// checkSPDX requires an SPDX 2.3 document that names every Debian package
+// of the manifest with its version (and sha256 where it gives one), every
+// Go component by name or module with its version, unique well-formed
+// SPDXIDs, relationships between known elements and a DESCRIBES from the
+// document.
+func checkSPDX(t *testing.T, p string, mf *build.Manifest) {
+	t.Helper()
+	var doc spdxDoc
+	if err := json.Unmarshal(readFile(t, p), &doc); err != nil {
+		t.Fatalf("%s: %v", p, err)
+	}
+	if doc.SPDXVersion != "SPDX-2.3" || doc.DataLicense != "CC0-1.0" || doc.SPDXID != "SPDXRef-DOCUMENT" || doc.DocumentNamespace == "" {
+		t.Errorf("%s: header spdxVersion %q dataLicense %q SPDXID %q documentNamespace %q, want SPDX-2.3, CC0-1.0, SPDXRef-DOCUMENT and a namespace",
+			p, doc.SPDXVersion, doc.DataLicense, doc.SPDXID, doc.DocumentNamespace)
+	}
+	ids := map[string]bool{doc.SPDXID: true}
+	byName := map[string][]int{}
+	for i, pk := range doc.Packages {
+		if !spdxID.MatchString(pk.SPDXID) || ids[pk.SPDXID] {
+			t.Errorf("%s: package %q has a malformed or repeated SPDXID %q", p, pk.Name, pk.SPDXID)
+		}
+		ids[pk.SPDXID] = true
+		byName[pk.Name] = append(byName[pk.Name], i)
+	}
+	for _, want := range mf.Packages {
+		found := false
+		for _, i := range byName[want.Name] {
+			pk := doc.Packages[i]
+			if pk.Version != want.Version {
+				continue
+			}
+			found = true
+			for _, c := range pk.Checksums {
+				if c.Algorithm == "SHA256" && c.Value != want.SHA256 {
+					t.Errorf("%s: package %s %s has sha256 %s, the manifest %s", p, want.Name, want.Version, c.Value, want.SHA256)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: Debian package %s %s of the manifest is missing", p, want.Name, want.Version)
+		}
+	}
+	if len(mf.Go) == 0 {
+		t.Errorf("manifest lists no Go components: ecs-node builds kubelet")
+	}
+	for _, g := range mf.Go {
+		found := false
+		for _, name := range []string{g.Name, g.Module} {
+			for _, i := range byName[name] {
+				found = found || doc.Packages[i].Version == g.Version
+			}
+		}
+		if !found {
+			t.Errorf("%s: Go component %s (%s %s) of the manifest is missing", p, g.Name, g.Module, g.Version)
+		}
+	}
+	describes := false
+	for _, r := range doc.Relationships {
+		if !ids[r.A] || !ids[r.B] {
+			t.Errorf("%s: relationship %s %s %s names an unknown element", p, r.A, r.Type, r.B)
+		}
+		describes = describes || r.A == doc.SPDXID && r.Type == "DESCRIBES"
+	}
+	if !describes {
+		t.Errorf("%s: no DESCRIBES relationship from %s", p, doc.SPDXID)
+	}
+	t.Logf("%s: %d packages (manifest: %d Debian, %d Go), %d relationships", filepath.Base(p), len(doc.Packages),
+		len(mf.Packages), len(mf.Go), len(doc.Relationships))
+}
+
+// checkProvenance requires an in-toto v1 Statement whose subjects are
+// exactly the image files, each with the sha256 of the file on disk.
+func checkProvenance(t *testing.T, p, out string, mf *build.Manifest) {
+	t.Helper()
+	var st struct {
+		Type          string `json:"_type"`
+		PredicateType string `json:"predicateType"`
+		Subject       []struct {
+			Name   string `json:"name"`
+			Digest struct {
+				SHA256 string `json:"sha256"`
+			} `json:"digest"`
+		} `json:"subject"`
+		Predicate json.RawMessage `json:"predicate"`
+	}
+	if err := json.Unmarshal(readFile(t, p), &st); err != nil {
+		t.Fatalf("%s: %v", p, err)
+	}
+	if st.Type != "https://in-toto.io/Statement/v1" || st.PredicateType == "" || len(st.Predicate) == 0 || string(st.Predicate) == "null" {
+		t.Errorf("%s: _type %q predicateType %q: want an in-toto v1 Statement with a predicate", p, st.Type, st.PredicateType)
+	}
+	subjects := map[string]string{}
+	for _, s := range st.Subject {
+		if _, dup := subjects[s.Name]; dup {
+			t.Errorf("%s: subject %s listed twice", p, s.Name)
+		}
+		subjects[s.Name] = s.Digest.SHA256
+		if strings.Contains(s.Name, "/") {
+			t.Errorf("%s: subject %q is not a file name in the output directory", p, s.Name)
+			continue
+		}
+		if got := fileSHA(t, filepath.Join(out, s.Name)); got != s.Digest.SHA256 {
+			t.Errorf("%s: subject %s has sha256 %s, the file's is %s", p, s.Name, s.Digest.SHA256, got)
+		}
+	}
+	for _, im := range mf.Images {
+		if _, ok := subjects[im.File]; !ok {
+			t.Errorf("%s: image %s is not a subject", p, im.File)
+		}
+	}
+	t.Logf("%s: %s, predicate %s, %d subjects", filepath.Base(p), st.Type, st.PredicateType, len(st.Subject))
+}
