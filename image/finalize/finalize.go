@@ -23,6 +23,7 @@ type Env struct {
 	BuildID string // short digest identifying the build inputs
 	Epoch   time.Time
 	Kernel  string // kernel version (uname -r) found in the tree
+	Arch    string // Debian architecture of the image (amd64, arm64)
 	Enable  []string
 	Disable []string
 	Mask    []string
@@ -45,6 +46,9 @@ func Steps() []Step {
 		units{},
 		alternatives{},
 		caBundle{},
+		ldCache{},
+		bootDatabases{},
+		updateStamps{},
 		networkFiles{},
 		osRelease{},
 		machineID{},
