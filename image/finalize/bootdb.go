@@ -6,6 +6,7 @@ import (
 
 	"github.com/drover-os/drover/image/ldcache"
 	"github.com/drover-os/drover/image/tree"
+	"github.com/drover-os/drover/internal/updatestamp"
 )
 
 // ldCache builds /etc/ld.so.cache as libc-bin's trigger (ldconfig) would
@@ -92,15 +93,6 @@ func (updateStamps) Why() string {
 	return "systemd-update-done would write /etc/.updated; without it ConditionNeedsUpdate=/etc is true on every boot"
 }
 
-// UpdatedStamp is the content systemd-update-done writes for a /usr whose
-// mtime is nsec nanoseconds since the Unix epoch.
-func UpdatedStamp(nsec int64) string {
-	return "# This file was created by systemd-update-done. The timestamp below is the\n" +
-		"# modification time of /usr/ for which the most recent updates of /etc/ and\n" +
-		"# /var/ have been applied. See man:systemd-update-done.service(8) for details.\n" +
-		fmt.Sprintf("TIMESTAMP_NSEC=%d\n", nsec)
-}
-
 func (updateStamps) Run(t *tree.Tree, env *Env) error {
-	return t.Set(file("/etc/.updated", 0o644, UpdatedStamp(env.Epoch.UnixNano())))
+	return t.Set(file("/etc/"+updatestamp.Name, 0o644, string(updatestamp.Content(env.Epoch.UnixNano()))))
 }
