@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net/url"
 	"os"
@@ -123,8 +124,16 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
 	}
 	st, _ := status.Read(r.root)
-	if st.State != "joined" || len(st.Phases) != 8 {
+	if st.State != "joined" || len(st.Phases) != 9 {
 		t.Fatalf("status %+v", st)
+	}
+	names := map[string]status.Phase{}
+	for _, p := range st.Phases {
+		names[p.Name] = p
+	}
+	// containerd starts right after apply, beside network and runtime.
+	if c, r := names["containerd"], names["runtime"]; c.Result != "ok" || c.Started.Before(names["apply"].Ended) || c.Ended.After(r.Ended) {
+		t.Errorf("containerd phase %+v must run after apply and end before runtime %+v", c, r)
 	}
 	if got := strings.Join(r.sd.Calls, ","); got != "reload,start containerd.service,start kubelet.service" {
 		t.Errorf("systemd calls %s", got)
@@ -146,6 +155,28 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 	kc, _ := os.ReadFile(filepath.Join(r.root, "/etc/kubernetes/kubelet-config.yaml"))
 	if !strings.Contains(string(kc), "providerID: cn-hangzhou.i-bp1abc") {
 		t.Errorf("kubelet config lacks providerID:\n%s", kc)
+	}
+}
+
+// TestMetadataWaitsForNetwork: on ECS the user-data is fetched only once
+// a default route exists, and a containerd that fails to start fails the
+// join naming it.
+func TestMetadataWaitsForNetwork(t *testing.T) {
+	r := newRig(t, userData(t, "hello"))
+	r.sd.Fail = map[string]error{"containerd.service": errors.New("containerd.service failed; see journalctl -u containerd.service")}
+	a := r.agent()
+	a.env.MetadataOverNetwork = true
+	var calls []string
+	a.env.Network = func(ctx context.Context, mac string) (Primary, error) {
+		calls = append(calls, "network "+mac)
+		return Primary{Link: "eth0", MAC: mac, IPv4: "10.0.2.15", Gateway: "10.0.2.2"}, nil
+	}
+	err := a.Run(context.Background())
+	if len(calls) != 2 || calls[0] != "network " {
+		t.Errorf("network waits %q: want one without a MAC before the metadata, then the primary's", calls)
+	}
+	if err == nil || !strings.Contains(err.Error(), "containerd (started after apply): containerd.service failed") {
+		t.Errorf("want the containerd failure, got %v", err)
 	}
 }
 

@@ -35,6 +35,14 @@ func NodeFileCheck(files map[string][]byte) []ignition.Problem {
 // config fetches the user-data and checks it against what this instance
 // was first provisioned with.
 func (a *Agent) config(ctx context.Context) (string, error) {
+	if a.env.MetadataOverNetwork {
+		// Event-driven (netlink): returns as soon as DHCP has configured
+		// an interface with a default route. The network phase still
+		// picks the primary interface by the metadata's MAC.
+		if _, err := a.env.Network(ctx, ""); err != nil {
+			return "", fmt.Errorf("waiting for a network route to the %s metadata service: %w", a.env.Provider.Name(), err)
+		}
+	}
 	data, present, err := a.env.Provider.UserData(ctx)
 	if err != nil {
 		return "", fmt.Errorf("fetching user-data from %s: %w", a.env.Provider.Name(), err)
@@ -126,8 +134,8 @@ func (a *Agent) nodeFacts() nodeconfig.Facts {
 		InstanceType: f.InstanceType, Hostname: a.nodeName, PrivateIPv4: ip}
 }
 
-// runtime renders containerd's and the kubelet's configuration into the
-// tmpfs /etc and starts containerd.
+// runtime renders the kubelet's configuration into the tmpfs /etc and
+// waits for containerd, which has been starting since apply.
 func (a *Agent) runtime(ctx context.Context) (string, error) {
 	if a.node.Cluster.CAData == "" {
 		// The node file pins the CA by hash only: fetch it from the
@@ -151,13 +159,9 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 		return "", err
 	}
 	files := map[string][]byte{
-		"/etc/containerd/config.toml": nodeconfig.ContainerdConfig(a.node),
-		nodeconfig.KubeletConfigPath:  kc,
-		nodeconfig.CAFile:             []byte(a.node.Cluster.CAData),
-		"/etc/default/kubelet":        []byte("KUBELET_ARGS=\"" + strings.Join(flags, " ") + "\"\n"),
-	}
-	for p, toml := range nodeconfig.HostsToml(a.node) {
-		files[p] = toml // keyed by the path on the node
+		nodeconfig.KubeletConfigPath: kc,
+		nodeconfig.CAFile:            []byte(a.node.Cluster.CAData),
+		"/etc/default/kubelet":       []byte("KUBELET_ARGS=\"" + strings.Join(flags, " ") + "\"\n"),
 	}
 	// The bootstrap kubeconfig is written only while the kubelet has no
 	// client certificate; once joined it is deleted and never rewritten.
@@ -168,14 +172,48 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 		}
 		files[nodeconfig.BootstrapKubeconfigPath] = bk
 	}
+	if err := a.writeFiles(files); err != nil {
+		return "", err
+	}
+	// containerd has been starting since apply (startContainerd).
+	select {
+	case err := <-a.containerd:
+		if err != nil {
+			return "", fmt.Errorf("containerd (started after apply): %w", err)
+		}
+	case <-ctx.Done():
+		return "", fmt.Errorf("waiting for containerd, started after apply: %w", ctx.Err())
+	}
+	return "kubelet configuration written, containerd active", nil
+}
+
+// writeFiles writes rendered configuration into the tmpfs /etc;
+// kubeconfigs and .conf files are private to root.
+func (a *Agent) writeFiles(files map[string][]byte) error {
 	for p, data := range files {
 		mode := os.FileMode(0o644)
 		if strings.Contains(p, "kubeconfig") || strings.HasSuffix(p, ".conf") {
 			mode = 0o600
 		}
 		if err := atomicfile.Write(a.path(p), data, mode); err != nil {
-			return "", err
+			return err
 		}
+	}
+	return nil
+}
+
+// startContainerd writes containerd's configuration, which depends on the
+// node file alone, reloads systemd (the config may carry units) and starts
+// containerd. The agent runs it as its own phase beside network and runtime,
+// so containerd's start (seconds under emulation) overlaps the network wait
+// and the kubelet's configuration; runtime waits for its result.
+func (a *Agent) startContainerd(ctx context.Context) (string, error) {
+	files := map[string][]byte{"/etc/containerd/config.toml": nodeconfig.ContainerdConfig(a.node)}
+	for p, toml := range nodeconfig.HostsToml(a.node) {
+		files[p] = toml // keyed by the path on the node
+	}
+	if err := a.writeFiles(files); err != nil {
+		return "", err
 	}
 	if err := a.env.Systemd.Reload(ctx); err != nil {
 		return "", err

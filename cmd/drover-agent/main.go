@@ -133,6 +133,9 @@ func run(ctx context.Context) error {
 		Console:    console,
 		Uptime:     status.Uptime("/"),
 		Notify:     func(s string) { systemd.Notify(s) },
+		// The ECS metadata service is reached over the primary NIC;
+		// fw_cfg and a local file need no network.
+		MetadataOverNetwork: platform == provider.PlatformECS,
 	}
 	a := agent.New(env, agent.DefaultDeadlines)
 	console(fmt.Sprintf("drover-agent: platform %s (%s)", platform, prov.Name()))
