@@ -160,7 +160,9 @@ func decodeIP(h string) net.IP {
 // terminationLimit is what the kubelet keeps of a termination message.
 const terminationLimit = 4096
 
-// hostCommand runs one of the node's own programs chrooted into /host.
+// hostCommand runs one of the node's own programs chrooted into /host;
+// args[0] is an absolute path inside /host (the container has no PATH
+// lookup for it: the chroot happens in the child, after the lookup).
 func hostCommand(args ...string) (string, error) {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: "/host"}
@@ -181,7 +183,7 @@ type unitsReport struct {
 
 func failedUnits() unitsReport {
 	var r unitsReport
-	out, err := hostCommand("systemctl", "list-units", "--failed", "--all", "--plain", "--no-legend", "--no-pager")
+	out, err := hostCommand("/usr/bin/systemctl", "list-units", "--failed", "--all", "--plain", "--no-legend", "--no-pager")
 	if err != nil {
 		r.Error = err.Error()
 		return r
@@ -199,7 +201,7 @@ func failedUnits() unitsReport {
 	// lines of each, each line cut to a sensible length.
 	budget := (terminationLimit - 200) / len(r.Failed)
 	for _, u := range r.Failed {
-		out, err := hostCommand("journalctl", "-b", "-u", u, "--no-pager", "-n", "12", "-o", "short-monotonic")
+		out, err := hostCommand("/usr/bin/journalctl", "-b", "-u", u, "--no-pager", "-n", "12", "-o", "short-monotonic")
 		if err != nil {
 			out = err.Error()
 		}
@@ -230,12 +232,12 @@ type chainReport struct {
 
 func criticalChain() chainReport {
 	var r chainReport
-	out, err := hostCommand("systemd-analyze", "critical-chain", "--no-pager", "drover-agent.service", "kubelet.service")
+	out, err := hostCommand("/usr/bin/systemd-analyze", "critical-chain", "--no-pager", "drover-agent.service", "kubelet.service")
 	if err != nil {
 		r.Error = err.Error()
 	}
 	r.Chain = strings.TrimSpace(out)
-	if t, err := hostCommand("systemd-analyze", "time", "--no-pager"); err == nil {
+	if t, err := hostCommand("/usr/bin/systemd-analyze", "time", "--no-pager"); err == nil {
 		r.Time = strings.TrimSpace(strings.SplitN(t, "\n", 2)[0])
 	}
 	if len(r.Chain) > terminationLimit-len(r.Time)-200 {
