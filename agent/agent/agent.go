@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/drover-os/drover/agent/ignition"
@@ -61,8 +62,12 @@ type Env struct {
 	Fetcher  ignition.Fetcher
 	// Network waits for the primary interface (bounded by ctx).
 	Network func(ctx context.Context, preferMAC string) (Primary, error)
-	// Prepare sets the hostname and kernel prerequisites (modules, sysctls).
+	// Prepare sets the hostname.
 	Prepare func(hostname string) error
+	// Kernel loads the kernel prerequisites of the node (modules, then
+	// sysctls); nil: nothing to do. It depends on nothing from the
+	// user-data, so it runs from the start, beside config.
+	Kernel  func() error
 	Healthz func(ctx context.Context) error
 	// Kube builds the API client once the kubelet has its certificate.
 	Kube func(server string, ca []byte, certFile string) (NodeAPI, error)
@@ -108,8 +113,9 @@ type Agent struct {
 	managed  []ignition.Managed
 	nodeName string
 	// containerd receives the result of the containerd phase, which runs
-	// beside network and runtime.
-	containerd chan error
+	// beside network and runtime; kernel that of the kernel phase, which
+	// runs beside config, apply and network.
+	containerd, kernel chan error
 }
 
 // New returns an agent over env.
@@ -159,10 +165,16 @@ func (a *Agent) Run(ctx context.Context) error {
 		{"ready", a.dl.Ready, a.ready},
 		{"cleanup", time.Minute, a.cleanup},
 	}
+	// Background phases finish before Run returns, so a failure elsewhere
+	// never leaves them half-recorded in the status file.
+	var bg sync.WaitGroup
+	defer bg.Wait()
+	a.kernel = make(chan error, 1)
+	bg.Go(func() { a.kernel <- a.phase(ctx, "kernel", a.dl.Network, a.kernelPrep) })
 	for _, s := range steps {
 		if s.name == "containerd" {
 			a.containerd = make(chan error, 1)
-			go func() { a.containerd <- a.phase(ctx, s.name, s.d, a.startContainerd) }()
+			bg.Go(func() { a.containerd <- a.phase(ctx, s.name, s.d, a.startContainerd) })
 			continue
 		}
 		err := a.phase(ctx, s.name, s.d, s.fn)

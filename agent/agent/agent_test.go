@@ -124,7 +124,7 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
 	}
 	st, _ := status.Read(r.root)
-	if st.State != "joined" || len(st.Phases) != 9 {
+	if st.State != "joined" || len(st.Phases) != 10 {
 		t.Fatalf("status %+v", st)
 	}
 	names := map[string]status.Phase{}
@@ -177,6 +177,22 @@ func TestMetadataWaitsForNetwork(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "containerd (started after apply): containerd.service failed") {
 		t.Errorf("want the containerd failure, got %v", err)
+	}
+}
+
+// TestKernelPrerequisitesFailJoin: modules and sysctls load from the
+// start, beside config; their failure fails the network phase naming them.
+func TestKernelPrerequisitesFailJoin(t *testing.T) {
+	r := newRig(t, userData(t, "hello"))
+	a := r.agent()
+	a.env.Kernel = func() error { return errors.New("loading br_netfilter: no such module") }
+	err := a.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "kernel prerequisites (loaded since the agent started): loading br_netfilter") {
+		t.Fatalf("want the kernel failure, got %v", err)
+	}
+	st, _ := status.Read(r.root)
+	if st.Phases[0].Name != "kernel" && st.Phases[1].Name != "kernel" {
+		t.Errorf("the kernel phase must start with the agent: %+v", st.Phases)
 	}
 }
 

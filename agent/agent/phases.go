@@ -121,7 +121,28 @@ func (a *Agent) network(ctx context.Context) (string, error) {
 	if err := a.env.Prepare(a.nodeName); err != nil {
 		return "", err
 	}
+	select {
+	case err := <-a.kernel:
+		if err != nil {
+			return "", fmt.Errorf("kernel prerequisites (loaded since the agent started): %w", err)
+		}
+	case <-ctx.Done():
+		return "", fmt.Errorf("waiting for the kernel prerequisites: %w", ctx.Err())
+	}
 	return fmt.Sprintf("%s %s via %s, hostname %s", p.Link, p.IPv4, p.Gateway, a.nodeName), nil
+}
+
+// kernelPrep loads the node's kernel modules and sysctls (br_netfilter,
+// overlay, forwarding): seconds of modprobe under emulation that need
+// nothing from the user-data, so they overlap the metadata fetch.
+func (a *Agent) kernelPrep(ctx context.Context) (string, error) {
+	if a.env.Kernel == nil {
+		return "nothing to load", nil
+	}
+	if err := a.env.Kernel(); err != nil {
+		return "", err
+	}
+	return "modules and sysctls in place", nil
 }
 
 func (a *Agent) nodeFacts() nodeconfig.Facts {

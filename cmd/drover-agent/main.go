@@ -117,9 +117,10 @@ func run(ctx context.Context) error {
 			return agent.Primary{Link: p.Link, MAC: p.MAC, IPv4: p.IPv4.String(), Gateway: p.Gateway.String()}, nil
 		},
 		Prepare: func(hostname string) error {
-			if _, err := network.SetHostname("/", hostname, logf); err != nil {
-				return err
-			}
+			_, err := network.SetHostname("/", hostname, logf)
+			return err
+		},
+		Kernel: func() error {
 			if err := network.LoadModules("/", network.RequiredModules()...); err != nil {
 				return err
 			}
