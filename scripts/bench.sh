@@ -84,9 +84,18 @@ if has agent; then
 fi
 
 if has boot; then
-  echo "== boot timeline: $name under QEMU to Node Ready, median of 3 boots"
+  # BENCH_BOOTS fresh instances, each booted to Ready and rebooted to Ready;
+  # the medians are printed against bench/timeline-previous.txt (commit the
+  # new $work/timeline.txt there when a change moves the figures on
+  # purpose). BENCH_CACHE: where the control plane binaries are cached.
+  boots=${BENCH_BOOTS:-3}
+  echo "== boot timeline: $name under QEMU, first boot and reboot to Node Ready, median of $boots (load: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
   [ -f "$work/out-warm/$name.raw" ] || "$DROVER" -q build "$RECIPE" -o "$work/out-warm" >/dev/null
-  "$DROVER" smoke "$work/out-warm/$name.raw" --bench 3 --work "$work/boot" 2>"$work/boot.log" | sed 's/^/  /'
+  cache_args=(); [ -n "${BENCH_CACHE:-}" ] && cache_args=(--cache "$BENCH_CACHE")
+  "$DROVER" smoke "$work/out-warm/$name.raw" --bench "$boots" --work "$work/boot" "${cache_args[@]}" \
+    --bench-previous bench/timeline-previous.txt --bench-record "$work/timeline.txt" 2>"$work/boot.log" | sed 's/^/  /' \
+    || { echo "  boot bench failed (see $work/boot.log)"; tail -5 "$work/boot.log" | sed 's/^/  /'; }
+  echo "  recorded: $work/timeline.txt"
 fi
 
 echo "== go benchmarks (parsers, cache, verity, formats, rootfs)"

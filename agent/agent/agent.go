@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/drover-os/drover/agent/ignition"
@@ -65,8 +66,12 @@ type Env struct {
 	Fetcher  ignition.Fetcher
 	// Network waits for the primary interface (bounded by ctx).
 	Network func(ctx context.Context, preferMAC string) (Primary, error)
-	// Prepare sets the hostname and kernel prerequisites (modules, sysctls).
+	// Prepare sets the hostname.
 	Prepare func(hostname string) error
+	// Kernel loads the kernel prerequisites of the node (modules, then
+	// sysctls); nil: nothing to do. It depends on nothing from the
+	// user-data, so it runs from the start, beside config.
+	Kernel  func() error
 	Healthz func(ctx context.Context) error
 	// Kube builds the API client once the kubelet has its certificate.
 	Kube func(server string, ca []byte, certFile string) (NodeAPI, error)
@@ -77,7 +82,12 @@ type Env struct {
 	Console    func(string)
 	Uptime     func() float64
 	Notify     func(string)
-	Poll       time.Duration // how often waits re-check (default 1s)
+	Poll       time.Duration // how often waits re-check (default 250ms)
+	// MetadataOverNetwork says the provider is reached over the network
+	// (ECS metadata): the config phase waits for a default route first,
+	// rather than spending its first requests, and backoff, on an
+	// interface DHCP has not configured yet.
+	MetadataOverNetwork bool
 }
 
 // Deadlines per phase.
@@ -88,6 +98,12 @@ type Deadlines struct {
 // DefaultDeadlines are generous for software-emulated test VMs and real ECS alike.
 var DefaultDeadlines = Deadlines{Config: 5 * time.Minute, Apply: time.Minute, Network: 3 * time.Minute,
 	Runtime: 3 * time.Minute, Kubelet: 5 * time.Minute, Certificate: 10 * time.Minute, Ready: 15 * time.Minute}
+
+// DefaultPoll is how often the agent re-checks what it waits for (kubelet
+// healthz, its certificate, the Node's Ready condition): each check is a
+// local file or HTTP request, and a coarse interval adds its whole length
+// to the join at every wait.
+const DefaultPoll = 250 * time.Millisecond
 
 // Agent runs one provisioning.
 type Agent struct {
@@ -101,12 +117,16 @@ type Agent struct {
 	primary  Primary
 	managed  []ignition.Managed
 	nodeName string
+	// containerd receives the result of the containerd phase, which runs
+	// beside network and runtime; kernel that of the kernel phase, which
+	// runs beside config, apply and network.
+	containerd, kernel chan error
 }
 
 // New returns an agent over env.
 func New(env Env, dl Deadlines) *Agent {
 	if env.Poll == 0 {
-		env.Poll = time.Second
+		env.Poll = DefaultPoll
 	}
 	if env.Notify == nil {
 		env.Notify = func(string) {}
@@ -121,7 +141,7 @@ func (a *Agent) path(p string) string { return filepath.Join(a.env.Root, p) }
 
 // phase runs fn under a deadline, recording it.
 func (a *Agent) phase(ctx context.Context, name string, d time.Duration, fn func(ctx context.Context) (string, error)) error {
-	a.rec.Begin(name)
+	i := a.rec.Begin(name)
 	a.env.Notify("STATUS=" + name)
 	pctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -129,7 +149,7 @@ func (a *Agent) phase(ctx context.Context, name string, d time.Duration, fn func
 	if err != nil && pctx.Err() != nil && ctx.Err() == nil {
 		err = fmt.Errorf("%w (phase deadline %s)", err, d)
 	}
-	a.rec.End(detail, err)
+	a.rec.Finish(i, detail, err)
 	return err
 }
 
@@ -142,6 +162,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}{
 		{"config", a.dl.Config, a.config},
 		{"apply", a.dl.Apply, a.apply},
+		{"containerd", a.dl.Runtime, nil}, // runs beside network and runtime
 		{"network", a.dl.Network, a.network},
 		{"runtime", a.dl.Runtime, a.runtime},
 		{"kubelet", a.dl.Kubelet, a.kubelet},
@@ -149,7 +170,18 @@ func (a *Agent) Run(ctx context.Context) error {
 		{"ready", a.dl.Ready, a.ready},
 		{"cleanup", time.Minute, a.cleanup},
 	}
+	// Background phases finish before Run returns, so a failure elsewhere
+	// never leaves them half-recorded in the status file.
+	var bg sync.WaitGroup
+	defer bg.Wait()
+	a.kernel = make(chan error, 1)
+	bg.Go(func() { a.kernel <- a.phase(ctx, "kernel", a.dl.Network, a.kernelPrep) })
 	for _, s := range steps {
+		if s.name == "containerd" {
+			a.containerd = make(chan error, 1)
+			bg.Go(func() { a.containerd <- a.phase(ctx, s.name, s.d, a.startContainerd) })
+			continue
+		}
 		err := a.phase(ctx, s.name, s.d, s.fn)
 		if errors.Is(err, errNoConfig) {
 			a.rec.SetState("unconfigured", err.Error())

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net/url"
 	"os"
@@ -126,8 +127,16 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
 	}
 	st, _ := status.Read(r.root)
-	if st.State != "joined" || len(st.Phases) != 8 {
+	if st.State != "joined" || len(st.Phases) != 10 {
 		t.Fatalf("status %+v", st)
+	}
+	names := map[string]status.Phase{}
+	for _, p := range st.Phases {
+		names[p.Name] = p
+	}
+	// containerd starts right after apply, beside network and runtime.
+	if c, r := names["containerd"], names["runtime"]; c.Result != "ok" || c.Started.Before(names["apply"].Ended) || c.Ended.After(r.Ended) {
+		t.Errorf("containerd phase %+v must run after apply and end before runtime %+v", c, r)
 	}
 	if got := strings.Join(r.sd.Calls, ","); got != "reload,start containerd.service,start kubelet.service" {
 		t.Errorf("systemd calls %s", got)
@@ -149,6 +158,44 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 	kc, _ := os.ReadFile(filepath.Join(r.root, "/etc/kubernetes/kubelet-config.yaml"))
 	if !strings.Contains(string(kc), "providerID: cn-hangzhou.i-bp1abc") {
 		t.Errorf("kubelet config lacks providerID:\n%s", kc)
+	}
+}
+
+// TestMetadataWaitsForNetwork: on ECS the user-data is fetched only once
+// a default route exists, and a containerd that fails to start fails the
+// join naming it.
+func TestMetadataWaitsForNetwork(t *testing.T) {
+	r := newRig(t, userData(t, "hello"))
+	r.sd.Fail = map[string]error{"containerd.service": errors.New("containerd.service failed; see journalctl -u containerd.service")}
+	a := r.agent()
+	a.env.MetadataOverNetwork = true
+	var calls []string
+	a.env.Network = func(ctx context.Context, mac string) (Primary, error) {
+		calls = append(calls, "network "+mac)
+		return Primary{Link: "eth0", MAC: mac, IPv4: "10.0.2.15", Gateway: "10.0.2.2"}, nil
+	}
+	err := a.Run(context.Background())
+	if len(calls) != 2 || calls[0] != "network " {
+		t.Errorf("network waits %q: want one without a MAC before the metadata, then the primary's", calls)
+	}
+	if err == nil || !strings.Contains(err.Error(), "containerd (started after apply): containerd.service failed") {
+		t.Errorf("want the containerd failure, got %v", err)
+	}
+}
+
+// TestKernelPrerequisitesFailJoin: modules and sysctls load from the
+// start, beside config; their failure fails the network phase naming them.
+func TestKernelPrerequisitesFailJoin(t *testing.T) {
+	r := newRig(t, userData(t, "hello"))
+	a := r.agent()
+	a.env.Kernel = func() error { return errors.New("loading br_netfilter: no such module") }
+	err := a.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "kernel prerequisites (loaded since the agent started): loading br_netfilter") {
+		t.Fatalf("want the kernel failure, got %v", err)
+	}
+	st, _ := status.Read(r.root)
+	if st.Phases[0].Name != "kernel" && st.Phases[1].Name != "kernel" {
+		t.Errorf("the kernel phase must start with the agent: %+v", st.Phases)
 	}
 }
 

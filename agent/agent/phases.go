@@ -38,6 +38,14 @@ func NodeFileCheck(files map[string][]byte) []ignition.Problem {
 // config fetches the user-data and checks it against what this instance
 // was first provisioned with.
 func (a *Agent) config(ctx context.Context) (string, error) {
+	if a.env.MetadataOverNetwork {
+		// Event-driven (netlink): returns as soon as DHCP has configured
+		// an interface with a default route. The network phase still
+		// picks the primary interface by the metadata's MAC.
+		if _, err := a.env.Network(ctx, ""); err != nil {
+			return "", fmt.Errorf("waiting for a network route to the %s metadata service: %w", a.env.Provider.Name(), err)
+		}
+	}
 	data, present, err := a.env.Provider.UserData(ctx)
 	if err != nil {
 		return "", fmt.Errorf("fetching user-data from %s: %w", a.env.Provider.Name(), err)
@@ -118,7 +126,28 @@ func (a *Agent) network(ctx context.Context) (string, error) {
 	if err := a.env.Prepare(a.nodeName); err != nil {
 		return "", err
 	}
+	select {
+	case err := <-a.kernel:
+		if err != nil {
+			return "", fmt.Errorf("kernel prerequisites (loaded since the agent started): %w", err)
+		}
+	case <-ctx.Done():
+		return "", fmt.Errorf("waiting for the kernel prerequisites: %w", ctx.Err())
+	}
 	return fmt.Sprintf("%s %s via %s, hostname %s", p.Link, p.IPv4, p.Gateway, a.nodeName), nil
+}
+
+// kernelPrep loads the node's kernel modules and sysctls (br_netfilter,
+// overlay, forwarding): seconds of modprobe under emulation that need
+// nothing from the user-data, so they overlap the metadata fetch.
+func (a *Agent) kernelPrep(ctx context.Context) (string, error) {
+	if a.env.Kernel == nil {
+		return "nothing to load", nil
+	}
+	if err := a.env.Kernel(); err != nil {
+		return "", err
+	}
+	return "modules and sysctls in place", nil
 }
 
 func (a *Agent) nodeFacts() nodeconfig.Facts {
@@ -131,8 +160,8 @@ func (a *Agent) nodeFacts() nodeconfig.Facts {
 		InstanceType: f.InstanceType, Hostname: a.nodeName, PrivateIPv4: ip}
 }
 
-// runtime renders containerd's and the kubelet's configuration into the
-// tmpfs /etc and starts containerd.
+// runtime renders the kubelet's configuration into the tmpfs /etc and
+// waits for containerd, which has been starting since apply.
 func (a *Agent) runtime(ctx context.Context) (string, error) {
 	if _, err := a.clusterCA(ctx); err != nil {
 		return "", err
@@ -144,10 +173,44 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := a.writeFiles(files); err != nil {
+		return "", err
+	}
+	// containerd has been starting since apply (startContainerd).
+	select {
+	case err := <-a.containerd:
+		if err != nil {
+			return "", fmt.Errorf("containerd (started after apply): %w", err)
+		}
+	case <-ctx.Done():
+		return "", fmt.Errorf("waiting for containerd, started after apply: %w", ctx.Err())
+	}
+	return "kubelet configuration written, containerd active", nil
+}
+
+// writeFiles writes rendered configuration into the tmpfs /etc, each file
+// with the mode nodeconfig's table declares for it.
+func (a *Agent) writeFiles(files []nodeconfig.File) error {
 	for _, f := range files {
 		if err := atomicfile.Write(a.path(f.Path), f.Data, f.Mode); err != nil {
-			return "", err
+			return err
 		}
+	}
+	return nil
+}
+
+// startContainerd writes containerd's configuration, which depends on the
+// node file alone, reloads systemd (the config may carry units) and starts
+// containerd. The agent runs it as its own phase beside network and runtime,
+// so containerd's start (seconds under emulation) overlaps the network wait
+// and the kubelet's configuration; runtime waits for its result.
+func (a *Agent) startContainerd(ctx context.Context) (string, error) {
+	files, err := nodeconfig.RenderContainerd(a.node)
+	if err != nil {
+		return "", err
+	}
+	if err := a.writeFiles(files); err != nil {
+		return "", err
 	}
 	if err := a.env.Systemd.Reload(ctx); err != nil {
 		return "", err

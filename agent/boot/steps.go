@@ -89,6 +89,7 @@ func Steps() []Step {
 		{"var-partition", describeVarPartition, (*Machine).ensureVarPartition},
 		{"var-format", describeVarFormat, (*Machine).formatVar},
 		{"var-mount", describeVarMount, (*Machine).mountVar},
+		{"var-stamp", describeVarStamp, (*Machine).varStamp},
 		{"etc-overlay", describeEtcOverlay, (*Machine).etcOverlay},
 		{"machine-id", describeMachineID, (*Machine).machineID},
 		{"move-mounts", describeMoveMounts, (*Machine).moveMounts},

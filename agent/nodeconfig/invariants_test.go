@@ -83,6 +83,16 @@ func TestRenderDeclaredPaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctrd, err := RenderContainerd(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasPrefix(f.Path, "/etc/containerd/") {
+			t.Errorf("Render gives containerd's %s; RenderContainerd does", f.Path)
+		}
+	}
+	files = append(files, ctrd...)
 	seen := map[string]bool{}
 	for _, f := range files {
 		seen[f.Path] = true
@@ -96,7 +106,7 @@ func TestRenderDeclaredPaths(t *testing.T) {
 		}
 	}
 	later, err := Render(c, facts, "", false)
-	if err != nil || len(later) != len(files)-1 {
-		t.Errorf("without bootstrap: %d files (%v), want %d", len(later), err, len(files)-1)
+	if err != nil || len(later)+len(ctrd) != len(files)-1 {
+		t.Errorf("without bootstrap: %d files (%v), want %d", len(later), err, len(files)-len(ctrd)-1)
 	}
 }

@@ -28,14 +28,18 @@ type Rendered struct {
 	// bootstrapOnly files are rendered only while the kubelet has no
 	// kubeconfig of its own.
 	bootstrapOnly bool
+	// containerd's files depend on the node file alone: the agent writes
+	// them (RenderContainerd) and starts containerd while the network comes
+	// up and the cluster CA is found, before the kubelet's files (Render).
+	containerd bool
 }
 
 var rendered = []Rendered{
-	{Path: ContainerdConfigPath, Via: "containerd.sandboxImage and containerd.mirrors", Mode: 0o644,
+	{Path: ContainerdConfigPath, Via: "containerd.sandboxImage and containerd.mirrors", Mode: 0o644, containerd: true,
 		render: func(c *Config, _ Facts, _ string) (map[string][]byte, error) {
 			return map[string][]byte{ContainerdConfigPath: ContainerdConfig(c)}, nil
 		}},
-	{Path: path.Join(ContainerdCertsDir, "*", "hosts.toml"), Via: "containerd.mirrors", Mode: 0o644,
+	{Path: path.Join(ContainerdCertsDir, "*", "hosts.toml"), Via: "containerd.mirrors", Mode: 0o644, containerd: true,
 		render: func(c *Config, _ Facts, _ string) (map[string][]byte, error) { return HostsToml(c), nil }},
 	{Path: KubeletConfigPath, Via: "kubelet.config, kubelet.maxPods, kubelet.taints, cluster.dns and cluster.domain", Mode: 0o644,
 		render: func(c *Config, f Facts, _ string) (map[string][]byte, error) {
@@ -77,13 +81,24 @@ type File struct {
 	Data []byte
 }
 
-// Render gives every file the agent writes for the node, sorted by path.
-// bootstrap adds the bootstrap kubeconfig, which is wanted only while the
-// kubelet has no kubeconfig of its own. nodeIP is as for KubeletFlags.
+// Render gives the kubelet's files the agent writes for the node (every
+// rendered file but containerd's), sorted by path. bootstrap adds the
+// bootstrap kubeconfig, which is wanted only while the kubelet has no
+// kubeconfig of its own. nodeIP is as for KubeletFlags.
 func Render(c *Config, f Facts, nodeIP string, bootstrap bool) ([]File, error) {
+	return render(c, f, nodeIP, bootstrap, false)
+}
+
+// RenderContainerd gives containerd's files, sorted by path: they need
+// neither the instance's facts nor the cluster CA.
+func RenderContainerd(c *Config) ([]File, error) {
+	return render(c, Facts{}, "", false, true)
+}
+
+func render(c *Config, f Facts, nodeIP string, bootstrap, containerd bool) ([]File, error) {
 	var out []File
 	for _, r := range rendered {
-		if r.bootstrapOnly && !bootstrap {
+		if r.containerd != containerd || r.bootstrapOnly && !bootstrap {
 			continue
 		}
 		files, err := r.render(c, f, nodeIP)

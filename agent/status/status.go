@@ -64,8 +64,9 @@ func NewRecorder(root string, console func(string), uptime func() float64) *Reco
 		st: Status{State: "provisioning"}}
 }
 
-// Begin starts a phase.
-func (r *Recorder) Begin(name string) {
+// Begin starts a phase and returns its index for Finish. Phases may
+// overlap (the agent starts containerd beside the network wait).
+func (r *Recorder) Begin(name string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	up := r.uptime()
@@ -73,16 +74,24 @@ func (r *Recorder) Begin(name string) {
 	r.st.Phases = append(r.st.Phases, Phase{Name: name, Started: r.now().UTC(), UptimeS: up, Result: "running"})
 	r.line(fmt.Sprintf("drover-agent: [%7.2fs] %s: started", up, name))
 	r.save()
+	return len(r.st.Phases) - 1
 }
 
-// End finishes the current phase; err nil means ok.
-func (r *Recorder) End(detail string, err error) {
+// End finishes the phase begun last; err nil means ok.
+func (r *Recorder) End(detail string, err error) { r.Finish(-1, detail, err) }
+
+// Finish finishes phase i (as returned by Begin; -1: the last one); err
+// nil means ok.
+func (r *Recorder) Finish(i int, detail string, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.st.Phases) == 0 {
+	if i < 0 {
+		i = len(r.st.Phases) - 1
+	}
+	if i < 0 || i >= len(r.st.Phases) {
 		return
 	}
-	p := &r.st.Phases[len(r.st.Phases)-1]
+	p := &r.st.Phases[i]
 	p.Ended, p.UptimeE, p.Detail = r.now().UTC(), r.uptime(), detail
 	if err != nil {
 		p.Result, p.Error = "failed", err.Error()

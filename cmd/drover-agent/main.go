@@ -119,9 +119,10 @@ func run(ctx context.Context) error {
 			return agent.Primary{Link: p.Link, MAC: p.MAC, IPv4: p.IPv4.String(), Gateway: p.Gateway.String()}, nil
 		},
 		Prepare: func(hostname string) error {
-			if _, err := network.SetHostname("/", hostname, logf); err != nil {
-				return err
-			}
+			_, err := network.SetHostname("/", hostname, logf)
+			return err
+		},
+		Kernel: func() error {
 			if err := network.LoadModules("/", network.RequiredModules()...); err != nil {
 				return err
 			}
@@ -139,6 +140,9 @@ func run(ctx context.Context) error {
 		Console:    console,
 		Uptime:     status.Uptime("/"),
 		Notify:     func(s string) { systemd.Notify(s) },
+		// The ECS metadata service is reached over the primary NIC;
+		// fw_cfg and a local file need no network.
+		MetadataOverNetwork: platform == provider.PlatformECS,
 	}
 	a := agent.New(env, agent.DefaultDeadlines)
 	console(fmt.Sprintf("drover-agent: platform %s (%s)", platform, prov.Name()))

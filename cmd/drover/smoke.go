@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drover-os/drover/harness/smoke"
-	"github.com/drover-os/drover/harness/timeline"
 	"github.com/drover-os/drover/image/build"
 	"github.com/drover-os/drover/image/cache"
 )
@@ -24,6 +23,7 @@ func newSmokeCmd() *cobra.Command {
 	var timeout time.Duration
 	var keep bool
 	var bench int
+	var previous, record string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "smoke IMAGE.raw",
@@ -88,17 +88,7 @@ if any check failed.`,
 			}
 			defer env.Close()
 			if bench > 0 {
-				tls, err := env.Timelines(ctx, p.Image, bench, p.NVMe, 25*time.Minute)
-				if err != nil {
-					return err
-				}
-				for i, tl := range tls {
-					fmt.Fprintf(cmd.OutOrStdout(), "boot %d timeline (guest seconds since boot):\n", i+1)
-					tl.Print(cmd.OutOrStdout())
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "median of %d boots (guest seconds since boot):\n", len(tls))
-				timeline.Median(tls).Print(cmd.OutOrStdout())
-				return nil
+				return printBench(cmd.OutOrStdout(), ctx, env, p, bench, previous, record)
 			}
 			report := env.Run(ctx, p)
 			if asJSON {
@@ -140,7 +130,9 @@ if any check failed.`,
 	f.DurationVar(&timeout, "timeout", 75*time.Minute, "overall limit")
 	f.BoolVar(&keep, "print-kubeconfig", false, "print the admin kubeconfig path")
 	f.BoolVar(&asJSON, "json", false, "print the checks and timelines as JSON")
-	f.IntVar(&bench, "bench", 0, "instead of the checks: boot N fresh instances to Ready and print the median boot timeline")
+	f.IntVar(&bench, "bench", 0, "instead of the checks: boot N fresh instances to Ready, reboot each, and print the median first-boot and reboot timelines with systemd's critical chains")
+	f.StringVar(&previous, "bench-previous", "", "with --bench: a timeline table recorded earlier (bench/timeline-previous.txt) to print the figures against")
+	f.StringVar(&record, "bench-record", "", "with --bench: write the median timeline table here")
 	return cmd
 }
 

@@ -79,6 +79,8 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 		b, _ := json.Marshal(pr)
 		return string(b), pr.Hardening()
 	})
+	// bootfast: no failed unit on this boot (units.go).
+	e.checkNoFailedUnits(ctx, r, in, "first boot", "probe-units-1")
 	if p.Reboot {
 		e.reboot(ctx, r, in, p)
 	}
@@ -135,6 +137,8 @@ func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan) {
 		err = errIf(probs)
 	}
 	r.add("/etc edit gone, no re-provisioning", s, err, "")
+	// bootfast: no failed unit after the reboot either (units.go).
+	e.checkNoFailedUnits(ctx, r, in, "after the reboot", "probe-units-2")
 }
 
 // policy boots a fresh instance whose user-data writes outside /etc and

@@ -124,3 +124,119 @@ func Median(ts []Timeline) Timeline {
 	}
 	return out
 }
+
+// Row is one event of a first-boot/reboot table; NaN marks an event a boot
+// did not have.
+type Row struct {
+	Event         string
+	First, Reboot float64
+	hasF, hasR    bool
+}
+
+// Table is the first-boot and reboot timeline side by side, the figure
+// `make bench` tracks (bench/timeline-previous.txt holds the last one
+// recorded).
+type Table struct{ Rows []Row }
+
+// MakeTable joins a first-boot and a reboot timeline, in first-boot order.
+func MakeTable(first, reboot Timeline) Table {
+	var t Table
+	idx := map[string]int{}
+	for _, e := range first.Events {
+		idx[e.Name] = len(t.Rows)
+		t.Rows = append(t.Rows, Row{Event: e.Name, First: e.Uptime, hasF: true})
+	}
+	for _, e := range reboot.Events {
+		i, ok := idx[e.Name]
+		if !ok {
+			idx[e.Name], i = len(t.Rows), len(t.Rows)
+			t.Rows = append(t.Rows, Row{Event: e.Name})
+		}
+		t.Rows[i].Reboot, t.Rows[i].hasR = e.Uptime, true
+	}
+	return t
+}
+
+func cell(v float64, ok bool) string {
+	if !ok {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+// Format writes the table in the form ParseTable reads: one event a line,
+// "event name  first  reboot" with "-" for a missing figure.
+func (t Table) Format() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-28s %10s %10s\n", "# event (guest s since boot)", "first boot", "reboot")
+	for _, r := range t.Rows {
+		fmt.Fprintf(&b, "%-28s %10s %10s\n", r.Event, cell(r.First, r.hasF), cell(r.Reboot, r.hasR))
+	}
+	return b.String()
+}
+
+// ParseTable reads what Format wrote ('#' lines are comments).
+func ParseTable(text string) (Table, error) {
+	var t Table
+	for n, line := range strings.Split(text, "\n") {
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			return Table{}, fmt.Errorf("timeline table line %d: want \"event first reboot\", got %q", n+1, line)
+		}
+		r := Row{Event: strings.Join(f[:len(f)-2], " ")}
+		var err error
+		for i, dst := range []*float64{&r.First, &r.Reboot} {
+			s := f[len(f)-2+i]
+			if s == "-" {
+				continue
+			}
+			if *dst, err = strconv.ParseFloat(s, 64); err != nil {
+				return Table{}, fmt.Errorf("timeline table line %d: %q is not a number of seconds", n+1, s)
+			}
+			if i == 0 {
+				r.hasF = true
+			} else {
+				r.hasR = true
+			}
+		}
+		t.Rows = append(t.Rows, r)
+	}
+	return t, nil
+}
+
+// SideBySide prints the current table next to a previous one: each figure
+// with the previous value and the difference, so a regression shows in
+// review.
+func SideBySide(cur, prev Table) string {
+	prevRow := map[string]Row{}
+	for _, r := range prev.Rows {
+		prevRow[r.Event] = r
+	}
+	diff := func(a float64, aok bool, b float64, bok bool) string {
+		if !aok || !bok {
+			return ""
+		}
+		return fmt.Sprintf("(%+.2f)", a-b)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-28s %10s %10s %9s   %10s %10s %9s\n", "event (guest s since boot)", "first boot", "previous", "", "reboot", "previous", "")
+	seen := map[string]bool{}
+	row := func(r, p Row) {
+		fmt.Fprintf(&b, "%-28s %10s %10s %9s   %10s %10s %9s\n", r.Event,
+			cell(r.First, r.hasF), cell(p.First, p.hasF), diff(r.First, r.hasF, p.First, p.hasF),
+			cell(r.Reboot, r.hasR), cell(p.Reboot, p.hasR), diff(r.Reboot, r.hasR, p.Reboot, p.hasR))
+	}
+	for _, r := range cur.Rows {
+		seen[r.Event] = true
+		row(r, prevRow[r.Event])
+	}
+	for _, p := range prev.Rows {
+		if !seen[p.Event] {
+			row(Row{Event: p.Event}, p)
+		}
+	}
+	return b.String()
+}

@@ -40,3 +40,36 @@ func TestParse(t *testing.T) {
 		t.Errorf("median node Ready = %v", v)
 	}
 }
+
+func TestTableRoundTripAndSideBySide(t *testing.T) {
+	first := Parse(sample)
+	reboot := Parse(strings.Replace(sample, "41.50s", "21.25s", 1))
+	reboot.Events = reboot.Events[1:] // a reboot without the kernel line
+	tab := MakeTable(first, reboot)
+	text := tab.Format()
+	back, err := ParseTable(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Format() != text {
+		t.Errorf("round trip:\n%s\nwant:\n%s", back.Format(), text)
+	}
+	if !strings.Contains(text, "kernel                             0.00          -\n") ||
+		!strings.Contains(text, "node Ready                        41.50      21.25\n") {
+		t.Errorf("table:\n%s", text)
+	}
+	prev, _ := ParseTable("# old\nagent started 22.60 20.00\nnode Ready 40.00 -\ngone event 1.00 2.00\n")
+	sbs := SideBySide(tab, prev)
+	for _, want := range []string{
+		"node Ready                        41.50      40.00   (+1.50)        21.25          -",
+		"agent started                     14.10      22.60   (-8.50)        14.10      20.00   (-5.90)",
+		"gone event                            -       1.00                      -       2.00",
+	} {
+		if !strings.Contains(sbs, want) {
+			t.Errorf("side by side lacks %q:\n%s", want, sbs)
+		}
+	}
+	if _, err := ParseTable("node Ready forty 1\n"); err == nil {
+		t.Error("a bad number must be an error")
+	}
+}

@@ -248,7 +248,7 @@ func (b *builder) finalize() error {
 		return err
 	}
 	env := &finalize.Env{Name: b.p.Recipe.Name, Version: b.epoch.Format("20060102.150405"), BuildID: b.buildID(), Source: b.ownSource(),
-		Epoch: b.epoch, Kernel: kver, Enable: b.p.Recipe.Units.Enable, Disable: b.p.Recipe.Units.Disable, Mask: b.p.Recipe.Units.Mask, Log: b.o.Log}
+		Epoch: b.epoch, Kernel: kver, Arch: b.p.Recipe.Arch, Enable: b.p.Recipe.Units.Enable, Disable: b.p.Recipe.Units.Disable, Mask: b.p.Recipe.Units.Mask, Log: b.o.Log}
 	return finalize.Run(b.tree, env, steps)
 }
 

@@ -26,6 +26,7 @@ type Env struct {
 	Source  string
 	Epoch   time.Time
 	Kernel  string // kernel version (uname -r) found in the tree
+	Arch    string // Debian architecture of the image (amd64, arm64)
 	Enable  []string
 	Disable []string
 	Mask    []string
@@ -48,6 +49,9 @@ func Steps() []Step {
 		units{},
 		alternatives{},
 		caBundle{},
+		ldCache{},
+		bootDatabases{},
+		updateStamps{},
 		networkFiles{},
 		osRelease{},
 		machineID{},

@@ -1,10 +1,12 @@
 package finalize
 
 import (
+	"debug/elf"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/drover-os/drover/image/ldcache"
 	"github.com/drover-os/drover/image/tree"
 )
 
@@ -32,11 +34,15 @@ func sampleTree(t *testing.T) *tree.Tree {
 	add(&tree.Node{Path: "/usr/share/man/man1/mawk.1.gz", Kind: tree.Regular, Mode: 0o644, Owner: "mawk"})
 	add(&tree.Node{Path: "/var/lib/dpkg/status", Kind: tree.Regular, Mode: 0o644, Owner: "x"})
 	add(&tree.Node{Path: "/boot/vmlinuz-6.12", Kind: tree.Regular, Mode: 0o644, Owner: "linux"})
+	add(&tree.Node{Path: "/usr/lib/x86_64-linux-gnu/libc.so.6", Kind: tree.Regular, Mode: 0o755, Owner: "libc6",
+		Data: ldcache.FakeLibrary(elf.EM_X86_64, elf.ET_DYN, "libc.so.6")})
+	add(&tree.Node{Path: "/usr/lib/udev/hwdb.d/20-pci-vendor-model.hwdb", Kind: tree.Regular, Mode: 0o644, Owner: "udev"})
+	add(&tree.Node{Path: "/usr/lib/systemd/catalog/systemd.catalog", Kind: tree.Regular, Mode: 0o644, Owner: "systemd"})
 	return tr
 }
 
 func env() *Env {
-	return &Env{Name: "minimal", Version: "20261121", BuildID: "abc123", Epoch: time.Unix(0, 0),
+	return &Env{Name: "minimal", Version: "20261121", BuildID: "abc123", Epoch: time.Unix(1795252544, 0), Arch: "amd64",
 		Enable: []string{"systemd-networkd.service"}, Mask: []string{"getty@.service"}}
 }
 
@@ -78,7 +84,18 @@ func TestFinalize(t *testing.T) {
 	check("/etc/ssl/certs/ca-certificates.crt", "A\nB\n")
 	check("/etc/machine-id", "")
 	check("/usr/lib/os-release", "NAME=\"Debian GNU/Linux\"\nID=debian\nPRETTY_NAME=\"drover minimal 20261121 (Debian based)\"\nVARIANT=\"drover\"\nVARIANT_ID=drover\nIMAGE_ID=minimal\nIMAGE_VERSION=20261121\nBUILD_ID=abc123\n")
-	for _, gone := range []string{"/usr/share/doc/mawk/changelog.gz", "/usr/share/man", "/var/lib/dpkg/status", "/boot/vmlinuz-6.12"} {
+	check("/etc/.updated", "# This file was created by systemd-update-done. The timestamp below is the\n"+
+		"# modification time of /usr/ for which the most recent updates of /etc/ and\n"+
+		"# /var/ have been applied. See man:systemd-update-done.service(8) for details.\nTIMESTAMP_NSEC=1795252544000000000\n")
+	check("/etc/systemd/system/systemd-hwdb-update.service", "-> /dev/null")
+	check("/etc/systemd/system/systemd-journal-catalog-update.service", "-> /dev/null")
+	if n := tr.Get("/etc/ld.so.cache"); n == nil {
+		t.Error("/etc/ld.so.cache missing")
+	} else if c, err := ldcache.Decode(n.Data); err != nil || len(c.Entries) != 1 || c.Entries[0].Path != "/lib/x86_64-linux-gnu/libc.so.6" {
+		t.Errorf("/etc/ld.so.cache: %+v, %v", c, err)
+	}
+	for _, gone := range []string{"/usr/share/doc/mawk/changelog.gz", "/usr/share/man", "/var/lib/dpkg/status", "/boot/vmlinuz-6.12",
+		"/usr/lib/udev/hwdb.d", "/usr/lib/systemd/catalog"} {
 		if tr.Get(gone) != nil {
 			t.Errorf("%s should be stripped", gone)
 		}

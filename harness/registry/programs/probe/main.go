@@ -6,6 +6,12 @@
 //
 //	probe inspect     report TCP listeners, sshd, read-only / and /usr, the bootstrap kubeconfig
 //	probe edit-etc    write /host-etc/drover-smoke-edit (gone after a reboot: /etc is tmpfs)
+//	probe units       failed systemd units and each one's journal lines (systemctl, journalctl in /host)
+//	probe chain       systemd-analyze critical-chain of drover-agent.service and kubelet.service
+//
+// units and chain run the node's own systemctl, journalctl and
+// systemd-analyze chrooted into /host (the hostPath mount is recursive, so
+// /host/run holds systemd's and the journal's sockets).
 //
 // Standard library only: it is built in a throwaway module.
 package main
@@ -17,10 +23,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 type report struct {
@@ -46,6 +54,10 @@ func main() {
 		if err != nil {
 			out = []byte(fmt.Sprintf(`{"edited":false,"error":%q}`, err.Error()))
 		}
+	case "units":
+		out, _ = json.Marshal(failedUnits())
+	case "chain":
+		out, _ = json.Marshal(criticalChain())
 	default:
 		r := inspect()
 		out, _ = json.Marshal(r)
@@ -143,4 +155,93 @@ func decodeIP(h string) net.IP {
 		ip[i], ip[i+1], ip[i+2], ip[i+3] = b[i+3], b[i+2], b[i+1], b[i]
 	}
 	return ip
+}
+
+// terminationLimit is what the kubelet keeps of a termination message.
+const terminationLimit = 4096
+
+// hostCommand runs one of the node's own programs chrooted into /host;
+// args[0] is an absolute path inside /host (the container has no PATH
+// lookup for it: the chroot happens in the child, after the lookup).
+func hostCommand(args ...string) (string, error) {
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: "/host"}
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin", "SYSTEMD_COLORS=0", "SYSTEMD_PAGER=", "LANG=C.UTF-8"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
+}
+
+type unitsReport struct {
+	Failed  []string            `json:"failed"`            // units systemctl lists as failed
+	Journal map[string][]string `json:"journal,omitempty"` // unit -> its last journal lines this boot
+	Error   string              `json:"error,omitempty"`
+}
+
+func failedUnits() unitsReport {
+	var r unitsReport
+	out, err := hostCommand("/usr/bin/systemctl", "list-units", "--failed", "--all", "--plain", "--no-legend", "--no-pager")
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			r.Failed = append(r.Failed, strings.TrimPrefix(f[0], "\u25cf"))
+		}
+	}
+	if len(r.Failed) == 0 {
+		return r
+	}
+	r.Journal = map[string][]string{}
+	// Share the termination message between the offenders: the newest
+	// lines of each, each line cut to a sensible length.
+	budget := (terminationLimit - 200) / len(r.Failed)
+	for _, u := range r.Failed {
+		out, err := hostCommand("/usr/bin/journalctl", "-b", "-u", u, "--no-pager", "-n", "12", "-o", "short-monotonic")
+		if err != nil {
+			out = err.Error()
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		var keep []string
+		used := 0
+		for i := len(lines) - 1; i >= 0; i-- {
+			l := lines[i]
+			if len(l) > 160 {
+				l = l[:160]
+			}
+			if used+len(l)+8 > budget {
+				break
+			}
+			used += len(l) + 8
+			keep = append([]string{l}, keep...)
+		}
+		r.Journal[u] = keep
+	}
+	return r
+}
+
+type chainReport struct {
+	Chain string `json:"chain"`          // systemd-analyze critical-chain output
+	Time  string `json:"time,omitempty"` // systemd-analyze time, first line
+	Error string `json:"error,omitempty"`
+}
+
+func criticalChain() chainReport {
+	var r chainReport
+	out, err := hostCommand("/usr/bin/systemd-analyze", "critical-chain", "--no-pager", "drover-agent.service", "kubelet.service")
+	if err != nil {
+		r.Error = err.Error()
+	}
+	r.Chain = strings.TrimSpace(out)
+	if t, err := hostCommand("/usr/bin/systemd-analyze", "time", "--no-pager"); err == nil {
+		r.Time = strings.TrimSpace(strings.SplitN(t, "\n", 2)[0])
+	}
+	if len(r.Chain) > terminationLimit-len(r.Time)-200 {
+		r.Chain = r.Chain[:terminationLimit-len(r.Time)-200]
+	}
+	return r
 }

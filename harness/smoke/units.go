@@ -1,0 +1,94 @@
+package smoke
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/drover-os/drover/harness/registry"
+)
+
+// UnitsResult is what the probe's "units" mode reports: the node's own
+// `systemctl list-units --failed` and, for each failed unit, its last
+// journal lines of this boot.
+type UnitsResult struct {
+	Failed  []string            `json:"failed"`
+	Journal map[string][]string `json:"journal"`
+	Error   string              `json:"error"`
+}
+
+// FailedUnits asks the node (through the probe, with its own systemctl and
+// journalctl) which units have failed this boot.
+func (e *Env) FailedUnits(ctx context.Context, in *Instance, pod string) (*UnitsResult, error) {
+	msg, err := e.RunPod(ctx, in, pod, registry.ProbeImage, []string{"units"}, true)
+	if err != nil {
+		return nil, err
+	}
+	var u UnitsResult
+	if err := json.Unmarshal([]byte(msg), &u); err != nil {
+		return nil, fmt.Errorf("probe units report %q: %w", msg, err)
+	}
+	if u.Error != "" {
+		return nil, fmt.Errorf("probe could not list the node's units: %s", u.Error)
+	}
+	return &u, nil
+}
+
+// Err is nil when no unit failed; otherwise it names every failed unit
+// with its journal lines.
+func (u *UnitsResult) Err() error {
+	if len(u.Failed) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d failed unit(s) (systemctl --failed): %s", len(u.Failed), strings.Join(u.Failed, ", "))
+	names := append([]string(nil), u.Failed...)
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(&b, "\n  journalctl -b -u %s:", n)
+		for _, l := range u.Journal[n] {
+			b.WriteString("\n    " + l)
+		}
+	}
+	return fmt.Errorf("%s", b.String())
+}
+
+// checkNoFailedUnits adds the check "no failed systemd units (boot)": a
+// node must come up with `systemctl --failed` empty, on every boot.
+func (e *Env) checkNoFailedUnits(ctx context.Context, r *Report, in *Instance, boot, pod string) {
+	s := time.Now()
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	u, err := e.FailedUnits(sctx, in, pod)
+	if err == nil {
+		err = u.Err()
+	}
+	r.add("no failed systemd units ("+boot+")", s, err, "systemctl --failed: none")
+}
+
+// ChainResult is systemd's own account of the boot from the probe's
+// "chain" mode.
+type ChainResult struct {
+	Chain string `json:"chain"` // systemd-analyze critical-chain drover-agent.service kubelet.service
+	Time  string `json:"time"`  // systemd-analyze time
+	Error string `json:"error"`
+}
+
+// CriticalChain runs systemd-analyze on the node through the probe.
+func (e *Env) CriticalChain(ctx context.Context, in *Instance, pod string) (*ChainResult, error) {
+	msg, err := e.RunPod(ctx, in, pod, registry.ProbeImage, []string{"chain"}, true)
+	if err != nil {
+		return nil, err
+	}
+	var c ChainResult
+	if err := json.Unmarshal([]byte(msg), &c); err != nil {
+		return nil, fmt.Errorf("probe chain report %q: %w", msg, err)
+	}
+	if c.Error != "" && c.Chain == "" {
+		return nil, fmt.Errorf("systemd-analyze on the node: %s", c.Error)
+	}
+	return &c, nil
+}
