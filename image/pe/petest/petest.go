@@ -25,8 +25,8 @@ func Stub(textSize, sbatSize int) []byte {
 	le.PutUint32(b[0x3c:], lfanew)
 	copy(b[lfanew:], "PE\x00\x00")
 	coff := lfanew + 4
-	le.PutUint16(b[coff:], 0x8664)  // Machine: AMD64
-	le.PutUint16(b[coff+2:], 2)     // NumberOfSections
+	le.PutUint16(b[coff:], 0x8664) // Machine: AMD64
+	le.PutUint16(b[coff+2:], 2)    // NumberOfSections
 	le.PutUint16(b[coff+16:], optSize)
 	le.PutUint16(b[coff+18:], 0x22e) // executable, large address aware, stripped
 	opt := coff + 20
