@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/drover-os/drover/agent/units"
+	"github.com/drover-os/drover/image/authenticode"
 	"github.com/drover-os/drover/image/deb"
 	"github.com/drover-os/drover/image/finalize"
 	"github.com/drover-os/drover/image/gomod"
@@ -31,6 +32,9 @@ type Options struct {
 	AgentBin, InitBin string
 	Version           string // builder version, for the manifest
 	Log               io.Writer
+	// SecureBoot, when set, signs systemd-boot and the UKI; unsigned
+	// images are the default.
+	SecureBoot *authenticode.Signer
 }
 
 // Result describes a finished build.
@@ -55,8 +59,8 @@ type builder struct {
 	timings []Timing
 	tmp     string
 	// taken from the tree for the ESP and initrd
-	kernel, systemdBoot []byte
-	modules             *kmod.Index
+	kernel, systemdBoot, stub []byte
+	modules                   *kmod.Index
 }
 
 func (b *builder) logf(format string, args ...any) {

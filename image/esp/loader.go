@@ -1,43 +1,32 @@
 package esp
 
-import "strings"
-
 // Paths of the systemd-boot layout LoaderFiles produces.
 const (
 	LoaderPath     = "EFI/BOOT/BOOTX64.EFI"
 	LoaderConfPath = "loader/loader.conf"
-	EntryPath      = "loader/entries/drover.conf"
-	KernelPath     = "drover/vmlinuz"
-	InitrdPath     = "drover/initrd"
-	entryName      = "drover.conf"
+	// UKIPath is where systemd-boot finds the Unified Kernel Image: a Boot
+	// Loader Specification type #2 entry, which carries its own command
+	// line, so no loader entry file does.
+	UKIPath = "EFI/Linux/" + ukiName
+	ukiName = "drover.efi"
 )
 
-// LoaderFiles returns the ESP files that boot kernel and initrd with cmdline
+// LoaderFiles returns the ESP files that boot uki (a Unified Kernel Image)
 // through systemd-boot (systemdBoot is systemd-bootx64.efi), installed as
 // the removable-media path EFI/BOOT/BOOTX64.EFI so firmware finds it with
 // no NVRAM boot entry, as on a freshly imported ECS image.
 //
 // loader.conf holds only what differs from systemd-boot's defaults:
 //   - timeout 0: boot the entry at once (a key held at boot still shows the menu);
-//   - default drover.conf: the one entry;
+//   - default drover.efi: the UKI (type #2 entries are named by file name);
 //   - editor no: nobody at the console can edit the command line, which
-//     carries the verity root hash.
-//
-// Whitespace runs in title and cmdline, newlines included, become single
-// spaces: each is one line of the entry file.
-func LoaderFiles(kernel, initrd, systemdBoot []byte, cmdline, title string) []File {
-	conf := "timeout 0\ndefault " + entryName + "\neditor no\n"
-	entry := "title " + oneLine(title) + "\n" +
-		"linux /" + KernelPath + "\n" +
-		"initrd /" + InitrdPath + "\n" +
-		"options " + oneLine(cmdline) + "\n"
+//     carries the verity root hash (with Secure Boot on, the stub also
+//     ignores any command line but its own .cmdline).
+func LoaderFiles(uki, systemdBoot []byte) []File {
+	conf := "timeout 0\ndefault " + ukiName + "\neditor no\n"
 	return []File{
 		{Path: LoaderPath, Data: systemdBoot},
 		{Path: LoaderConfPath, Data: []byte(conf)},
-		{Path: EntryPath, Data: []byte(entry)},
-		{Path: KernelPath, Data: kernel},
-		{Path: InitrdPath, Data: initrd},
+		{Path: UKIPath, Data: uki},
 	}
 }
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -149,6 +149,7 @@ func Build(stub []byte, p Parts) ([]byte, error) {
 // `drover diff`.
 type Section struct {
 	Name           string `json:"name"`
+	Offset         uint32 `json:"-"` // file offset of the content
 	VirtualAddress uint32 `json:"virtualAddress"`
 	Size           uint32 `json:"size"` // content bytes: the smaller of the virtual and raw size
 	SHA256         string `json:"sha256"`
@@ -165,7 +166,10 @@ func Sections(b []byte) ([]Section, error) {
 	for _, s := range im.Sections() {
 		n := min(s.VirtualSize, s.Size)
 		sum := sha256.Sum256(b[s.Offset : s.Offset+n])
-		out = append(out, Section{Name: s.Name, VirtualAddress: s.VirtualAddress, Size: n, SHA256: hex.EncodeToString(sum[:])})
+		out = append(out, Section{Name: s.Name, Offset: s.Offset, VirtualAddress: s.VirtualAddress, Size: n, SHA256: hex.EncodeToString(sum[:])})
 	}
 	return out, nil
 }
+
+// SectionData returns the content of s, a section Sections listed for b.
+func SectionData(b []byte, s Section) []byte { return b[s.Offset : s.Offset+s.Size] }

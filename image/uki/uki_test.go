@@ -45,7 +45,7 @@ func TestBuildLayout(t *testing.T) {
 		if s.VirtualAddress%opt.SectionAlignment != 0 || s.Offset%opt.FileAlignment != 0 || s.Size%opt.FileAlignment != 0 {
 			t.Errorf("section %s misaligned: va %#x, offset %#x, raw size %#x", s.Name, s.VirtualAddress, s.Offset, s.Size)
 		}
-		if i > 0 && (s.VirtualAddress < prevVirtEnd || s.Offset != prevRawEnd) {
+		if i > 0 && (s.VirtualAddress != drpe.AlignUp(prevVirtEnd, opt.SectionAlignment) || s.Offset != prevRawEnd) {
 			t.Errorf("section %s at va %#x / offset %#x overlaps or leaves a gap after %#x / %#x", s.Name, s.VirtualAddress, s.Offset, prevVirtEnd, prevRawEnd)
 		}
 		prevVirtEnd, prevRawEnd = s.VirtualAddress+s.VirtualSize, s.Offset+s.Size
