@@ -17,6 +17,7 @@ import (
 
 func newBuildCmd(g *globals) *cobra.Command {
 	var out, agentBin, initBin string
+	var sb secureBootFlags
 	var plan, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "build RECIPE",
@@ -65,8 +66,13 @@ the recipe: run drover lock.`,
 			if initBin == "" {
 				initBin = filepath.Join(filepath.Dir(self), "drover-init")
 			}
+			signer, err := sb.signer()
+			if err != nil {
+				return err
+			}
 			start := time.Now()
-			res, err := build.Build(cmd.Context(), p, build.Options{Sources: o, AgentBin: agentBin, InitBin: initBin, Version: version, Log: g.log()})
+			res, err := build.Build(cmd.Context(), p, build.Options{Sources: o, AgentBin: agentBin, InitBin: initBin, Version: version, Log: g.log(),
+				SecureBoot: signer})
 			if err != nil {
 				return err
 			}
@@ -112,5 +118,6 @@ the recipe: run drover lock.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result (outputs, root hash, stage timings) as JSON")
 	cmd.Flags().StringVar(&agentBin, "agent", "", "drover-agent binary to install (default: beside the drover executable)")
 	cmd.Flags().StringVar(&initBin, "init", "", "drover-init binary for the initrd (default: beside the drover executable)")
+	sb.register(cmd)
 	return cmd
 }
