@@ -19,10 +19,11 @@ import (
 
 // InitrdModules are the kernel modules drover-init loads, by name: block
 // devices (virtio-blk, virtio-scsi, NVMe), device-mapper + verity, and the
-// filesystems it mounts. Modules the kernel has built in are skipped.
+// filesystems it mounts, and efivarfs, through which it reads whether
+// Secure Boot was on. Modules the kernel has built in are skipped.
 var InitrdModules = []string{
 	"virtio_pci", "virtio_blk", "virtio_scsi", "sd_mod", "nvme",
-	"dm_mod", "dm_verity", "erofs", "overlay", "ext4", "crc32c_generic",
+	"dm_mod", "dm_verity", "erofs", "overlay", "ext4", "crc32c_generic", "efivarfs",
 }
 
 // Plan is what a build will do, computed from the recipe and lock alone.
