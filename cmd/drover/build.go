@@ -72,7 +72,7 @@ the recipe: run drover lock.`,
 			}
 			start := time.Now()
 			res, err := build.Build(cmd.Context(), p, build.Options{Sources: o, AgentBin: agentBin, InitBin: initBin, Version: version, Log: g.log(),
-				SecureBoot: signer})
+				SecureBoot: signer, SecureBootEnroll: sb.enroll})
 			if err != nil {
 				return err
 			}

@@ -51,7 +51,7 @@ type Config struct {
 	Console     io.Writer         // serial console copy (e.g. os.Stdout); the log is always written
 	QEMU        string            // default qemu-system-x86_64
 	OVMFCode    string            // default /usr/share/OVMF/OVMF_CODE_4M.fd (or OVMF_CODE.fd)
-	OVMFVars    string            // template, default beside the code
+	OVMFVars    string            // template, default beside the code (the snakeoil one with SecureBoot)
 	// SecureBoot boots with Secure Boot enforced: the firmware build with
 	// SMM-protected variables (OVMF_CODE_4M.secboot.fd, on a q35 machine
 	// with SMM and a secure flash) and, by default, Debian's
@@ -165,9 +165,16 @@ func (c *Config) defaultsNoDir() error {
 	case c.SecureBoot:
 		// The 4 MiB builds only: the secboot code needs vars of its size.
 		c.OVMFCode = firstExisting("/usr/share/OVMF/OVMF_CODE_4M.secboot.fd")
-		c.OVMFVars = firstExisting("/usr/share/OVMF/OVMF_VARS_4M.snakeoil.fd")
 	default:
 		c.OVMFCode = firstExisting("/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_CODE.fd")
+	}
+	switch {
+	case c.OVMFVars != "":
+		// e.g. OVMF_VARS_4M.fd with SecureBoot: no keys, setup mode,
+		// where systemd-boot enrols the image's own
+	case c.SecureBoot:
+		c.OVMFVars = firstExisting("/usr/share/OVMF/OVMF_VARS_4M.snakeoil.fd")
+	default:
 		c.OVMFVars = firstExisting("/usr/share/OVMF/OVMF_VARS_4M.fd", "/usr/share/OVMF/OVMF_VARS.fd")
 	}
 	if c.OVMFCode == "" || c.OVMFVars == "" {

@@ -3,10 +3,12 @@
 package authenticode
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/drover-os/drover/image/pe"
 	"github.com/drover-os/drover/image/pe/petest"
@@ -82,4 +84,50 @@ func sectionOffset(t *testing.T, b []byte, name string) int {
 	}
 	t.Fatalf("no section %s", name)
 	return 0
+}
+
+// TestEnrollmentFilesMatchEfitools: PK.auth, KEK.auth and db.auth are
+// byte-for-byte what efitools' cert-to-efi-sig-list and sign-efi-sig-list
+// write for the same certificate, owner GUID, key and timestamp (both sign
+// deterministically: RSA PKCS#1 v1.5, no signed attributes).
+func TestEnrollmentFilesMatchEfitools(t *testing.T) {
+	for _, tool := range []string{"cert-to-efi-sig-list", "sign-efi-sig-list"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s not found: install the Debian package efitools (scripts/host-setup.sh)", tool)
+		}
+	}
+	s, keyPEM, certPEM := testSigner(t)
+	dir := t.TempDir()
+	key, cert := filepath.Join(dir, "key.pem"), filepath.Join(dir, "cert.pem")
+	os.WriteFile(key, keyPEM, 0o600)
+	os.WriteFile(cert, certPEM, 0o644)
+	stamp := time.Date(2026, 11, 21, 9, 15, 44, 0, time.UTC)
+	files, err := s.EnrollmentFiles(stamp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	esl := filepath.Join(dir, "cert.esl")
+	if out, err := exec.Command("cert-to-efi-sig-list", "-g", "64726f76-6572-4000-8000-64726f766572", cert, esl).CombinedOutput(); err != nil {
+		t.Fatalf("cert-to-efi-sig-list: %v\n%s", err, out)
+	}
+	for _, v := range []string{"PK", "KEK", "db"} {
+		auth := filepath.Join(dir, v+".auth")
+		out, err := exec.Command("sign-efi-sig-list", "-t", stamp.Format("2006-01-02 15:04:05"), "-k", key, "-c", cert, v, esl, auth).CombinedOutput()
+		if err != nil {
+			t.Fatalf("sign-efi-sig-list %s: %v\n%s", v, err, out)
+		}
+		want, _ := os.ReadFile(auth)
+		if got := files[v+".auth"]; !bytes.Equal(got, want) {
+			t.Errorf("%s.auth (%d bytes) differs from efitools' (%d bytes); first difference at byte %d", v, len(got), len(want), firstDiff(got, want))
+		}
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }

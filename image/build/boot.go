@@ -25,6 +25,7 @@ func (b *builder) bootFiles(cmdline string, initrd []byte) ([]esp.File, error) {
 		return nil, fmt.Errorf("UKI from %s: %w", stubPath, err)
 	}
 	loader := b.systemdBoot
+	var keys map[string][]byte
 	if s := b.o.SecureBoot; s != nil {
 		if image, err = s.Sign(image); err != nil {
 			return nil, fmt.Errorf("signing the UKI: %w", err)
@@ -33,8 +34,16 @@ func (b *builder) bootFiles(cmdline string, initrd []byte) ([]esp.File, error) {
 			return nil, fmt.Errorf("signing systemd-boot (%s): %w", systemdBootPath, err)
 		}
 		b.logf("build: signed %s and %s with %s", esp.UKIPath, esp.LoaderPath, certName(s))
+		if b.o.SecureBootEnroll {
+			if keys, err = s.EnrollmentFiles(b.epoch); err != nil {
+				return nil, fmt.Errorf("secure boot keys for enrolment: %w", err)
+			}
+			b.logf("build: %s/{PK,KEK,db}.auth for systemd-boot to enrol", esp.KeysDir)
+		}
+	} else if b.o.SecureBootEnroll {
+		return nil, fmt.Errorf("enrolling Secure Boot keys needs the signing key: give --secure-boot-key and --secure-boot-cert")
 	}
-	return esp.LoaderFiles(image, loader), nil
+	return esp.LoaderFiles(image, loader, keys), nil
 }
 
 // certName names a signing certificate in the manifest and the log:

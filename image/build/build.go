@@ -35,6 +35,9 @@ type Options struct {
 	// SecureBoot, when set, signs systemd-boot and the UKI; unsigned
 	// images are the default.
 	SecureBoot *authenticode.Signer
+	// SecureBootEnroll puts the signer's certificate on the ESP as PK, KEK
+	// and db for systemd-boot to enrol in firmware that is in setup mode.
+	SecureBootEnroll bool
 }
 
 // Result describes a finished build.

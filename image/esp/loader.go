@@ -9,6 +9,9 @@ const (
 	// line, so no loader entry file does.
 	UKIPath = "EFI/Linux/" + ukiName
 	ukiName = "drover.efi"
+	// KeysDir holds Secure Boot keys for systemd-boot to enrol
+	// (PK.auth, KEK.auth, db.auth).
+	KeysDir = "loader/keys/drover"
 )
 
 // LoaderFiles returns the ESP files that boot uki (a Unified Kernel Image)
@@ -22,11 +25,23 @@ const (
 //   - editor no: nobody at the console can edit the command line, which
 //     carries the verity root hash (with Secure Boot on, the stub also
 //     ignores any command line but its own .cmdline).
-func LoaderFiles(uki, systemdBoot []byte) []File {
+//
+// keys, when given (name → content, e.g. "db.auth"), go to KeysDir, and
+// loader.conf says secure-boot-enroll if-safe: firmware in setup mode on a
+// virtual machine gets them enrolled by systemd-boot at first boot, which
+// then resets into Secure Boot.
+func LoaderFiles(uki, systemdBoot []byte, keys map[string][]byte) []File {
 	conf := "timeout 0\ndefault " + ukiName + "\neditor no\n"
-	return []File{
+	if len(keys) > 0 {
+		conf += "secure-boot-enroll if-safe\n"
+	}
+	files := []File{
 		{Path: LoaderPath, Data: systemdBoot},
 		{Path: LoaderConfPath, Data: []byte(conf)},
 		{Path: UKIPath, Data: uki},
 	}
+	for name, data := range keys {
+		files = append(files, File{Path: KeysDir + "/" + name, Data: data})
+	}
+	return files // Build sorts them
 }
