@@ -93,20 +93,30 @@ func TestSecureBoot(t *testing.T) {
 
 	t.Run("boot signed", func(t *testing.T) {
 		start := time.Now()
-		c := &qemu.Config{Image: signed, StateDir: filepath.Join(work, "vm-signed"), SecureBoot: true, DiskSize: 2 << 30}
+		// User-data over fw_cfg makes the agent run (QEMU provider); it
+		// records Secure Boot before its first phase, whatever follows.
+		ign := filepath.Join(work, "config.ign")
+		if err := os.WriteFile(ign, []byte(`{"ignition":{"version":"3.4.0"}}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c := &qemu.Config{Image: signed, StateDir: filepath.Join(work, "vm-signed"), SecureBoot: true, DiskSize: 2 << 30,
+			FwCfg: map[string]string{"opt/drover/userdata": ign}}
 		vm := startVM(t, c)
 		defer vm.Stop()
-		ctx, cancel := context.WithTimeout(t.Context(), 12*time.Minute)
+		ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 		defer cancel()
 		if _, err := vm.WaitFor(ctx, "Reached target multi-user.target"); err != nil {
 			t.Fatalf("%v\n%s", err, tail(vm.Log(), 60))
 		}
-		// multi-user.target waits for the agent's READY=1, and the agent
-		// records Secure Boot before anything else; stop cleanly so /var
-		// holds the status file.
-		if err := vm.Shutdown(3 * time.Minute); err != nil {
-			t.Fatal(err)
+		// Only a sync point: the evidence is the status file on the disk.
+		if _, err := vm.WaitFor(ctx, "] secure boot "); err != nil {
+			t.Fatalf("the agent recorded no Secure Boot state: %v\n%s", err, grepLines(vm.Log(), "drover-"))
 		}
+		// The minimal image has no logind to act on the power button; give
+		// ext4 its 5-second journal commit, then stop QEMU (which flushes
+		// the disk).
+		time.Sleep(15 * time.Second)
+		vm.Stop()
 		t.Logf("signed image booted under Secure Boot in %s", time.Since(start).Round(time.Second))
 		log := vm.Log()
 		// The kernel's own finding, from the firmware it booted on.
@@ -124,9 +134,13 @@ func TestSecureBoot(t *testing.T) {
 
 	t.Run("boot tampered cmdline", func(t *testing.T) {
 		bad := tamperCmdline(t, work, signed, mf)
-		refused(t, bad, filepath.Join(work, "vm-tampered"))
+		// The firmware accepts systemd-boot and refuses the UKI it loads.
+		refused(t, bad, filepath.Join(work, "vm-tampered"), `Error loading \EFI\Linux\drover.efi: Access denied`)
 	})
-	t.Run("boot unsigned", func(t *testing.T) { refused(t, unsigned, filepath.Join(work, "vm-unsigned")) })
+	t.Run("boot unsigned", func(t *testing.T) {
+		// The firmware refuses systemd-boot itself.
+		refused(t, unsigned, filepath.Join(work, "vm-unsigned"), `BdsDxe: failed to load Boot0002 "UEFI Misc Device"`)
+	})
 }
 
 func startVM(t *testing.T, c *qemu.Config) *qemu.VM {
@@ -141,9 +155,10 @@ func startVM(t *testing.T, c *qemu.Config) *qemu.VM {
 // refused boots image under Secure Boot and requires the firmware to
 // refuse a boot binary ("Access Denied" is EFI_ACCESS_DENIED, what
 // LoadImage answers for an image that fails db verification) with no
-// kernel ever starting. The firmware then tries the next boot options
+// kernel ever starting, and evidence (which binary was refused) on the
+// console. The firmware then tries the next boot options
 // (network), so the VM is stopped once the refusal is on the console.
-func refused(t *testing.T, image, state string) {
+func refused(t *testing.T, image, state, evidence string) {
 	t.Helper()
 	start := time.Now()
 	vm := startVM(t, &qemu.Config{Image: image, StateDir: state, SecureBoot: true, DiskSize: 2 << 30})
@@ -163,6 +178,9 @@ func refused(t *testing.T, image, state string) {
 	log := vm.Log()
 	if strings.Contains(log, "Linux version") || strings.Contains(log, "EFI stub:") {
 		t.Fatalf("a kernel started after the refusal:\n%s", tail(log, 40))
+	}
+	if !strings.Contains(log, evidence) {
+		t.Errorf("the console lacks %q:\n%s", evidence, grepLines(log, "Access", "rror"))
 	}
 	t.Logf("refused in %s:\n%s", time.Since(start).Round(time.Second), grepLines(log, "Access Denied", "Security", "rror"))
 }
