@@ -19,7 +19,7 @@ type secureBootFlags struct {
 func (f *secureBootFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.key, "secure-boot-key", "", "sign systemd-boot and the UKI for UEFI Secure Boot with this unencrypted RSA key (PEM; needs --secure-boot-cert)")
 	cmd.Flags().StringVar(&f.cert, "secure-boot-cert", "", "certificate (PEM) of --secure-boot-key; the firmware's db must hold it or its issuer")
-	cmd.Flags().BoolVar(&f.enroll, "secure-boot-enroll", false, "also put the certificate on the ESP as PK, KEK and db (loader/keys/drover/*.auth) for systemd-boot to enrol when the firmware is in setup mode")
+	cmd.Flags().BoolVar(&f.enroll, "secure-boot-enroll", false, "also put the certificate on the ESP as PK, KEK and db (loader/keys/auto/*.auth) for systemd-boot to enrol when the firmware is in setup mode")
 }
 
 // signer loads the key pair, or returns nil when no signing was asked for.

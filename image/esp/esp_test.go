@@ -309,7 +309,7 @@ func TestLoaderFilesWithKeys(t *testing.T) {
 	if got["loader/loader.conf"] != "timeout 0\ndefault drover.efi\neditor no\nsecure-boot-enroll if-safe\n" {
 		t.Errorf("loader.conf = %q", got["loader/loader.conf"])
 	}
-	if got["loader/keys/drover/db.auth"] != "D" || got["loader/keys/drover/PK.auth"] != "P" || len(got) != 5 {
+	if got["loader/keys/auto/db.auth"] != "D" || got["loader/keys/auto/PK.auth"] != "P" || len(got) != 5 {
 		t.Errorf("files %v", got)
 	}
 }

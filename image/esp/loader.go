@@ -9,9 +9,10 @@ const (
 	// line, so no loader entry file does.
 	UKIPath = "EFI/Linux/" + ukiName
 	ukiName = "drover.efi"
-	// KeysDir holds Secure Boot keys for systemd-boot to enrol
-	// (PK.auth, KEK.auth, db.auth).
-	KeysDir = "loader/keys/drover"
+	// KeysDir holds Secure Boot keys for systemd-boot to enrol (PK.auth,
+	// KEK.auth, db.auth). systemd-boot enrols the set named "auto" by
+	// itself; sets under other names only appear as menu entries.
+	KeysDir = "loader/keys/auto"
 )
 
 // LoaderFiles returns the ESP files that boot uki (a Unified Kernel Image)
