@@ -41,7 +41,8 @@ var guestModules = []string{"kernel/drivers/block/loop.ko.xz"}
 func guestTests(t *testing.T, raw string, mf *build.Manifest) {
 	start := time.Now()
 	dir := t.TempDir()
-	kernel, imageInitrd := espFile(t, raw, mf, esp.KernelPath), espFile(t, raw, mf, esp.InitrdPath)
+	ukiFile := espFile(t, raw, mf, esp.UKIPath)
+	kernel, imageInitrd := ukiSection(t, ukiFile, ".linux"), ukiSection(t, ukiFile, ".initrd")
 	root := rootFS(t, raw, mf)
 
 	var files []initrd.File

@@ -23,6 +23,7 @@ import (
 
 	"github.com/drover-os/drover/harness/qemu"
 	"github.com/drover-os/drover/image/build"
+	"github.com/drover-os/drover/image/uki"
 )
 
 // repo is the repository root; bin holds drover, drover-agent, drover-init
@@ -160,6 +161,23 @@ func espFile(t *testing.T, raw string, mf *build.Manifest, name string) []byte {
 		t.Fatalf("reading %s on the ESP: %v", name, err)
 	}
 	return b
+}
+
+// ukiSection returns the content of the named section (".linux",
+// ".initrd", ".cmdline", …) of a Unified Kernel Image.
+func ukiSection(t *testing.T, image []byte, name string) []byte {
+	t.Helper()
+	secs, err := uki.Sections(image)
+	if err != nil {
+		t.Fatalf("reading the UKI's sections: %v", err)
+	}
+	for _, s := range secs {
+		if s.Name == name {
+			return uki.SectionData(image, s)
+		}
+	}
+	t.Fatalf("the UKI has no %s section", name)
+	return nil
 }
 
 // rootFS opens the image's erofs root partition.

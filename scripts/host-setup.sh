@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages drover's tests and smoke harness need on the
 # build host: the independent checkers (veritysetup, fsck.erofs, fsck.fat,
-# sfdisk, qemu-img, openssl for the provenance signature), QEMU + OVMF for boot tests, mmdebstrap for the
+# sfdisk, qemu-img, openssl for the provenance signature, objdump for UKIs,
+# sbverify and efitools for Secure Boot signatures and key enrolment files),
+# QEMU + OVMF for boot tests, mmdebstrap for the
 # benchmark's peer pipeline. Idempotent; run as root (CI does).
 set -euo pipefail
 pkgs=(ca-certificates cryptsetup-bin erofs-utils dosfstools fdisk qemu-utils
       qemu-system-x86 ovmf mmdebstrap e2fsprogs zstd xz-utils cpio iproute2
-      debian-archive-keyring util-linux mount containerd runc python3 kmod jq shellcheck vagrant ruby openssl)
+      debian-archive-keyring util-linux mount containerd runc python3 kmod jq shellcheck vagrant ruby openssl
+      binutils sbsigntool efitools)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

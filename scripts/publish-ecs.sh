@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # publish-ecs.sh uploads a drover disk image to OSS, imports it as an ECS
-# custom image (UEFI boot), waits for it, tags it with the manifest's root
-# hash and build ID, and optionally copies it to other regions.
+# custom image (UEFI boot, declaring NVMe support and the hardened metadata
+# mode it needs), waits for it, tags it with the manifest's root hash and
+# build ID, and optionally copies it to other regions.
 #
 # stdout carries only results, for pipelines: the ImageId on the first line,
 # then "REGION IMAGEID" for each --copy-to region. With --dry-run, stdout
@@ -30,6 +31,11 @@ usage() {
   --architecture A      x86_64 (default) or arm64
   --platform P          ECS Platform (default Debian)
   --boot-mode UEFI      the only mode drover images boot with
+  --secure-boot         the image was built with --secure-boot-key: check that the
+                        manifest lists systemd-boot and the UKI as signed; tag the image
+                        drover:secure-boot=signed; launch it on an instance family
+                        with UEFI Secure Boot (security-enhanced families such as
+                        g7t, c7t, r7t: see docs/ecs.md) whose db holds your certificate
   --wait-timeout T      give up waiting for an image after T (seconds, or Ns/Nm/Nh;
                         default 1h)
   --poll-interval S     seconds between DescribeImages calls (default 15)
@@ -66,11 +72,12 @@ cmdline() {
 }
 
 image="" region="" bucket="" prefix="drover/" image_name="" copy_to="" arch="x86_64"
-platform="Debian" boot_mode="UEFI" wait_timeout="1h" poll_interval=15 dry_run=0 dry_copy_region="" quiet=0
+platform="Debian" boot_mode="UEFI" wait_timeout="1h" poll_interval=15 dry_run=0 dry_copy_region="" quiet=0 secure_boot=0
 while [ $# -gt 0 ]; do
 	opt=$1
 	case $opt in
 	--dry-run) dry_run=1; shift; continue ;;
+	--secure-boot) secure_boot=1; shift; continue ;;
 	-h | --help) usage; exit 0 ;;
 	--*=*) set -- "${opt%%=*}" "${opt#*=}" "${@:2}"; continue ;;
 	--image | --region | --bucket | --object-prefix | --image-name | --copy-to | --architecture | \
@@ -165,11 +172,23 @@ m_disk=$(field diskSize)
 [[ $m_build =~ ^[0-9A-Za-z._-]{1,128}$ ]] || die "manifest $(quote "$manifest"): buildID $(quote "$m_build") is malformed"
 [[ $m_disk =~ ^[0-9]+$ ]] || die "manifest $(quote "$manifest"): diskSize $(quote "$m_disk") is not a byte count"
 
-# ECS sizes system disks in GiB and will not create one under 20 GiB; the
-# node's var partition grows into whatever the launch template adds on top.
+# DiskImageSize is the image's size in whole GiB, 1-2048; the instance's
+# system disk (the launch template's, at least 20 GiB) may be larger, and the
+# node's var partition grows into the rest.
 gib=$(((m_disk + (1 << 30) - 1) >> 30))
-[ "$gib" -ge 20 ] || gib=20
-[ "$gib" -le 500 ] || die "image disk is $gib GiB: ECS imports system disks of at most 500 GiB"
+[ "$gib" -ge 1 ] || gib=1
+[ "$gib" -le 2048 ] || die "image disk is $gib GiB: ECS ImportImage takes a DiskImageSize of at most 2048 GiB"
+
+secure_tags=()
+if [ "$secure_boot" = 1 ]; then
+	# Both boot binaries must be signed, or firmware with Secure Boot on
+	# refuses the image (systemd-boot first, then the UKI).
+	for f in EFI/BOOT/BOOTX64.EFI EFI/Linux/drover.efi; do
+		jq -e --arg p "$f" '(.esp // [])[] | select(.path == $p) | .signedBy | select(. != null and . != "")' "$manifest" >/dev/null ||
+			die "--secure-boot: $f is not signed in $(quote "$manifest"): build with drover build --secure-boot-key KEY --secure-boot-cert CERT"
+	done
+	secure_tags=(--Tag.5.Key drover:secure-boot --Tag.5.Value signed)
+fi
 
 [ -n "$image_name" ] || image_name="$m_name-$m_version"
 [[ $image_name =~ ^[A-Za-z][A-Za-z0-9.:_-]{1,127}$ && ! $image_name =~ ^(aliyun|acs:) ]] ||
@@ -240,7 +259,7 @@ tag_image() {
 		--Tag.1.Key drover:root-hash --Tag.1.Value "$m_root" \
 		--Tag.2.Key drover:build-id --Tag.2.Value "$m_build" \
 		--Tag.3.Key drover:name --Tag.3.Value "$m_name" \
-		--Tag.4.Key drover:version --Tag.4.Value "$m_version" >/dev/null
+		--Tag.4.Key drover:version --Tag.4.Value "$m_version" "${secure_tags[@]}" >/dev/null
 }
 
 image_id_of() {
@@ -258,10 +277,15 @@ else
 		die "uploading $image to oss://$bucket/$object failed: check ossutil's error above and that the bucket is in $region"
 fi
 
+# Features: the initrd drives NVMe system disks, and the agent uses the
+# hardened metadata mode (token first), so instances may require tokens. The
+# CLI's API metadata declares Features as an untyped struct: it takes
+# Features.* only with --force.
 resp=$(api ImportImage --region "$region" --RegionId "$region" --ImageName "$image_name" \
 	--Architecture "$arch" --OSType linux --Platform "$platform" --BootMode "$boot_mode" \
 	--DiskDeviceMapping.1.OSSBucket "$bucket" --DiskDeviceMapping.1.OSSObject "$object" \
 	--DiskDeviceMapping.1.Format "$format" --DiskDeviceMapping.1.DiskImageSize "$gib" \
+	--Features.NvmeSupport supported --Features.ImdsSupport v2 --force \
 	--Description "$description")
 image_id=$(image_id_of ImportImage "$resp")
 log "importing as $image_id"

@@ -13,9 +13,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/drover-os/drover/agent/boot"
 	"github.com/drover-os/drover/agent/ignition"
 	"github.com/drover-os/drover/agent/kube"
 	"github.com/drover-os/drover/agent/nodeconfig"
@@ -114,9 +116,11 @@ type Agent struct {
 	// results carried between phases
 	userData []byte
 	facts    provider.Facts
-	primary  Primary
-	managed  []ignition.Managed
-	nodeName string
+	// secureBoot is drover-init's finding: "true", "false" or "" (unknown).
+	secureBoot string
+	primary    Primary
+	managed    []ignition.Managed
+	nodeName   string
 	// containerd receives the result of the containerd phase, which runs
 	// beside network and runtime; kernel that of the kernel phase, which
 	// runs beside config, apply and network.
@@ -155,6 +159,7 @@ func (a *Agent) phase(ctx context.Context, name string, d time.Duration, fn func
 
 // Run provisions the node and returns once it is Ready (or failed).
 func (a *Agent) Run(ctx context.Context) error {
+	a.readSecureBoot()
 	steps := []struct {
 		name string
 		d    time.Duration
@@ -200,6 +205,21 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.rec.SetState("joined", a.snapshotError())
 	a.env.Notify("STATUS=joined")
 	return nil
+}
+
+// readSecureBoot takes over what drover-init found about Secure Boot, for
+// the status file and the Node label.
+func (a *Agent) readSecureBoot() {
+	sb, err := boot.ReadSecureBoot(a.env.Root)
+	if err != nil {
+		a.rec.Note("secure boot unknown: " + err.Error())
+		return
+	}
+	if sb == nil {
+		return // drover-init did not record it
+	}
+	a.rec.SetSecureBoot(sb.Enabled, sb.Source)
+	a.secureBoot = strconv.FormatBool(sb.Enabled)
 }
 
 func (a *Agent) snapshotError() string { return a.rec.Snapshot().Error }

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-os/drover/agent/boot"
 	"github.com/drover-os/drover/agent/kube"
 	"github.com/drover-os/drover/agent/kube/kubetest"
 	"github.com/drover-os/drover/agent/nodeconfig"
@@ -451,3 +452,41 @@ func TestRemoteContentsFetchedOnce(t *testing.T) {
 		t.Error("no content-addressed copy in " + ContentsDir)
 	}
 }
+
+// TestSecureBootReachesStatusAndLabel: what drover-init recorded about
+// Secure Boot goes into the status file and the kubelet's node labels;
+// without a record there is neither.
+func TestSecureBootReachesStatusAndLabel(t *testing.T) {
+	for _, tc := range []struct {
+		record string
+		want   *bool
+		label  string
+	}{
+		{`{"enabled":true,"source":"EFI variable SecureBoot = 1"}`, ptr(true), "drover.dev/secure-boot=true"},
+		{`{"enabled":false,"source":"EFI variable SecureBoot = 0"}`, ptr(false), "drover.dev/secure-boot=false"},
+		{"", nil, ""},
+	} {
+		r := newRig(t, userData(t, "hello"))
+		if tc.record != "" {
+			p := filepath.Join(r.root, boot.SecureBootPath)
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			os.WriteFile(p, []byte(tc.record), 0o644)
+		}
+		if err := r.agent().Run(context.Background()); err != nil {
+			t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
+		}
+		st, _ := status.Read(r.root)
+		if (st.SecureBoot == nil) != (tc.want == nil) || (st.SecureBoot != nil && *st.SecureBoot != *tc.want) {
+			t.Errorf("record %q: status secureBoot %v, want %v", tc.record, st.SecureBoot, tc.want)
+		}
+		args, _ := os.ReadFile(filepath.Join(r.root, "/etc/default/kubelet"))
+		if tc.label != "" && !strings.Contains(string(args), tc.label) {
+			t.Errorf("record %q: kubelet args lack %s: %s", tc.record, tc.label, args)
+		}
+		if tc.label == "" && strings.Contains(string(args), "drover.dev/secure-boot") {
+			t.Errorf("no record, yet kubelet args carry a secure-boot label: %s", args)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -157,7 +157,7 @@ func (a *Agent) nodeFacts() nodeconfig.Facts {
 		ip = a.primary.IPv4
 	}
 	return nodeconfig.Facts{InstanceID: f.InstanceID, RegionID: f.RegionID, ZoneID: f.ZoneID,
-		InstanceType: f.InstanceType, Hostname: a.nodeName, PrivateIPv4: ip}
+		InstanceType: f.InstanceType, Hostname: a.nodeName, PrivateIPv4: ip, SecureBoot: a.secureBoot}
 }
 
 // runtime renders the kubelet's configuration into the tmpfs /etc and

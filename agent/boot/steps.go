@@ -53,7 +53,9 @@ type Machine struct {
 
 	parts   BootPartitions
 	rootDev string // the dm-verity node, /dev/dm-N
-	varDev  string // the var partition's node
+	// mountEFIVars mounts efivarfs (tests replace it); nil is the real one.
+	mountEFIVars func(dir string) (unmount func(), err error)
+	varDev       string // the var partition's node
 }
 
 // NewMachine returns the state of a fresh boot.
@@ -83,6 +85,7 @@ func Steps() []Step {
 		{"mount-api", describeMountAPI, (*Machine).mountAPI},
 		{"config", describeConfig, (*Machine).readConfig},
 		{"modules", describeModules, (*Machine).loadModules},
+		{"secure-boot", describeSecureBoot, (*Machine).secureBoot},
 		{"partitions", describePartitions, (*Machine).waitPartitions},
 		{"verity", describeVerity, (*Machine).setupVerity},
 		{"mount-root", describeMountRoot, (*Machine).mountRoot},

@@ -43,7 +43,7 @@ func TestPlanGolden(t *testing.T) {
 
 func TestStepsOrder(t *testing.T) {
 	names := StepNames(Steps())
-	want := "mount-api config modules partitions verity mount-root var-partition var-format var-mount var-stamp etc-overlay machine-id move-mounts switch-root"
+	want := "mount-api config modules secure-boot partitions verity mount-root var-partition var-format var-mount var-stamp etc-overlay machine-id move-mounts switch-root"
 	if strings.Join(names, " ") != want {
 		t.Errorf("steps = %v", names)
 	}
@@ -129,5 +129,57 @@ func TestDeleteTree(t *testing.T) {
 	left, err := os.ReadDir(root)
 	if err != nil || len(left) != 0 {
 		t.Errorf("left behind: %v (%v)", left, err)
+	}
+}
+
+func TestParseSecureBootVar(t *testing.T) {
+	for _, tc := range []struct {
+		b    []byte
+		on   bool
+		fail bool
+	}{
+		{[]byte{6, 0, 0, 0, 1}, true, false},
+		{[]byte{6, 0, 0, 0, 0}, false, false},
+		{[]byte{6, 0, 0, 0, 2}, false, true},
+		{[]byte{1}, false, true},
+	} {
+		on, err := ParseSecureBootVar(tc.b)
+		if on != tc.on || (err != nil) != tc.fail {
+			t.Errorf("ParseSecureBootVar(%v) = %v, %v", tc.b, on, err)
+		}
+	}
+}
+
+// TestSecureBootStep runs the step against a fake /sys with efivarfs
+// already mounted (its file in place), as on a rerun, and reads the
+// finding back as the agent does.
+func TestSecureBootStep(t *testing.T) {
+	root := t.TempDir()
+	p := Paths{Sys: filepath.Join(root, "sys"), Run: filepath.Join(root, "run")}
+	vars := filepath.Join(p.Sys, "firmware", "efi", "efivars")
+	os.MkdirAll(vars, 0o755)
+	m := NewMachine(p, NewLog(time.Now()))
+	m.mountEFIVars = func(string) (func(), error) { return func() {}, nil }
+	var console strings.Builder
+	m.Log.AttachWriter(&console)
+	if got, _ := ReadSecureBoot(root); got != nil {
+		t.Fatalf("ReadSecureBoot before the step = %+v, want nil", got)
+	}
+	if err := m.secureBoot(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadSecureBoot(root)
+	if err != nil || got == nil || got.Enabled {
+		t.Fatalf("no SecureBoot variable: %+v, %v; want off", got, err)
+	}
+	os.WriteFile(filepath.Join(vars, SecureBootVar), []byte{6, 0, 0, 0, 1}, 0o644)
+	if err := m.secureBoot(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ = ReadSecureBoot(root); got == nil || !got.Enabled || got.Source != "EFI variable SecureBoot = 1" {
+		t.Fatalf("SecureBoot = 1: %+v, want on", got)
+	}
+	if !strings.Contains(console.String(), "drover-init: secure-boot: on (EFI variable SecureBoot = 1)") {
+		t.Errorf("console:\n%s", console.String())
 	}
 }

@@ -18,6 +18,9 @@ type Facts struct {
 	InstanceType string
 	Hostname     string
 	PrivateIPv4  string
+	// SecureBoot is "true" or "false" as drover-init read the firmware's
+	// SecureBoot variable; "" when unknown (no label then).
+	SecureBoot string
 }
 
 // Labels set from the facts; a node file may not set them (see
@@ -26,6 +29,9 @@ const (
 	LabelRegion       = "topology.kubernetes.io/region"
 	LabelZone         = "topology.kubernetes.io/zone"
 	LabelInstanceType = "node.kubernetes.io/instance-type"
+	// LabelSecureBoot says whether the node booted with UEFI Secure
+	// Boot enforced, so workloads can require it (a nodeSelector).
+	LabelSecureBoot = "drover.dev/secure-boot"
 )
 
 // ProviderID is the Node's spec.providerID as the Alibaba Cloud
@@ -93,7 +99,7 @@ func NodeLabels(c *Config, f Facts) (map[string]string, error) {
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	for key, v := range map[string]string{LabelRegion: f.RegionID, LabelZone: f.ZoneID, LabelInstanceType: f.InstanceType} {
+	for key, v := range map[string]string{LabelRegion: f.RegionID, LabelZone: f.ZoneID, LabelInstanceType: f.InstanceType, LabelSecureBoot: f.SecureBoot} {
 		if v == "" {
 			continue
 		}

@@ -147,6 +147,7 @@ var reservedLabels = []string{
 	"failure-domain.beta.kubernetes.io/region",
 	"failure-domain.beta.kubernetes.io/zone",
 	"beta.kubernetes.io/instance-type",
+	LabelSecureBoot,
 }
 
 // kubeletLabels are the keys under kubernetes.io and k8s.io that the kubelet

@@ -40,11 +40,15 @@ type Phase struct {
 
 // Status is the whole file.
 type Status struct {
-	Phase   string  `json:"phase"` // current or last phase
-	State   string  `json:"state"` // provisioning, joined, failed, refused
-	Error   string  `json:"error,omitempty"`
-	Phases  []Phase `json:"phases"`
-	Updated string  `json:"updated"`
+	Phase string `json:"phase"` // current or last phase
+	State string `json:"state"` // provisioning, joined, failed, refused
+	Error string `json:"error,omitempty"`
+	// SecureBoot is whether the firmware enforced UEFI Secure Boot, as
+	// drover-init read it from the EFI variable; nil when it did not say.
+	SecureBoot       *bool   `json:"secureBoot,omitempty"`
+	SecureBootSource string  `json:"secureBootSource,omitempty"`
+	Phases           []Phase `json:"phases"`
+	Updated          string  `json:"updated"`
 }
 
 // Recorder updates the status file and prints console lines.
@@ -116,6 +120,19 @@ func (r *Recorder) SetState(state, errText string) {
 	r.save()
 }
 
+// SetSecureBoot records drover-init's Secure Boot finding.
+func (r *Recorder) SetSecureBoot(on bool, source string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st.SecureBoot, r.st.SecureBootSource = &on, source
+	state := "off"
+	if on {
+		state = "on"
+	}
+	r.line(fmt.Sprintf("drover-agent: [%7.2fs] secure boot %s (%s, read by drover-init)", r.uptime(), state, source))
+	r.save()
+}
+
 // Note prints a console line and keeps it in the current phase's detail.
 func (r *Recorder) Note(msg string) {
 	r.mu.Lock()
@@ -168,6 +185,9 @@ func Read(root string) (*Status, error) {
 func Format(s *Status) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "state: %s (phase %s)\n", s.State, s.Phase)
+	if s.SecureBoot != nil {
+		fmt.Fprintf(&b, "secure boot: %t (%s)\n", *s.SecureBoot, s.SecureBootSource)
+	}
 	if s.Error != "" {
 		fmt.Fprintf(&b, "error: %s\n", s.Error)
 	}

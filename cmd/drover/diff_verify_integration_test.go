@@ -136,9 +136,9 @@ func TestDiffAndVerifyTwoBuilds(t *testing.T) {
 			"input recipe", "input lock",
 			fmt.Sprintf("package %s %s → %s ", swapPackage, oldVersion, newVersion),
 			"root hash " + a.RootHash + " → " + b.RootHash,
-			// The initrd carries the root hash in drover-init's config, the
-			// loader entry on its command line.
-			"esp changed drover/initrd", "esp changed loader/entries/drover.conf",
+			// The UKI carries the root hash twice: in its .cmdline and in
+			// drover-init's config inside its .initrd.
+			"esp changed EFI/Linux/drover.efi",
 			"file changed /etc/drover-diff-test (recipe) content",
 			// BUILD_ID names the inputs.
 			"file changed /usr/lib/os-release (drover) content",
@@ -172,7 +172,7 @@ func TestDiffAndVerifyTwoBuilds(t *testing.T) {
 			kinds = append(kinds, k)
 		}
 		want := []string{"recipe ~", "lock ~", "package ~ " + swapPackage, "root hash ~",
-			"esp ~ drover/initrd", "esp ~ loader/entries/drover.conf",
+			"esp ~ EFI/Linux/drover.efi:",
 			"file ~ /etc/drover-diff-test", "file ~ /usr/lib/os-release",
 			"partition ~ esp:", "partition ~ root:", "partition ~ root-verity:"}
 		if a.RootFS.Size != b.RootFS.Size {
@@ -184,7 +184,7 @@ func TestDiffAndVerifyTwoBuilds(t *testing.T) {
 		if !strings.Contains(out, "package       ~ "+swapPackage+" "+oldVersion+" → "+newVersion) {
 			t.Errorf("no package line for %s %s → %s", swapPackage, oldVersion, newVersion)
 		}
-		if !strings.Contains(out, "\nsummary: recipe changed, lock changed, 1 package changed, root hash changed, 2 boot files changed, ") {
+		if !strings.Contains(out, "\nsummary: recipe changed, lock changed, 1 package changed, root hash changed, 1 boot file changed, ") {
 			t.Errorf("summary line is not the expected one")
 		}
 	})
@@ -254,8 +254,8 @@ func TestDiffAndVerifyTwoBuilds(t *testing.T) {
 			off  int64
 			want string
 		}{
-			// 8 MiB into the ESP is file data (the kernel, the initrd).
-			{"esp", part("esp").Offset + 8<<20, "esp: drover/"},
+			// 8 MiB into the ESP is file data (the UKI).
+			{"esp", part("esp").Offset + 8<<20, "esp: EFI/Linux/drover.efi: "},
 			{"root", part("root").Offset + part("root").Size/2 + 123, "root: dm-verity: data block "},
 			{"root-verity", part("root-verity").Offset + 3*4096 + 77, "root-verity: dm-verity: hash block "},
 		}

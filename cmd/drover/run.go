@@ -90,6 +90,7 @@ It stops cleanly on Ctrl-C, on --timeout, or when the console shows the
 	f.StringVar(&c.StateDir, "state", "", "state directory: overlay disk, UEFI vars, serial log (default IMAGE.run)")
 	f.BoolVar(&fresh, "fresh", false, "discard the state directory first (a new instance)")
 	f.BoolVar(&c.NVMe, "nvme", false, "attach the disk as NVMe (as on newer ECS instance types) instead of virtio-blk")
+	f.BoolVar(&c.SecureBoot, "secure-boot", false, "enforce UEFI Secure Boot (OVMF secboot firmware, db = Debian's snakeoil certificate "+qemu.SnakeoilCert+"): only images built with --secure-boot-key/--secure-boot-cert of that pair boot")
 	f.Int64Var(&c.DiskSize, "disk-size", 4<<30, "size of the disk the instance sees (bytes)")
 	f.IntVar(&c.MemoryMiB, "memory", 2048, "memory in MiB")
 	f.IntVar(&c.CPUs, "cpus", 2, "virtual CPUs")

@@ -1,8 +1,9 @@
 // Package qemu boots a drover image under QEMU the way ECS would run it:
 // UEFI (OVMF), the disk behind a copy-on-write overlay so the image is never
 // modified, serial console to a log, user-mode networking, optional NVMe,
-// optional SMBIOS product name and metadata-service forwarding. KVM is used
-// when it is usable, software emulation (TCG) otherwise.
+// optional SMBIOS product name and metadata-service forwarding, optional
+// UEFI Secure Boot. KVM is used when it is usable, software emulation (TCG)
+// otherwise.
 package qemu
 
 import (
@@ -50,8 +51,22 @@ type Config struct {
 	Console     io.Writer         // serial console copy (e.g. os.Stdout); the log is always written
 	QEMU        string            // default qemu-system-x86_64
 	OVMFCode    string            // default /usr/share/OVMF/OVMF_CODE_4M.fd (or OVMF_CODE.fd)
-	OVMFVars    string            // template, default beside the code
+	OVMFVars    string            // template, default beside the code (the snakeoil one with SecureBoot)
+	// SecureBoot boots with Secure Boot enforced: the firmware build with
+	// SMM-protected variables (OVMF_CODE_4M.secboot.fd, on a q35 machine
+	// with SMM and a secure flash) and, by default, Debian's
+	// OVMF_VARS_4M.snakeoil.fd, whose PK, KEK and db hold the snakeoil
+	// certificate /usr/share/ovmf/PkKek-1-snakeoil.pem (SnakeoilKey and
+	// SnakeoilCert): images signed with it boot, others are refused.
+	SecureBoot bool
 }
+
+// Debian's ovmf test key pair enrolled in OVMF_VARS_4M.snakeoil.fd. The key
+// is encrypted with the passphrase "snakeoil" (README.Debian of ovmf).
+const (
+	SnakeoilKey  = "/usr/share/ovmf/PkKek-1-snakeoil.key"
+	SnakeoilCert = "/usr/share/ovmf/PkKek-1-snakeoil.pem"
+)
 
 // SerialLog is the serial console log's path in the state dir.
 func (c *Config) SerialLog() string { return filepath.Join(c.StateDir, "serial.log") }
@@ -145,11 +160,27 @@ func (c *Config) defaultsNoDir() error {
 	if c.QEMU == "" {
 		c.QEMU = "qemu-system-x86_64"
 	}
-	if c.OVMFCode == "" {
+	switch {
+	case c.OVMFCode != "":
+	case c.SecureBoot:
+		// The 4 MiB builds only: the secboot code needs vars of its size.
+		c.OVMFCode = firstExisting("/usr/share/OVMF/OVMF_CODE_4M.secboot.fd")
+	default:
 		c.OVMFCode = firstExisting("/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_CODE.fd")
+	}
+	switch {
+	case c.OVMFVars != "":
+		// e.g. OVMF_VARS_4M.fd with SecureBoot: no keys, setup mode,
+		// where systemd-boot enrols the image's own
+	case c.SecureBoot:
+		c.OVMFVars = firstExisting("/usr/share/OVMF/OVMF_VARS_4M.snakeoil.fd")
+	default:
 		c.OVMFVars = firstExisting("/usr/share/OVMF/OVMF_VARS_4M.fd", "/usr/share/OVMF/OVMF_VARS.fd")
 	}
 	if c.OVMFCode == "" || c.OVMFVars == "" {
+		if c.SecureBoot {
+			return errors.New("no OVMF_CODE_4M.secboot.fd and OVMF_VARS_4M.snakeoil.fd in /usr/share/OVMF: install the Debian package ovmf (scripts/host-setup.sh)")
+		}
 		return errors.New("no OVMF firmware in /usr/share/OVMF: install the Debian package ovmf (scripts/host-setup.sh)")
 	}
 	if _, err := exec.LookPath(c.QEMU); err != nil {
@@ -195,16 +226,27 @@ func (c *Config) Args(kvm bool) []string {
 	if kvm {
 		accel, cpu = "kvm", "host"
 	}
+	machine := "q35"
+	if c.SecureBoot {
+		// The secboot firmware keeps its variables in SMM; without SMM and
+		// a secure flash it stops at once.
+		machine = "q35,smm=on"
+	}
 	a := []string{
-		"-name", "drover", "-machine", "q35", "-accel", accel, "-cpu", cpu,
+		"-name", "drover", "-machine", machine, "-accel", accel, "-cpu", cpu,
 		"-smp", strconv.Itoa(c.CPUs), "-m", strconv.Itoa(c.MemoryMiB),
 		"-nographic", "-no-reboot",
-		"-drive", "if=pflash,format=raw,readonly=on,file=" + c.OVMFCode,
-		"-drive", "if=pflash,format=raw,file=" + filepath.Join(c.StateDir, "OVMF_VARS.fd"),
-		"-drive", "if=none,id=disk0,format=qcow2,file=" + c.Overlay(),
-		"-serial", "stdio", "-monitor", "none",
-		"-qmp", "unix:" + c.qmpPath() + ",server=on,wait=off",
 	}
+	if c.SecureBoot {
+		a = append(a, "-global", "driver=cfi.pflash01,property=secure,value=on")
+	}
+	a = append(a,
+		"-drive", "if=pflash,format=raw,readonly=on,file="+c.OVMFCode,
+		"-drive", "if=pflash,format=raw,file="+filepath.Join(c.StateDir, "OVMF_VARS.fd"),
+		"-drive", "if=none,id=disk0,format=qcow2,file="+c.Overlay(),
+		"-serial", "stdio", "-monitor", "none",
+		"-qmp", "unix:"+c.qmpPath()+",server=on,wait=off",
+	)
 	if c.NVMe {
 		a = append(a, "-device", "nvme,drive=disk0,serial=drover0")
 	} else {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/drover-os/drover/agent/units"
+	"github.com/drover-os/drover/image/authenticode"
 	"github.com/drover-os/drover/image/deb"
 	"github.com/drover-os/drover/image/finalize"
 	"github.com/drover-os/drover/image/gomod"
@@ -37,6 +38,12 @@ type Options struct {
 	// Signer, when set, signs the provenance statement into a DSSE
 	// envelope (<name>.provenance.dsse.json); see image/attest.
 	Signer dsse.Signer
+	// SecureBoot, when set, signs systemd-boot and the UKI; unsigned
+	// images are the default.
+	SecureBoot *authenticode.Signer
+	// SecureBootEnroll puts the signer's certificate on the ESP as PK, KEK
+	// and db for systemd-boot to enrol in firmware that is in setup mode.
+	SecureBootEnroll bool
 }
 
 // Result describes a finished build.
@@ -61,9 +68,9 @@ type builder struct {
 	timings []Timing
 	tmp     string
 	// taken from the tree for the ESP and initrd
-	kernel, systemdBoot []byte
-	modules             *kmod.Index
-	own                 []*ownBinary // drover-agent, drover-init
+	kernel, systemdBoot, stub []byte
+	modules                   *kmod.Index
+	own                       []*ownBinary // drover-agent, drover-init
 }
 
 func (b *builder) logf(format string, args ...any) {

@@ -42,13 +42,24 @@ func (b *builder) takeBootFiles(kver string) error {
 	if k == nil {
 		return fmt.Errorf("kernel image /boot/vmlinuz-%s not in the tree: check the recipe's kernel package", kver)
 	}
-	sb := b.tree.Get("/usr/lib/systemd/boot/efi/systemd-bootx64.efi")
-	if sb == nil {
-		return fmt.Errorf("systemd-boot (/usr/lib/systemd/boot/efi/systemd-bootx64.efi) not in the tree: add systemd-boot-efi to the recipe's packages")
+	var boot [2][]byte
+	for i, p := range []string{systemdBootPath, stubPath} {
+		n := b.tree.Get(p)
+		if n == nil || n.Kind != tree.Regular {
+			return fmt.Errorf("%s not in the tree: add systemd-boot-efi to the recipe's packages and run drover lock", p)
+		}
+		boot[i] = n.Data
 	}
-	b.kernel, b.systemdBoot = k.Data, sb.Data
+	b.kernel, b.systemdBoot, b.stub = k.Data, boot[0], boot[1]
 	return nil
 }
+
+// The EFI binaries of the systemd-boot-efi package: the boot loader and
+// the stub that becomes the UKI.
+const (
+	systemdBootPath = "/usr/lib/systemd/boot/efi/systemd-bootx64.efi"
+	stubPath        = "/usr/lib/systemd/boot/efi/linuxx64.efi.stub"
+)
 
 // image writes erofs, verity, initrd, ESP and the GPT disk.
 func (b *builder) image(ctx context.Context) (*diskResult, error) {
@@ -128,9 +139,12 @@ func (b *builder) image(ctx context.Context) (*diskResult, error) {
 		return nil, err
 	}
 
-	// ESP with systemd-boot and one entry whose cmdline carries the root hash.
+	// ESP with systemd-boot and one UKI whose .cmdline carries the root hash.
 	res.Cmdline = strings.TrimSpace(strings.Join(r.Cmdline, " ") + " drover.roothash=" + res.RootHash)
-	espFiles := esp.LoaderFiles(b.kernel, ird.Bytes(), b.systemdBoot, res.Cmdline, "drover "+r.Name+" "+b.epoch.Format("20060102"))
+	espFiles, err := b.bootFiles(res.Cmdline, ird.Bytes())
+	if err != nil {
+		return nil, err
+	}
 	espSize, _ := recipe.ParseSize(r.Image.ESPSize)
 	if min := esp.MinSize(espFiles); espSize < min {
 		espSize = (min + 1<<20 - 1) &^ (1<<20 - 1)
@@ -142,7 +156,9 @@ func (b *builder) image(ctx context.Context) (*diskResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.man.ESP = espManifest(espFiles)
+	if b.man.ESP, err = espManifest(espFiles, b.o.SecureBoot); err != nil {
+		return nil, err
+	}
 
 	// GPT disk.
 	arch := map[string]gpt.Arch{"amd64": gpt.ArchX86_64, "arm64": gpt.ArchARM64}[r.Arch]

@@ -7,13 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"time"
 
-	"github.com/drover-os/drover/image/esp"
 	"github.com/drover-os/drover/image/gomod"
 	"github.com/drover-os/drover/image/lock"
 	"github.com/drover-os/drover/image/tree"
+	"github.com/drover-os/drover/image/uki"
 )
 
 // Manifest describes an image completely enough to review a change
@@ -100,11 +99,14 @@ type RootFSInfo struct {
 	Bytes int64 `json:"dataBytes"`
 }
 
-// ESPFile is one file on the ESP.
+// ESPFile is one file on the ESP. The UKI lists its PE sections with
+// their digests; signed EFI binaries name their signing certificate.
 type ESPFile struct {
-	Path   string `json:"path"`
-	Size   int    `json:"size"`
-	SHA256 string `json:"sha256"`
+	Path     string        `json:"path"`
+	Size     int           `json:"size"`
+	SHA256   string        `json:"sha256"`
+	Sections []uki.Section `json:"sections,omitempty"`
+	SignedBy string        `json:"signedBy,omitempty"`
 }
 
 // Partition is one GPT entry with the digest of its content.
@@ -178,15 +180,6 @@ func manifestFiles(t *tree.Tree) []FileEntry {
 		out = append(out, e)
 		return nil
 	})
-	return out
-}
-
-func espManifest(files []esp.File) []ESPFile {
-	out := make([]ESPFile, 0, len(files))
-	for _, f := range files {
-		out = append(out, ESPFile{f.Path, len(f.Data), sha(f.Data)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drover-os/drover/image/esp"
 	"github.com/drover-os/drover/image/finalize"
 	"github.com/drover-os/drover/image/lock"
 	"github.com/drover-os/drover/image/recipe"
@@ -18,10 +19,11 @@ import (
 
 // InitrdModules are the kernel modules drover-init loads, by name: block
 // devices (virtio-blk, virtio-scsi, NVMe), device-mapper + verity, and the
-// filesystems it mounts. Modules the kernel has built in are skipped.
+// filesystems it mounts, and efivarfs, through which it reads whether
+// Secure Boot was on. Modules the kernel has built in are skipped.
 var InitrdModules = []string{
 	"virtio_pci", "virtio_blk", "virtio_scsi", "sd_mod", "nvme",
-	"dm_mod", "dm_verity", "erofs", "overlay", "ext4", "crc32c_generic",
+	"dm_mod", "dm_verity", "erofs", "overlay", "ext4", "crc32c_generic", "efivarfs",
 }
 
 // Plan is what a build will do, computed from the recipe and lock alone.
@@ -58,7 +60,8 @@ func NewPlan(r *recipe.Recipe, l *lock.Lock, outDir string) (*Plan, error) {
 		"rootfs: erofs, every timestamp "+epochString(l.Epoch),
 		"verity: sha256 hash tree, 4096-byte blocks, salt derived from content",
 		"initrd: drover-init + modules "+strings.Join(InitrdModules, " ")+" (those not built in)",
-		"esp: FAT32 "+r.Image.ESPSize+": systemd-boot, loader.conf (timeout 0), entry with cmdline "+strings.Join(r.Cmdline, " ")+" drover.roothash=<root hash>",
+		"uki: systemd-stub + .osrel .cmdline .uname .initrd .linux, cmdline "+strings.Join(r.Cmdline, " ")+" drover.roothash=<root hash>",
+		"esp: FAT32 "+r.Image.ESPSize+": systemd-boot, loader.conf (timeout 0), the UKI as "+esp.UKIPath+" (Boot Loader Specification type #2)",
 		"disk: GPT esp + root + root-verity (DPS types, UUIDs from the root hash); var is created on first boot",
 	)
 	for _, f := range r.Image.Formats {

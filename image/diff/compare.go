@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/drover-os/drover/image/build"
+	"github.com/drover-os/drover/image/uki"
 )
 
 func compareInputs(old, new *build.Manifest) []Change {
@@ -146,13 +147,45 @@ func compareESP(old, new []build.ESPFile) []ESPChange {
 		case !inNew:
 			out = append(out, ESPChange{Path: p, Change: Removed, Old: o.SHA256})
 		case o.SHA256 != n.SHA256:
-			out = append(out, ESPChange{Path: p, Change: Changed, Old: o.SHA256, New: n.SHA256})
+			out = append(out, ESPChange{Path: p, Change: Changed, Old: o.SHA256, New: n.SHA256, Details: espDetails(o, n)})
 		}
 	}
 	return out
 }
 
-func comparePartitions(old, new []build.Partition) []PartitionChange {
+// espDetails says what changed inside an EFI binary: the signature, and
+// for the UKI each PE section whose content differs.
+func espDetails(o, n build.ESPFile) []string {
+	details := []string{}
+	switch {
+	case o.SignedBy == "" && n.SignedBy != "":
+		details = append(details, "signed by "+n.SignedBy)
+	case o.SignedBy != "" && n.SignedBy == "":
+		details = append(details, "signature removed (was "+o.SignedBy+")")
+	case o.SignedBy != n.SignedBy:
+		details = append(details, "signer "+o.SignedBy+" → "+n.SignedBy)
+	}
+	key := func(s uki.Section) string { return s.Name }
+	os, ns := byName(o.Sections, key), byName(n.Sections, key)
+	for _, name := range unionKeys(os, ns) {
+		a, inOld := os[name]
+		b, inNew := ns[name]
+		switch {
+		case !inOld:
+			details = append(details, "section "+name+" added")
+		case !inNew:
+			details = append(details, "section "+name+" removed")
+		case a.SHA256 != b.SHA256:
+			details = append(details, "section "+name+" sha256 "+a.SHA256+" → "+b.SHA256)
+		}
+	}
+	return details
+}
+
+// comparePartitions lists partitions that moved, were resized or whose
+// content differs. With espFilesChanged the ESP's content digest is not
+// reported: the changed boot files are the change and are listed.
+func comparePartitions(old, new []build.Partition, espFilesChanged bool) []PartitionChange {
 	key := func(p build.Partition) string { return p.Name }
 	om, nm := byName(old, key), byName(new, key)
 	out := []PartitionChange{}
@@ -166,13 +199,17 @@ func comparePartitions(old, new []build.Partition) []PartitionChange {
 		case !inNew:
 			details = []string{Removed}
 		default:
+			newSHA := n.SHA256
+			if name == "esp" && espFilesChanged {
+				newSHA = o.SHA256
+			}
 			details = fieldChanges(
 				[3]string{"index", itoa(int64(o.Index)), itoa(int64(n.Index))},
 				[3]string{"type", o.Type, n.Type},
 				[3]string{"uuid", o.UUID, n.UUID},
 				[3]string{"offset", itoa(o.Offset), itoa(n.Offset)},
 				[3]string{"size", itoa(o.Size), itoa(n.Size)},
-				[3]string{"sha256", o.SHA256, n.SHA256},
+				[3]string{"sha256", o.SHA256, newSHA},
 			)
 		}
 		if len(details) > 0 {

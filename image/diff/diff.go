@@ -146,12 +146,15 @@ type FileChange struct {
 	New     *build.FileEntry `json:"new"`
 }
 
-// ESPChange is one file of the EFI System Partition that differs.
+// ESPChange is one file of the EFI System Partition that differs. Details
+// of a changed EFI binary name its signature change and, for the UKI, the
+// PE sections whose content differs.
 type ESPChange struct {
-	Path   string `json:"path"`
-	Change string `json:"change"`
-	Old    string `json:"oldSHA256"`
-	New    string `json:"newSHA256"`
+	Path    string   `json:"path"`
+	Change  string   `json:"change"`
+	Old     string   `json:"oldSHA256"`
+	New     string   `json:"newSHA256"`
+	Details []string `json:"details,omitempty"`
 }
 
 // PartitionChange is a partition whose place or content differs.
@@ -173,7 +176,7 @@ func Compare(old, new *build.Manifest) *Diff {
 	d.Units = compareLists(old.Units, new.Units)
 	d.InitrdModules = compareLists(old.InitrdModules, new.InitrdModules)
 	d.ESP = compareESP(old.ESP, new.ESP)
-	d.Partitions = comparePartitions(old.Partitions, new.Partitions)
+	d.Partitions = comparePartitions(old.Partitions, new.Partitions, len(d.ESP) > 0)
 	if old.RootFS.Size != new.RootFS.Size {
 		d.RootFS = &SizeChange{old.RootFS.Size, new.RootFS.Size}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/drover-os/drover/image/build"
 	"github.com/drover-os/drover/image/lock"
+	"github.com/drover-os/drover/image/uki"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -245,5 +246,50 @@ func TestGolden(t *testing.T) {
 				t.Errorf("%s differs from the golden file (run go test -update and review the change):\n%s", golden, buf.String())
 			}
 		}
+	}
+}
+
+// TestSignedBuildChangesOnlyBootFiles: a Secure Boot signed build differs
+// from the unsigned one in systemd-boot and the UKI only; the diff names
+// those two with their signer and nothing else (the ESP partition's digest
+// follows from them and is not reported again).
+func TestSignedBuildChangesOnlyBootFiles(t *testing.T) {
+	secs := func(cmdline string) []uki.Section {
+		return []uki.Section{{Name: ".cmdline", Size: 10, SHA256: cmdline}, {Name: ".linux", Size: 99, SHA256: hash("3a")}}
+	}
+	unsigned := base()
+	unsigned.ESP = []build.ESPFile{
+		{Path: "EFI/BOOT/BOOTX64.EFI", Size: 10, SHA256: hash("07")},
+		{Path: "EFI/Linux/drover.efi", Size: 99, SHA256: hash("08"), Sections: secs(hash("3b"))},
+	}
+	signed := base()
+	signed.ESP = []build.ESPFile{
+		{Path: "EFI/BOOT/BOOTX64.EFI", Size: 1800, SHA256: hash("17"), SignedBy: "CN=test (sha256 " + hash("ce") + ")"},
+		{Path: "EFI/Linux/drover.efi", Size: 1900, SHA256: hash("18"), Sections: secs(hash("3b")), SignedBy: "CN=test (sha256 " + hash("ce") + ")"},
+	}
+	signed.Partitions[0].SHA256 = hash("1f")
+	d := Compare(unsigned, signed)
+	if len(d.ESP) != 2 || d.ESP[0].Path != "EFI/BOOT/BOOTX64.EFI" || d.ESP[1].Path != "EFI/Linux/drover.efi" {
+		t.Fatalf("ESP changes %+v, want systemd-boot and the UKI", d.ESP)
+	}
+	for _, e := range d.ESP {
+		if len(e.Details) != 1 || !strings.HasPrefix(e.Details[0], "signed by CN=test") {
+			t.Errorf("%s: details %q, want only the signer", e.Path, e.Details)
+		}
+	}
+	d.ESP = nil
+	if !d.Equal() {
+		var b strings.Builder
+		d.Text(&b)
+		t.Errorf("besides the boot files the diff reports:\n%s", b.String())
+	}
+
+	// A changed .cmdline is named by section.
+	tampered := base()
+	tampered.ESP = append([]build.ESPFile(nil), unsigned.ESP...)
+	tampered.ESP[1].SHA256, tampered.ESP[1].Sections = hash("19"), secs(hash("3c"))
+	d = Compare(unsigned, tampered)
+	if len(d.ESP) != 1 || strings.Join(d.ESP[0].Details, ",") != "section .cmdline sha256 "+hash("3b")+" → "+hash("3c") {
+		t.Errorf("ESP changes %+v, want the UKI's .cmdline section", d.ESP)
 	}
 }

@@ -97,9 +97,9 @@ func (d *Diff) Markdown(w io.Writer) error {
 		section("Boot files (ESP)")
 		rows := [][]string{}
 		for _, e := range d.ESP {
-			rows = append(rows, []string{code(e.Path), e.Change})
+			rows = append(rows, []string{code(e.Path), e.Change, short(strings.Join(e.Details, ", "))})
 		}
-		folded(&b, "boot files", []string{"path", "change"}, rows)
+		folded(&b, "boot files", []string{"path", "change", "details"}, rows)
 	}
 	if len(d.Files) > 0 {
 		section("Files")

@@ -43,7 +43,11 @@ func (d *Diff) Text(w io.Writer) error {
 	listLines(d.Units, "unit", line)
 	listLines(d.InitrdModules, "initrd module", line)
 	for _, e := range d.ESP {
-		line("esp", mark(e.Change), e.Path)
+		text := e.Path
+		if len(e.Details) > 0 {
+			text += ": " + short(strings.Join(e.Details, ", "))
+		}
+		line("esp", mark(e.Change), text)
 	}
 	for _, f := range d.Files {
 		line("file", mark(f.Change), f.describe())

@@ -18,7 +18,7 @@ func testFiles() []File {
 	for i := range kernel {
 		kernel[i] = byte(i*31 + i>>9)
 	}
-	files := LoaderFiles(kernel, []byte("initrd contents"), []byte("MZ systemd-boot"), "console=ttyS0 roothash=abc", "drover test")
+	files := LoaderFiles(kernel, []byte("MZ systemd-boot"), nil)
 	return append(files,
 		File{Path: "empty"},
 		File{Path: "a/b/c/a rather long name.txt", Data: []byte("deep")},
@@ -149,9 +149,9 @@ func TestEveryDirectoryEntryCarriesMtime(t *testing.T) {
 		}
 	}
 	scan(binary.LittleEndian.Uint32(img[44:48]), 0)
-	// 7 files, the label, 8 directories with "." and ".." each.
-	if entries != 7+1+8*3 {
-		t.Errorf("scanned %d directory entries, want %d", entries, 7+1+8*3)
+	// 5 files, the label, 7 directories with "." and ".." each.
+	if entries != 5+1+7*3 {
+		t.Errorf("scanned %d directory entries, want %d", entries, 5+1+7*3)
 	}
 }
 
@@ -209,7 +209,7 @@ func TestWriteOverwritesTheWholeRegion(t *testing.T) {
 }
 
 func TestMinSize(t *testing.T) {
-	small := LoaderFiles([]byte("k"), []byte("i"), []byte("b"), "", "")
+	small := LoaderFiles([]byte("u"), []byte("b"), nil)
 	if got := MinSize(small); got != 33<<20 {
 		t.Errorf("MinSize of tiny files = %d, want 33 MiB (65525 clusters of 512 bytes + FATs)", got)
 	}
@@ -256,17 +256,15 @@ func TestBuildRejects(t *testing.T) {
 }
 
 func TestLoaderFiles(t *testing.T) {
-	files := LoaderFiles([]byte("K"), []byte("I"), []byte("B"), "console=ttyS0\n  roothash=ab", "Drover\tnode")
+	files := LoaderFiles([]byte("U"), []byte("B"), nil)
 	got := map[string]string{}
 	for _, f := range files {
 		got[f.Path] = string(f.Data)
 	}
 	want := map[string]string{
-		"EFI/BOOT/BOOTX64.EFI":       "B",
-		"loader/loader.conf":         "timeout 0\ndefault drover.conf\neditor no\n",
-		"loader/entries/drover.conf": "title Drover node\nlinux /drover/vmlinuz\ninitrd /drover/initrd\noptions console=ttyS0 roothash=ab\n",
-		"drover/vmlinuz":             "K",
-		"drover/initrd":              "I",
+		"EFI/BOOT/BOOTX64.EFI": "B",
+		"loader/loader.conf":   "timeout 0\ndefault drover.efi\neditor no\n",
+		"EFI/Linux/drover.efi": "U",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d files, want %d", len(got), len(want))
@@ -299,5 +297,19 @@ func TestSizeWhereGoDiskfsFATFormulaDividesExactly(t *testing.T) {
 		if int64(len(b)) != mb<<20 {
 			t.Errorf("%d MiB: image is %d bytes", mb, len(b))
 		}
+	}
+}
+
+func TestLoaderFilesWithKeys(t *testing.T) {
+	files := LoaderFiles([]byte("U"), []byte("B"), map[string][]byte{"db.auth": []byte("D"), "PK.auth": []byte("P")})
+	got := map[string]string{}
+	for _, f := range files {
+		got[f.Path] = string(f.Data)
+	}
+	if got["loader/loader.conf"] != "timeout 0\ndefault drover.efi\neditor no\nsecure-boot-enroll if-safe\n" {
+		t.Errorf("loader.conf = %q", got["loader/loader.conf"])
+	}
+	if got["loader/keys/auto/db.auth"] != "D" || got["loader/keys/auto/PK.auth"] != "P" || len(got) != 5 {
+		t.Errorf("files %v", got)
 	}
 }

@@ -12,10 +12,11 @@ import (
 	"github.com/diskfs/go-diskfs/filesystem/fat32"
 
 	"github.com/drover-os/drover/image/esp"
+	"github.com/drover-os/drover/image/uki"
 )
 
 // checkESP reads the FAT32 file system in the ESP and compares every file
-// with the manifest, and the loader entry's options with the root hash.
+// with the manifest, and the UKI's command line with the root hash.
 func (v *verifier) checkESP() {
 	if v.section("esp") == nil {
 		return
@@ -34,7 +35,7 @@ func (v *verifier) checkESP() {
 		return
 	}
 	listed := map[string]bool{}
-	var entry []byte
+	var ukiImage []byte
 	for _, f := range v.m.ESP {
 		listed[strings.ToLower(f.Path)] = true
 		if f.Size == 0 {
@@ -52,8 +53,8 @@ func (v *verifier) checkESP() {
 			v.add(p.Name, "%s: %d bytes with sha256 %s, the manifest says %d bytes with sha256 %s: the file was modified; %s",
 				f.Path, len(data), got, f.Size, f.SHA256, rebuildHint)
 		}
-		if f.Path == esp.EntryPath {
-			entry = data
+		if f.Path == esp.UKIPath {
+			ukiImage = data
 		}
 	}
 	found, err := espFiles(fs, ".")
@@ -77,24 +78,29 @@ func (v *verifier) checkESP() {
 			v.add(p.Name, "%s is in the manifest but not on the ESP; %s", f, rebuildHint)
 		}
 	}
-	if entry != nil {
-		v.checkEntry(p.Name, entry)
+	if ukiImage != nil {
+		v.checkCmdline(p.Name, ukiImage)
 	}
 }
 
-// checkEntry checks the loader entry's options line: it carries the root
-// hash drover-init sets up dm-verity with, so a different one boots (or
-// fails to boot) a different root.
-func (v *verifier) checkEntry(part string, entry []byte) {
+// checkCmdline checks the UKI's .cmdline section: it carries the root hash
+// drover-init sets up dm-verity with, so a different one boots (or fails
+// to boot) a different root.
+func (v *verifier) checkCmdline(part string, image []byte) {
+	secs, err := uki.Sections(image)
+	if err != nil {
+		v.add(part, "%s: %v: firmware cannot load it; %s", esp.UKIPath, err, rebuildHint)
+		return
+	}
 	var options string
 	found := false
-	for _, line := range strings.Split(string(entry), "\n") {
-		if rest, ok := strings.CutPrefix(line, "options "); ok {
-			options, found = strings.TrimSpace(rest), true
+	for _, s := range secs {
+		if s.Name == ".cmdline" {
+			options, found = strings.TrimSpace(string(uki.SectionData(image, s))), true
 		}
 	}
 	if !found {
-		v.add(part, "%s has no options line: the kernel would boot without drover.roothash= and drover-init cannot set up the verity root; %s", esp.EntryPath, rebuildHint)
+		v.add(part, "%s has no .cmdline section: the kernel would boot without drover.roothash= and drover-init cannot set up the verity root; %s", esp.UKIPath, rebuildHint)
 		return
 	}
 	want := "drover.roothash=" + v.m.RootHash
@@ -105,9 +111,9 @@ func (v *verifier) checkEntry(part string, entry []byte) {
 		}
 	}
 	if !has {
-		v.add(part, "%s options %q lack %s: drover-init would refuse the root filesystem or mount another one; %s", esp.EntryPath, options, want, rebuildHint)
+		v.add(part, "%s .cmdline %q lacks %s: drover-init would refuse the root filesystem or mount another one; %s", esp.UKIPath, options, want, rebuildHint)
 	} else if options != v.m.Cmdline {
-		v.add(part, "%s options %q differ from the manifest's command line %q; %s", esp.EntryPath, options, v.m.Cmdline, rebuildHint)
+		v.add(part, "%s .cmdline %q differs from the manifest's command line %q; %s", esp.UKIPath, options, v.m.Cmdline, rebuildHint)
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 	"github.com/drover-os/drover/image/build"
 	"github.com/drover-os/drover/image/esp"
 	"github.com/drover-os/drover/image/gpt"
+	"github.com/drover-os/drover/image/pe/petest"
+	"github.com/drover-os/drover/image/uki"
 	"github.com/drover-os/drover/image/verity"
 )
 
@@ -81,7 +83,12 @@ func newFixture(t *testing.T, o options) *fixture {
 	if o.entryRootHash != "" {
 		entryHash = o.entryRootHash
 	}
-	files := esp.LoaderFiles(kernel, initrd, loader, "console=ttyS0,115200 drover.roothash="+entryHash, "drover test")
+	image, err := uki.Build(petest.Stub(9000, 120), uki.Parts{OSRelease: []byte("ID=debian\n"), Cmdline: "console=ttyS0,115200 drover.roothash=" + entryHash,
+		Uname: "6.12.0-test", Initrd: initrd, Linux: kernel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := esp.LoaderFiles(image, loader, nil)
 	espSize := esp.MinSize(files)
 	mtime := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	espImg, err := esp.Build(espSize, files, "ESP", 0x1234abcd, mtime)
@@ -221,7 +228,7 @@ func TestFlippedByteInESP(t *testing.T) {
 		t.Fatalf("problems in %v, want %v:\n%s", got, want, report(ps))
 	}
 	mentions(t, ps, "esp", "sha256 of the partition")
-	mentions(t, ps, "esp", esp.KernelPath, "the file was modified")
+	mentions(t, ps, "esp", esp.UKIPath, "the file was modified")
 	t.Logf("reported:\n%s", report(ps))
 }
 
@@ -290,7 +297,7 @@ func TestLoaderEntryWithAnotherRootHash(t *testing.T) {
 	if got, want := parts(ps), []string{"esp"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("problems in %v, want %v:\n%s", got, want, report(ps))
 	}
-	mentions(t, ps, "esp", esp.EntryPath, "lack drover.roothash="+fx.m.RootHash)
+	mentions(t, ps, "esp", esp.UKIPath, "lacks drover.roothash="+fx.m.RootHash)
 }
 
 func TestRootPaddingDiffers(t *testing.T) {

@@ -360,3 +360,37 @@ func TestShellcheck(t *testing.T) {
 		t.Errorf("shellcheck scripts/publish-ecs.sh: %v\n%s", err, out)
 	}
 }
+
+// TestSecureBootFlag: --secure-boot needs a manifest whose systemd-boot and
+// UKI are signed, and tags the image drover:secure-boot=signed.
+func TestSecureBootFlag(t *testing.T) {
+	h := newHarness(t)
+	args := append([]string{"--dry-run", "--secure-boot"}, baseArgs...)
+	r := h.run(t, h.tools, nil, args...)
+	if r.code != 1 || !strings.Contains(r.stderr, "--secure-boot: EFI/BOOT/BOOTX64.EFI is not signed") {
+		t.Fatalf("unsigned manifest: exit %d, want 1 naming the unsigned boot loader:\n%s", r.code, r.stderr)
+	}
+	if r.stdout != "" {
+		t.Errorf("printed commands before refusing:\n%s", r.stdout)
+	}
+	man, _ := os.ReadFile("testdata/ecs-node.manifest.json")
+	signed := strings.Replace(string(man), `"rootHash"`, `"esp": [{"path": "EFI/BOOT/BOOTX64.EFI", "signedBy": "O=Test (sha256 ab)"}, {"path": "EFI/Linux/drover.efi", "signedBy": "O=Test (sha256 ab)"}], "rootHash"`, 1)
+	h.write(t, "ecs-node.manifest.json", signed)
+	r = h.run(t, h.tools, nil, args...)
+	if r.code != 0 {
+		t.Fatalf("signed manifest: exit %d\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "--Tag.5.Key drover:secure-boot --Tag.5.Value signed\n") {
+		t.Errorf("no secure-boot tag:\n%s", r.stdout)
+	}
+}
+
+func TestDiskImageSizeLimit(t *testing.T) {
+	h := newHarness(t)
+	h.write(t, "huge.manifest.json", `{"name":"huge","version":"1","rootHash":"`+strings.Repeat("ab", 32)+`","buildID":"b1","diskSize":`+"2200000000000"+`}`)
+	h.write(t, "huge.raw", "raw")
+	r := h.run(t, h.tools, nil, "--dry-run", "--image", "huge.raw", "--region", "cn-beijing", "--bucket", "b-1")
+	if r.code != 1 || !strings.Contains(r.stderr, "DiskImageSize of at most 2048 GiB") {
+		t.Errorf("a 2049 GiB image: exit %d, want 1:\n%s", r.code, r.stderr)
+	}
+}

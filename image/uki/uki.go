@@ -1,0 +1,175 @@
+// Package uki assembles a Unified Kernel Image (UAPI Group UKI
+// specification): systemd's EFI stub with the kernel, initrd, command line,
+// os-release and kernel release appended as PE sections, laid out as
+// systemd's ukify lays them out — each section at the next SectionAlignment
+// boundary after the previous one in memory and the next FileAlignment
+// boundary in the file, .linux last with the kernel's own SizeOfImage as its
+// virtual size (so the stub has room to relocate it), then NumberOfSections,
+// SizeOfInitializedData and SizeOfImage updated. Unlike ukify, which leaves
+// CheckSum zero, Build stores the real image checksum (firmware ignores it;
+// objdump and signing tools show it).
+//
+// The result is unsigned; image/authenticode signs it for Secure Boot.
+package uki
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/drover-os/drover/image/pe"
+)
+
+// Parts are the contents of a UKI's sections.
+type Parts struct {
+	OSRelease []byte // .osrel: the image's os-release (systemd-boot takes the menu title from it)
+	Cmdline   string // .cmdline: the whole kernel command line; with Secure Boot on, the stub ignores any other
+	Uname     string // .uname: the kernel release, e.g. 6.12.48+deb13-cloud-amd64
+	Initrd    []byte // .initrd
+	Linux     []byte // .linux: the kernel's EFI image (vmlinuz)
+}
+
+// Section characteristics (PE/COFF §4.1), as ukify sets them.
+const (
+	scnCntCode            = 0x00000020
+	scnCntInitializedData = 0x00000040
+	scnMemRead            = 0x40000000
+)
+
+type section struct {
+	name        string
+	data        []byte
+	virtualSize uint32
+	flags       uint32
+}
+
+// sections orders the parts as ukify does; .linux is last "to leave
+// breathing room for decompression".
+func (p Parts) sections() ([]section, error) {
+	if len(p.Linux) == 0 || len(p.Initrd) == 0 || p.Cmdline == "" || p.Uname == "" || len(p.OSRelease) == 0 {
+		return nil, fmt.Errorf("UKI needs all of .osrel, .cmdline, .uname, .initrd and .linux (got %d, %d, %d, %d, %d bytes)",
+			len(p.OSRelease), len(p.Cmdline), len(p.Uname), len(p.Initrd), len(p.Linux))
+	}
+	data := scnCntInitializedData | scnMemRead
+	linuxSize := uint32(len(p.Linux))
+	if k, err := pe.Parse(p.Linux); err == nil && k.Opt.SizeOfImage > linuxSize {
+		linuxSize = k.Opt.SizeOfImage
+	}
+	return []section{
+		{".osrel", p.OSRelease, uint32(len(p.OSRelease)), uint32(data)},
+		{".cmdline", []byte(p.Cmdline), uint32(len(p.Cmdline)), uint32(data)},
+		{".uname", []byte(p.Uname), uint32(len(p.Uname)), uint32(data)},
+		{".initrd", p.Initrd, uint32(len(p.Initrd)), uint32(data)},
+		// ukify marks .linux as code: old kernels booted through the EFI
+		// handover protocol run in place.
+		{".linux", p.Linux, linuxSize, scnCntCode | scnMemRead},
+	}, nil
+}
+
+// Build returns stub (systemd's linuxx64.efi.stub) with the parts appended
+// as sections. stub is not modified.
+func Build(stub []byte, p Parts) ([]byte, error) {
+	secs, err := p.sections()
+	if err != nil {
+		return nil, err
+	}
+	im, err := pe.Parse(stub)
+	if err != nil {
+		return nil, fmt.Errorf("EFI stub: %w", err)
+	}
+	if off, size := im.CertTable(); off != 0 || size != 0 {
+		return nil, fmt.Errorf("EFI stub is signed (certificate table of %d bytes); use the unsigned stub from systemd-boot-efi", size)
+	}
+	existing := im.Sections()
+	if len(existing) == 0 {
+		return nil, fmt.Errorf("EFI stub has no sections")
+	}
+	fileAlign, secAlign := im.Opt.FileAlignment, im.Opt.SectionAlignment
+	if fileAlign == 0 || fileAlign&(fileAlign-1) != 0 || secAlign == 0 || secAlign&(secAlign-1) != 0 {
+		return nil, fmt.Errorf("EFI stub has FileAlignment %d, SectionAlignment %d; both must be powers of two", fileAlign, secAlign)
+	}
+	var rawEnd, virtEnd uint32
+	for _, s := range existing {
+		for _, n := range secs {
+			if s.Name == n.name {
+				return nil, fmt.Errorf("EFI stub already has a %s section", n.name)
+			}
+		}
+		rawEnd = max(rawEnd, s.Offset+s.Size)
+		virtEnd = max(virtEnd, s.VirtualAddress+s.VirtualSize)
+	}
+	if int(rawEnd) != len(stub) {
+		// A symbol table or other data after the last section would end up
+		// between sections; systemd's stubs have none.
+		return nil, fmt.Errorf("EFI stub has %d bytes after its last section; want none", len(stub)-int(rawEnd))
+	}
+	headerAt := im.SectionTableOffset() + pe.SectionHeaderSize*len(existing)
+	if need := headerAt + pe.SectionHeaderSize*len(secs); need > int(im.Opt.SizeOfHeaders) {
+		return nil, fmt.Errorf("EFI stub's headers (SizeOfHeaders %d) have no room for %d more section headers (need %d bytes)",
+			im.Opt.SizeOfHeaders, len(secs), need)
+	}
+	for i := headerAt; i < headerAt+pe.SectionHeaderSize*len(secs); i++ {
+		if stub[i] != 0 {
+			return nil, fmt.Errorf("EFI stub's header space after the section table is not empty at byte %d", i)
+		}
+	}
+
+	size := pe.AlignUp(rawEnd, fileAlign)
+	for _, s := range secs {
+		size += pe.AlignUp(uint32(len(s.data)), fileAlign)
+	}
+	out := make([]byte, size)
+	copy(out, stub)
+	le := binary.LittleEndian
+	raw, virt := pe.AlignUp(rawEnd, fileAlign), pe.AlignUp(virtEnd, secAlign)
+	initialized := le.Uint32(out[im.OptionalHeaderOffset()+pe.FieldSizeOfInitializedData:])
+	for i, s := range secs {
+		h := out[headerAt+i*pe.SectionHeaderSize : headerAt+(i+1)*pe.SectionHeaderSize]
+		copy(h[0:8], s.name)
+		rawSize := pe.AlignUp(uint32(len(s.data)), fileAlign)
+		le.PutUint32(h[8:], s.virtualSize)
+		le.PutUint32(h[12:], virt)
+		le.PutUint32(h[16:], rawSize)
+		le.PutUint32(h[20:], raw)
+		le.PutUint32(h[36:], s.flags)
+		copy(out[raw:], s.data)
+		initialized += s.virtualSize // as ukify counts it
+		raw += rawSize
+		virt = pe.AlignUp(virt+s.virtualSize, secAlign)
+	}
+	le.PutUint16(out[im.COFFOffset()+2:], uint16(len(existing)+len(secs)))
+	le.PutUint32(out[im.OptionalHeaderOffset()+pe.FieldSizeOfInitializedData:], initialized)
+	le.PutUint32(out[im.OptionalHeaderOffset()+pe.FieldSizeOfImage:], virt)
+	pe.SetChecksum(out, im.CheckSumOffset())
+	return out, nil
+}
+
+// Section describes one section of a PE image for the manifest and
+// `drover diff`.
+type Section struct {
+	Name           string `json:"name"`
+	Offset         uint32 `json:"-"` // file offset of the content
+	VirtualAddress uint32 `json:"virtualAddress"`
+	Size           uint32 `json:"size"` // content bytes: the smaller of the virtual and raw size
+	SHA256         string `json:"sha256"`
+}
+
+// Sections lists the sections of a PE image with the digest of each one's
+// content, the bytes systemd-stub measures.
+func Sections(b []byte) ([]Section, error) {
+	im, err := pe.Parse(b)
+	if err != nil {
+		return nil, err
+	}
+	var out []Section
+	for _, s := range im.Sections() {
+		n := min(s.VirtualSize, s.Size)
+		sum := sha256.Sum256(b[s.Offset : s.Offset+n])
+		out = append(out, Section{Name: s.Name, Offset: s.Offset, VirtualAddress: s.VirtualAddress, Size: n, SHA256: hex.EncodeToString(sum[:])})
+	}
+	return out, nil
+}
+
+// SectionData returns the content of s, a section Sections listed for b.
+func SectionData(b []byte, s Section) []byte { return b[s.Offset : s.Offset+s.Size] }
