@@ -228,6 +228,49 @@ func TestTokenExpiry(t *testing.T) {
 	if code, _ := do(t, s, http.MethodGet, "/latest/meta-data/zone-id", hdr); code != http.StatusUnauthorized {
 		t.Errorf("GET with token past the overridden TTL = %d, want 401", code)
 	}
+	// Issuing a new token must not forget the expired one: presenting it
+	// again still counts as expired, while a token never issued does not.
+	fresh := token(t, s, "3600")
+	if code, _ := do(t, s, http.MethodGet, "/latest/meta-data/zone-id", hdr); code != http.StatusUnauthorized {
+		t.Errorf("GET with the expired token after a new one was issued = %d, want 401", code)
+	}
+	if code, _ := do(t, s, http.MethodGet, "/latest/meta-data/zone-id", map[string]string{TokenHeader: "never-issued"}); code != http.StatusUnauthorized {
+		t.Errorf("GET with an unknown token = %d, want 401", code)
+	}
+	if code, _ := do(t, s, http.MethodGet, "/latest/meta-data/zone-id", map[string]string{TokenHeader: fresh}); code != 200 {
+		t.Errorf("GET with the renewed token = %d, want 200", code)
+	}
+	st := s.Stats()
+	if st.TokensExpired != 2 || st.TokensIssued != 2 || st.ByStatus[http.StatusUnauthorized] != 3 {
+		t.Errorf("stats %+v: want 2 expired-token refusals, 2 tokens issued, 3 401s", st)
+	}
+}
+
+// TestStatsCountFaults: the counters the smoke report states are what was
+// injected, request by request.
+func TestStatsCountFaults(t *testing.T) {
+	s := New(DefaultInstance(), Options{})
+	s.SetFaults(Faults{FailNext: 3, Delay: time.Millisecond, DelayCount: 2, SlowPaths: []string{"/latest/meta-data/"}})
+	for range 6 {
+		do(t, s, http.MethodGet, "/latest/meta-data/zone-id", nil)
+	}
+	do(t, s, http.MethodGet, "/latest/user-data", nil)
+	st := s.Stats()
+	if st.Requests != 7 || st.Injected != 3 || st.Delayed != 2 || st.TokensExpired != 0 {
+		t.Errorf("stats %+v: want 7 requests, 3 injected, 2 delayed, 0 expired", st)
+	}
+	var injected, delayed int
+	for _, r := range s.Requests() {
+		if r.Injected {
+			injected++
+		}
+		if r.Delayed {
+			delayed++
+		}
+	}
+	if injected != st.Injected || delayed != st.Delayed {
+		t.Errorf("request log has %d injected, %d delayed; stats say %d, %d", injected, delayed, st.Injected, st.Delayed)
+	}
 }
 
 func TestFaultsDeterministic(t *testing.T) {
