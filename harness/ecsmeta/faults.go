@@ -31,8 +31,11 @@ type Faults struct {
 	SlowPaths  []string
 	DelayCount int
 	// TokenTTLOverride makes issued tokens expire after this long when it is
-	// shorter than the TTL the client asked for.
+	// shorter than the TTL the client asked for. TokenTTLCount > 0 shortens
+	// only that many tokens, counting down (a token that expires early, as
+	// when the service restarts, and then the service is well again).
 	TokenTTLOverride time.Duration
+	TokenTTLCount    int
 }
 
 // injectedStatuses are the statuses ErrorRate picks from: what a rate-limited

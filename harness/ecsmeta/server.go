@@ -202,6 +202,11 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 	life := time.Duration(ttl) * time.Second
 	if o := s.faults.TokenTTLOverride; o > 0 && o < life {
 		life = o
+		if s.faults.TokenTTLCount > 0 {
+			if s.faults.TokenTTLCount--; s.faults.TokenTTLCount == 0 {
+				s.faults.TokenTTLOverride = 0 // the counted run is over
+			}
+		}
 	}
 	// Expired tokens are kept a while, so that a client presenting one is
 	// counted as "expired" rather than "unknown"; the map stays small.

@@ -246,6 +246,28 @@ func TestTokenExpiry(t *testing.T) {
 	}
 }
 
+// TestTokenTTLCount: only the first TokenTTLCount tokens are shortened.
+func TestTokenTTLCount(t *testing.T) {
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s := New(DefaultInstance(), Options{TokenEndpoint: true, TokenRequired: true, Now: clock})
+	s.SetFaults(Faults{TokenTTLOverride: time.Second, TokenTTLCount: 1})
+	short, long := token(t, s, "3600"), token(t, s, "3600")
+	mu.Lock()
+	now = now.Add(2 * time.Second)
+	mu.Unlock()
+	if code, _ := do(t, s, http.MethodGet, "/latest/meta-data/zone-id", map[string]string{TokenHeader: short}); code != http.StatusUnauthorized {
+		t.Errorf("GET with the shortened token after 2s = %d, want 401", code)
+	}
+	if code, _ := do(t, s, http.MethodGet, "/latest/meta-data/zone-id", map[string]string{TokenHeader: long}); code != 200 {
+		t.Errorf("GET with the second token after 2s = %d, want 200 (only one token is shortened)", code)
+	}
+	if f := s.Faults(); f.TokenTTLCount != 0 || f.TokenTTLOverride != 0 {
+		t.Errorf("faults after the counted run: %+v", f)
+	}
+}
+
 // TestStatsCountFaults: the counters the smoke report states are what was
 // injected, request by request.
 func TestStatsCountFaults(t *testing.T) {

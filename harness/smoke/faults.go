@@ -13,7 +13,7 @@ import (
 type MetadataFaults struct {
 	ErrorRate float64       // fraction of requests answered 500/502/503/429
 	Delay     time.Duration // hold DelayedRequests data requests this long each
-	TokenTTL  time.Duration // tokens expire after this long, whatever TTL was asked
+	TokenTTL  time.Duration // the first token expires after this long, whatever TTL was asked
 }
 
 // DelayedRequests is how many user-data/meta-data requests Delay holds: the
@@ -30,7 +30,13 @@ func (m MetadataFaults) Configured() bool {
 
 // emulator converts the faults to the emulator's.
 func (m MetadataFaults) emulator() ecsmeta.Faults {
+	// Only the first token is short-lived: the agent renews a token once per
+	// request on a 401, so a service whose every token dies within a retry
+	// sequence would defeat any client; ECS grants the TTL asked for.
 	f := ecsmeta.Faults{ErrorRate: m.ErrorRate, Seed: faultSeed, TokenTTLOverride: m.TokenTTL}
+	if m.TokenTTL > 0 {
+		f.TokenTTLCount = 1
+	}
 	if m.Delay > 0 {
 		// Not the token endpoint: a data request held past a short token
 		// TTL is what makes a token expire in the client's hands.
@@ -49,7 +55,7 @@ func (m MetadataFaults) String() string {
 		parts = append(parts, fmt.Sprintf("%d requests delayed %s", DelayedRequests, m.Delay))
 	}
 	if m.TokenTTL > 0 {
-		parts = append(parts, fmt.Sprintf("tokens expire after %s", m.TokenTTL))
+		parts = append(parts, fmt.Sprintf("the first token expires after %s", m.TokenTTL))
 	}
 	return "metadata: " + strings.Join(parts, ", ")
 }

@@ -51,7 +51,7 @@ func TestMetadataFaultsCheck(t *testing.T) {
 
 func TestMetadataFaultsEmulator(t *testing.T) {
 	f := MetadataFaults{ErrorRate: 0.3, Delay: 2 * time.Second, TokenTTL: time.Second}.emulator()
-	if f.ErrorRate != 0.3 || f.Delay != 2*time.Second || f.DelayCount != DelayedRequests || f.TokenTTLOverride != time.Second {
+	if f.ErrorRate != 0.3 || f.Delay != 2*time.Second || f.DelayCount != DelayedRequests || f.TokenTTLOverride != time.Second || f.TokenTTLCount != 1 {
 		t.Errorf("emulator faults %+v", f)
 	}
 	for _, p := range f.SlowPaths {
@@ -63,7 +63,7 @@ func TestMetadataFaultsEmulator(t *testing.T) {
 		t.Error("Configured() wrong")
 	}
 	if got := (MetadataFaults{ErrorRate: 0.3, Delay: 2 * time.Second, TokenTTL: time.Second}).String(); got !=
-		"metadata: hardened (token required), 30% of requests answered 5xx/429, 5 requests delayed 2s, tokens expire after 1s" {
+		"metadata: hardened (token required), 30% of requests answered 5xx/429, 5 requests delayed 2s, the first token expires after 1s" {
 		t.Errorf("String() = %q", got)
 	}
 }
