@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"os"
 	"path/filepath"
+	"strings"
 	"slices"
 	"testing"
 
@@ -93,5 +96,30 @@ func TestPathsResolved(t *testing.T) {
 				t.Errorf("%v: --%s = %q, want %q", tc.args, name, gotFlags[name], want)
 			}
 		}
+	}
+}
+
+// TestUserdataFromResolvesCAFile: a relative caFile in --from's YAML is
+// relative to the YAML file, whatever the working directory.
+func TestUserdataFromResolvesCAFile(t *testing.T) {
+	ca, err := os.ReadFile(filepath.Join("..", "..", "agent", "nodeconfig", "testdata", "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "pools"), 0o755)
+	os.WriteFile(filepath.Join(dir, "pools", "ca.crt"), ca, 0o644)
+	os.WriteFile(filepath.Join(dir, "pools", "pool.yaml"),
+		[]byte("server: https://10.0.0.10:6443\ncaFile: ca.crt\nbootstrapToken: abcdef.0123456789abcdef\n"), 0o644)
+	t.Chdir(dir)
+	root := newRootCmd()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs([]string{"userdata", "--from", "pools/pool.yaml"})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("drover userdata --from pools/pool.yaml (caFile: ca.crt beside it): %v", err)
+	}
+	if !strings.Contains(out.String(), `"ignition"`) {
+		t.Errorf("no user-data rendered:\n%s", out.String())
 	}
 }
