@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"strings"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
