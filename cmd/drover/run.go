@@ -64,7 +64,7 @@ It stops cleanly on Ctrl-C, on --timeout, or when the console shows the
 					defer env.Close()
 				}
 			} else {
-				vm, err = qemu.Start(ctx, &c)
+				vm, err = startVM(ctx, cmd, &c)
 			}
 			if err != nil {
 				return err
@@ -159,4 +159,18 @@ func waitChan(vm *qemu.VM) <-chan error {
 	ch := make(chan error, 1)
 	go func() { ch <- vm.Wait() }()
 	return ch
+}
+
+// startVM boots c, first resetting the UEFI variables if the disk moved to
+// another controller since the state directory's last boot (see
+// smoke.PrepareBus; env.Boot does the same for --ecs).
+func startVM(ctx context.Context, cmd *cobra.Command, c *qemu.Config) (*qemu.VM, error) {
+	moved, err := smoke.PrepareBus(c)
+	if err != nil {
+		return nil, err
+	}
+	if moved {
+		fmt.Fprintf(cmd.ErrOrStderr(), "run: the disk is on another controller than at the last boot of %s: UEFI variables reset\n", c.StateDir)
+	}
+	return qemu.Start(ctx, c)
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -65,6 +63,9 @@ func (e *Env) Boot(ctx context.Context, image, stateDir string, nvme bool, meta 
 	e.Metadata.SetFaults(faults)
 	e.Metadata.ResetLog()
 	cfg := e.VMConfig(image, stateDir, nvme)
+	if _, err := PrepareBus(cfg); err != nil {
+		return nil, err
+	}
 	vm, err := qemu.Start(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -72,25 +73,16 @@ func (e *Env) Boot(ctx context.Context, image, stateDir string, nvme bool, meta 
 	return &Instance{VM: vm, Config: cfg, Meta: meta, NodeName: strings.ToLower(meta.Hostname)}, nil
 }
 
-// ovmfVars is the UEFI variable store qemu.Config.Prepare copies into the
-// state directory when it is missing.
-const ovmfVars = "OVMF_VARS.fd"
-
 // Restart powers the instance off cleanly and boots the same disk again,
 // attached as NVMe or virtio-blk (as after a change of ECS instance type).
 func (e *Env) Restart(ctx context.Context, in *Instance, nvme bool) error {
 	if err := in.VM.Shutdown(3 * time.Minute); err != nil {
 		e.logf("%v", err)
 	}
-	if nvme != in.Config.NVMe {
-		// The UEFI boot entries name the old controller's device path and
-		// OVMF does not fall back to the new disk's removable-media path:
-		// start from fresh variables, as firmware on a new instance type does.
-		if err := os.Remove(filepath.Join(in.Config.StateDir, ovmfVars)); err != nil && !os.IsNotExist(err) {
-			return fmt.Errorf("resetting the UEFI variables for the new disk controller: %w", err)
-		}
-	}
 	in.Config.NVMe = nvme
+	if _, err := PrepareBus(in.Config); err != nil {
+		return err
+	}
 	vm, err := qemu.Start(ctx, in.Config)
 	if err != nil {
 		return err

@@ -158,13 +158,6 @@ func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan) {
 	r.add("/etc edit gone, no re-provisioning", s, err, "")
 }
 
-func busName(nvme bool) string {
-	if nvme {
-		return "NVMe"
-	}
-	return "virtio-blk"
-}
-
 // policy boots a fresh instance whose user-data writes outside /etc and
 // /var: the node must refuse it with a path-addressed error on the console
 // and in the status file, and never join.
