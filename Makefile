@@ -41,7 +41,7 @@ demo: image ## Boot out/ecs-node.raw as an ECS instance joining a local control 
 	$(BIN)/drover run --cluster local --fresh $(OUT)/ecs-node.raw
 
 smoke: image ## The pipeline gate: drover smoke on out/ecs-node.raw with every check, JUnit in out/
-	$(BIN)/drover smoke $(OUT)/ecs-node.raw --reboot --policy-check --metadata-errors 0.3 --junit $(OUT)/smoke.xml
+	$(BIN)/drover smoke $(OUT)/ecs-node.raw --reboot --policy-check --metadata-errors 0.3 --metadata-delay 2s --metadata-token-ttl 1s --junit $(OUT)/smoke.xml
 
 fuzz-short: ## Every fuzz target for a few seconds (part of make test)
 	./scripts/fuzz.sh 5000x

@@ -3,44 +3,54 @@
 package e2e
 
 import (
+	"context"
 	"encoding/xml"
 	"os"
-	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
-// TestEcsNodeJoins builds the default recipe and runs the pipeline's gate
-// on it: drover smoke with every check — join through a hardened metadata
-// service answering 30% of requests with errors, providerID and labels, a
-// Pod from the local registry, node hardening, a reboot (stored config,
-// /etc edit gone, changed user-data refused) and a policy-breaking
-// user-data that must not join. The JUnit report must list every check as
-// passed.
+// TestEcsNodeJoins runs what a user runs, from a fresh clone's root with
+// relative paths: `make smoke` (build the default recipe, then the
+// pipeline's gate: join through a hardened metadata service that fails,
+// delays and expires a token; providerID and labels; a Pod from the local
+// registry; node hardening; a reboot with the disk moved to NVMe, stored
+// config, /etc edit gone, changed user-data refused; a policy-breaking
+// user-data that must not join), then `make demo` until the API server
+// says the node is Ready, then every other command the README and --help
+// show (documented_test.go). The JUnit report must list every check as
+// passed, and the two builds of the image must be bit-identical.
 func TestEcsNodeJoins(t *testing.T) {
-	work, err := os.MkdirTemp("", "drover-e2e-ecs-node-")
-	if err != nil {
-		t.Fatal(err)
+	c := freshClone(t)
+	out, code := c.sh(t, 75*time.Minute, "make smoke")
+	t.Logf("make smoke:\n%s", tail(out, 40))
+	if code != 0 {
+		t.Fatalf("make smoke: exit %d\n%s", code, tail(out, 120))
 	}
-	t.Cleanup(func() { os.RemoveAll(work) })
-	out := filepath.Join(work, "out")
-	run(t, bin("drover"), "build", filepath.Join(repo, "recipes", "ecs-node.yaml"), "-o", out,
-		"--agent", bin("drover-agent"), "--init", bin("drover-init"))
-	raw := filepath.Join(out, "ecs-node.raw")
-	for _, f := range []string{"ecs-node.raw", "ecs-node.qcow2", "ecs-node.vhd", "ecs-node.manifest.json", "ecs-node.spdx.json", "ecs-node.provenance.json"} {
-		fi, err := os.Stat(filepath.Join(out, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%-26s %6.1f MiB", f, float64(fi.Size())/(1<<20))
+	checkSmokeJUnit(t, c.path("out/smoke.xml"))
+	first := fileSHA(t, c.path("out/ecs-node.raw"))
+
+	t.Run("make demo", func(t *testing.T) { demo(t, c) })
+	if second := fileSHA(t, c.path("out/ecs-node.raw")); second != first {
+		t.Errorf("make demo rebuilt out/ecs-node.raw with sha256 %s; make smoke's build was %s: the build is not reproducible", second, first)
 	}
-	junit := filepath.Join(work, "smoke.xml")
-	// The control plane binaries are cached across runs, like the kubelet.
-	cache := filepath.Join(os.TempDir(), "drover-cluster-cache")
-	console := run(t, bin("drover"), "smoke", raw, "--work", filepath.Join(work, "smoke"), "--cache", cache,
-		"--reboot", "--policy-check", "--metadata-errors", "0.3", "--junit", junit)
-	t.Logf("drover smoke:\n%s", console)
-	data, err := os.ReadFile(junit)
+	t.Run("documented commands", func(t *testing.T) { documentedCommands(t, c) })
+}
+
+// smokeChecks are the checks `make smoke` must report, each passed.
+var smokeChecks = []string{
+	"node joins and is Ready", "metadata faults injected and survived", "providerID and ECS labels",
+	"pod from the local registry runs to completion", "node hardening", "disk attached as virtio-blk",
+	"edit /etc before the reboot", "reboot with the disk on NVMe", "Ready again after the reboot",
+	"changed user-data refused", "disk attached as NVMe after the reboot", "/etc edit gone",
+	"refusal on the console", "refusal in the status file", "refused node does not join",
+}
+
+func checkSmokeJUnit(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,20 +59,19 @@ func TestEcsNodeJoins(t *testing.T) {
 		Failures int `xml:"failures,attr"`
 		Cases    []struct {
 			Name    string    `xml:"name,attr"`
+			Out     string    `xml:"system-out"`
 			Failure *struct{} `xml:"failure"`
 		} `xml:"testcase"`
 	}
 	if err := xml.Unmarshal(data, &suite); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"node joins and is Ready", "providerID and ECS labels", "pod from the local registry runs to completion",
-		"node hardening", "Ready again after the reboot", "changed user-data refused", "/etc edit gone", "refusal on the console",
-		"refusal in the status file", "refused node does not join"}
-	for _, w := range want {
+	for _, w := range smokeChecks {
 		found := false
 		for _, c := range suite.Cases {
 			if strings.HasPrefix(c.Name, w) {
 				found = true
+				t.Logf("%-70s %s", c.Name, c.Out)
 				if c.Failure != nil {
 					t.Errorf("check %q failed", c.Name)
 				}
@@ -72,7 +81,41 @@ func TestEcsNodeJoins(t *testing.T) {
 			t.Errorf("check %q missing from the JUnit report", w)
 		}
 	}
-	if suite.Failures != 0 {
-		t.Errorf("%d of %d smoke checks failed", suite.Failures, suite.Tests)
+	if suite.Failures != 0 || suite.Tests != len(suite.Cases) {
+		t.Errorf("%d of %d smoke checks failed (%d cases)", suite.Failures, suite.Tests, len(suite.Cases))
+	}
+}
+
+// demoNode is what `drover run --cluster local` prints once the control
+// plane is up: the node's name and the admin kubeconfig.
+var demoNode = regexp.MustCompile(`run: node (\S+) joins \S+; kubeconfig: (\S+)`)
+
+// demo runs `make demo` and stops it with Ctrl-C once the API server says
+// the node is Ready.
+func demo(t *testing.T, c *clone) {
+	var node, kubeconfig string
+	poll := time.Now()
+	out := c.interactive(t, 45*time.Minute, "make demo", func(line string) bool {
+		if m := demoNode.FindStringSubmatch(line); m != nil {
+			node, kubeconfig = m[1], m[2]
+		}
+		// Ask the API server at most every 5 seconds.
+		if kubeconfig == "" || time.Since(poll) < 5*time.Second {
+			return false
+		}
+		poll = time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		ready, err := nodeReady(ctx, kubeconfig, node)
+		if err != nil {
+			t.Logf("asking the API server about node %s: %v", node, err)
+		}
+		return ready
+	})
+	if node == "" {
+		t.Fatalf("make demo never printed the node and kubeconfig\n%s", tail(out, 60))
+	}
+	if !strings.Contains(out, "run: stopping") {
+		t.Errorf("make demo did not stop cleanly on Ctrl-C\n%s", tail(out, 30))
 	}
 }

@@ -48,6 +48,8 @@ $XDG_CACHE_HOME/drover (or --cache).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version,
+		// Paths are resolved here, once: see paths.go.
+		PersistentPreRunE: resolvePaths,
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.cacheDir, "cache", "", "download and build cache (default $XDG_CACHE_HOME/drover)")
@@ -55,7 +57,7 @@ $XDG_CACHE_HOME/drover (or --cache).`,
 	pf.StringVar(&g.keyring, "keyring", "", "OpenPGP keyring the Debian InRelease must be signed by, for a private mirror (default: the recipe's debian.keyring, else the keys committed in recipes/keys; the lock records which)")
 	pf.BoolVarP(&g.quiet, "quiet", "q", false, "print only errors")
 	pf.IntVar(&g.parallel, "parallel", 4, "parallel downloads")
-	root.AddCommand(newLockCmd(g), newFetchCmd(g), newSourcesCmd(g), newBuildCmd(g), newRunCmd(), newValidateCmd(), newUserdataCmd(), newRelayCmd(), newDiffCmd(), newVerifyCmd(), newSmokeCmd(), newMirrorCmd(g))
+	root.AddCommand(newLockCmd(g), newFetchCmd(g), newSourcesCmd(g), newBuildCmd(g), newRunCmd(g), newValidateCmd(), newUserdataCmd(), newRelayCmd(), newDiffCmd(), newVerifyCmd(), newSmokeCmd(), newMirrorCmd(g))
 	return root
 }
 

@@ -16,7 +16,7 @@ import (
 	"github.com/drover-os/drover/image/cache"
 )
 
-func newRunCmd() *cobra.Command {
+func newRunCmd(g *globals) *cobra.Command {
 	var c qemu.Config
 	var timeout time.Duration
 	var until, clusterMode, userdataFile, work string
@@ -59,12 +59,12 @@ It stops cleanly on Ctrl-C, on --timeout, or when the console shows the
 			var err error
 			if ecs || clusterMode != "" {
 				var env *smoke.Env
-				vm, env, err = runECS(ctx, cmd, &c, clusterMode, userdataFile, work)
+				vm, env, err = runECS(ctx, cmd, &c, clusterMode, userdataFile, work, g.cacheDir)
 				if env != nil {
 					defer env.Close()
 				}
 			} else {
-				vm, err = qemu.Start(ctx, &c)
+				vm, err = startVM(ctx, cmd, &c)
 			}
 			if err != nil {
 				return err
@@ -104,8 +104,9 @@ It stops cleanly on Ctrl-C, on --timeout, or when the console shows the
 }
 
 // runECS boots the image as an ECS instance, with a local control plane
-// when asked; it prints where the kubeconfig is.
-func runECS(ctx context.Context, cmd *cobra.Command, c *qemu.Config, clusterMode, userdataFile, work string) (*qemu.VM, *smoke.Env, error) {
+// (its binaries cached in cacheDir, default $XDG_CACHE_HOME/drover) when
+// asked; it prints where the kubeconfig is.
+func runECS(ctx context.Context, cmd *cobra.Command, c *qemu.Config, clusterMode, userdataFile, work, cacheDir string) (*qemu.VM, *smoke.Env, error) {
 	if clusterMode != "" && clusterMode != "local" {
 		return nil, nil, fmt.Errorf("--cluster %q: only \"local\" is supported", clusterMode)
 	}
@@ -123,9 +124,12 @@ func runECS(ctx context.Context, cmd *cobra.Command, c *qemu.Config, clusterMode
 		}
 		version = v
 	}
-	cacheDir, err := cache.DefaultDir(os.Getenv)
-	if err != nil {
-		return nil, nil, err
+	if cacheDir == "" {
+		d, err := cache.DefaultDir(os.Getenv)
+		if err != nil {
+			return nil, nil, err
+		}
+		cacheDir = d
 	}
 	env, err := smoke.StartECS(ctx, smoke.Options{WorkDir: work, CacheDir: cacheDir, Version: version, Log: cmd.ErrOrStderr(), Console: cmd.OutOrStdout()}, clusterMode == "local")
 	if err != nil {
@@ -156,4 +160,18 @@ func waitChan(vm *qemu.VM) <-chan error {
 	ch := make(chan error, 1)
 	go func() { ch <- vm.Wait() }()
 	return ch
+}
+
+// startVM boots c, first resetting the UEFI variables if the disk moved to
+// another controller since the state directory's last boot (see
+// smoke.PrepareBus; env.Boot does the same for --ecs).
+func startVM(ctx context.Context, cmd *cobra.Command, c *qemu.Config) (*qemu.VM, error) {
+	moved, err := smoke.PrepareBus(c)
+	if err != nil {
+		return nil, err
+	}
+	if moved {
+		fmt.Fprintf(cmd.ErrOrStderr(), "run: the disk is on another controller than at the last boot of %s: UEFI variables reset\n", c.StateDir)
+	}
+	return qemu.Start(ctx, c)
 }

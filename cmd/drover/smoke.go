@@ -36,20 +36,25 @@ under QEMU with SMBIOS "Alibaba Cloud ECS"; and checks:
 
   the node joins through kubelet TLS bootstrap and is Ready, with providerID
   <region>.<instance-id> and the region/zone/instance-type labels; a Pod from
-  the local registry runs to completion; only the kubelet listens on a
-  non-loopback TCP port, there is no sshd, / and /usr are read-only and the
-  bootstrap kubeconfig is gone.
-  --reboot: after a reboot the node is Ready again from its stored config, an
-  edit made to /etc is gone and a changed user-data is refused.
+  the local registry runs to completion; the kubelet listens on :10250 and
+  nothing else on a non-loopback TCP or UDP socket (an offender is named with
+  its process), there is no sshd, / and /usr are read-only and the bootstrap
+  kubeconfig is gone.
+  --metadata-errors, --metadata-delay, --metadata-token-ttl: the metadata
+  service fails, delays requests and expires a token during the first boot;
+  the report counts each and requires every configured fault to have happened.
+  --reboot: the node reboots with its disk moved to the other controller
+  (NVMe <-> virtio-blk, as after a change of instance type) and is Ready
+  again from its stored config; an edit made to /etc (read back before the
+  reboot) is gone and a changed user-data is refused.
   --policy-check: a user-data that breaks the agent's policy is refused with a
   path-addressed error on the console and in the status file, and never joins.
 
 It prints each check and the boot timeline (guest seconds since boot), writes
 JUnit XML with --junit, keeps the serial logs in the work directory, and exits 1
 if any check failed.`,
-		Example: `  drover smoke out/ecs-node.raw --junit smoke.xml
-  drover smoke out/ecs-node.raw --reboot --policy-check --metadata-errors 0.3`,
-		Args: cobra.ExactArgs(1),
+		Example: `  drover smoke out/ecs-node.raw --reboot --policy-check --metadata-errors 0.3 --metadata-delay 2s --metadata-token-ttl 1s --junit out/smoke.xml`,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p.Image = args[0]
 			if version == "" {
@@ -123,9 +128,11 @@ if any check failed.`,
 	f.BoolVar(&pinCA, "ca-hash", false, "render the user-data with the cluster CA pinned by caHash (the join discovers the CA from signed cluster-info) instead of embedded")
 	f.StringVar(&version, "kubernetes-version", "", "control plane version (default: the image's kubelet, from its manifest)")
 	f.StringVar(&cacheDir, "cache", "", "cache for the control plane binaries (default $XDG_CACHE_HOME/drover)")
-	f.Float64Var(&p.ErrorRate, "metadata-errors", 0, "fraction of metadata requests answered 5xx/429 (fault injection)")
-	f.BoolVar(&p.NVMe, "nvme", false, "attach the disk as NVMe")
-	f.BoolVar(&p.Reboot, "reboot", false, "also check a reboot (stored config, /etc edit gone, changed user-data refused)")
+	f.Float64Var(&p.Metadata.ErrorRate, "metadata-errors", 0, "fraction of metadata requests answered 5xx/429 (fault injection)")
+	f.DurationVar(&p.Metadata.Delay, "metadata-delay", 0, fmt.Sprintf("hold the first %d user-data/meta-data requests this long each", smoke.DelayedRequests))
+	f.DurationVar(&p.Metadata.TokenTTL, "metadata-token-ttl", 0, "the first metadata token expires after this long, whatever TTL the node asked for")
+	f.BoolVar(&p.NVMe, "nvme", false, "attach the disk as NVMe (the --reboot boot then uses virtio-blk)")
+	f.BoolVar(&p.Reboot, "reboot", false, "also check a reboot with the disk on the other controller (stored config, /etc edit gone, changed user-data refused)")
 	f.BoolVar(&p.PolicyCheck, "policy-check", false, "also check that a policy-breaking user-data is refused")
 	f.DurationVar(&timeout, "timeout", 75*time.Minute, "overall limit")
 	f.BoolVar(&keep, "print-kubeconfig", false, "print the admin kubeconfig path")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -91,7 +92,8 @@ the agent's own code. --base64 prints it ready for the ECS API's UserData.
 
 The YAML file takes the same settings as the flags:
   server, caFile | caData | caHash, bootstrapToken, labels, taints, mirrors,
-  sandboxImage, maxPods, clusterDNS, clusterDomain`,
+  sandboxImage, maxPods, clusterDNS, clusterDomain
+(a relative caFile is relative to the YAML file).`,
 		Example: `  drover userdata --server https://10.0.0.10:6443 --ca-file ca.crt --token abcdef.0123456789abcdef \
       --label example.com/pool=workers --taint dedicated=batch:NoSchedule \
       --mirror docker.io=https://mirror.example.com --base64
@@ -103,6 +105,11 @@ The YAML file takes the same settings as the flags:
 				f, err := userdata.Load(from)
 				if err != nil {
 					return err
+				}
+				// A path in the file is relative to the file, not to
+				// wherever drover runs.
+				if f.CAFile != "" && !filepath.IsAbs(f.CAFile) {
+					f.CAFile = filepath.Join(filepath.Dir(from), f.CAFile)
 				}
 				spec = mergeSpec(*f, s, cmd)
 			}

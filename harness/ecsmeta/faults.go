@@ -31,8 +31,11 @@ type Faults struct {
 	SlowPaths  []string
 	DelayCount int
 	// TokenTTLOverride makes issued tokens expire after this long when it is
-	// shorter than the TTL the client asked for.
+	// shorter than the TTL the client asked for. TokenTTLCount > 0 shortens
+	// only that many tokens, counting down (a token that expires early, as
+	// when the service restarts, and then the service is well again).
 	TokenTTLOverride time.Duration
+	TokenTTLCount    int
 }
 
 // injectedStatuses are the statuses ErrorRate picks from: what a rate-limited
@@ -53,15 +56,20 @@ type Request struct {
 	Token    bool // a token header was sent (valid or not)
 	Injected bool // the status came from fault injection
 	Delayed  bool
+	Expired  bool // refused 401 because the token it sent had expired
 }
 
 // Stats count what the emulator has answered since New or ResetLog.
 type Stats struct {
 	Requests     int
 	TokensIssued int
-	Injected     int
-	Delayed      int
-	ByStatus     map[int]int
+	Injected     int // answered with an injected 5xx/429 (ErrorRate, FailNext)
+	Delayed      int // held by Delay before the answer
+	// TokensExpired counts requests refused 401 because the token they sent
+	// had been issued by this server and had expired (TokenTTLOverride makes
+	// that happen during a boot); a client must then fetch a new token.
+	TokensExpired int
+	ByStatus      map[int]int
 }
 
 func newRNG(seed int64) *mrand.Rand {
@@ -147,6 +155,9 @@ func (s *Server) record(r Request) {
 	}
 	if r.Delayed {
 		s.stats.Delayed++
+	}
+	if r.Expired {
+		s.stats.TokensExpired++
 	}
 }
 

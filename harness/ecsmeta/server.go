@@ -134,13 +134,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := &statusWriter{ResponseWriter: w}
 	tokenSent := r.Header.Get(TokenHeader) != ""
 	delay, injected := s.takeFaults(r.URL.Path)
+	expired := false
 	defer func() {
 		code := sw.code
 		if code == 0 {
 			code = http.StatusOK
 		}
 		s.record(Request{Time: start, Method: r.Method, Path: r.URL.Path, Status: code,
-			Token: tokenSent, Injected: injected != 0, Delayed: delay > 0})
+			Token: tokenSent, Injected: injected != 0, Delayed: delay > 0, Expired: expired})
 	}()
 
 	if delay > 0 {
@@ -166,7 +167,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(sw, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	if code := s.authorize(r); code != 0 {
+	code, exp := s.authorize(r)
+	if code != 0 {
+		expired = exp
 		http.Error(sw, http.StatusText(code), code)
 		return
 	}
@@ -199,9 +202,16 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 	life := time.Duration(ttl) * time.Second
 	if o := s.faults.TokenTTLOverride; o > 0 && o < life {
 		life = o
+		if s.faults.TokenTTLCount > 0 {
+			if s.faults.TokenTTLCount--; s.faults.TokenTTLCount == 0 {
+				s.faults.TokenTTLOverride = 0 // the counted run is over
+			}
+		}
 	}
+	// Expired tokens are kept a while, so that a client presenting one is
+	// counted as "expired" rather than "unknown"; the map stays small.
 	for t, exp := range s.tokens {
-		if !now.Before(exp) {
+		if now.Sub(exp) > expiredKept {
 			delete(s.tokens, t)
 		}
 	}
@@ -213,25 +223,32 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, token)
 }
 
-// authorize returns 0 when r may read data, else the refusal status.
-func (s *Server) authorize(r *http.Request) int {
+// expiredKept is how long an expired token is still recognised as one.
+const expiredKept = time.Hour
+
+// authorize returns 0 when r may read data, else the refusal status and
+// whether the refusal is for a token of ours that has expired.
+func (s *Server) authorize(r *http.Request) (int, bool) {
 	if !s.opts.TokenEndpoint {
-		return 0
+		return 0, false
 	}
 	token := r.Header.Get(TokenHeader)
 	if token == "" {
 		if s.opts.TokenRequired {
-			return http.StatusForbidden
+			return http.StatusForbidden, false
 		}
-		return 0
+		return 0, false
 	}
 	s.mu.Lock()
 	exp, ok := s.tokens[token]
 	s.mu.Unlock()
-	if !ok || !s.now().Before(exp) {
-		return http.StatusUnauthorized
+	switch {
+	case !ok:
+		return http.StatusUnauthorized, false
+	case !s.now().Before(exp):
+		return http.StatusUnauthorized, true
 	}
-	return 0
+	return 0, false
 }
 
 // serveData answers GETs for user-data and the meta-data tree.

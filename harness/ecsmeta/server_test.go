@@ -228,6 +228,71 @@ func TestTokenExpiry(t *testing.T) {
 	if code, _ := do(t, s, http.MethodGet, "/latest/meta-data/zone-id", hdr); code != http.StatusUnauthorized {
 		t.Errorf("GET with token past the overridden TTL = %d, want 401", code)
 	}
+	// Issuing a new token must not forget the expired one: presenting it
+	// again still counts as expired, while a token never issued does not.
+	fresh := token(t, s, "3600")
+	if code, _ := do(t, s, http.MethodGet, "/latest/meta-data/zone-id", hdr); code != http.StatusUnauthorized {
+		t.Errorf("GET with the expired token after a new one was issued = %d, want 401", code)
+	}
+	if code, _ := do(t, s, http.MethodGet, "/latest/meta-data/zone-id", map[string]string{TokenHeader: "never-issued"}); code != http.StatusUnauthorized {
+		t.Errorf("GET with an unknown token = %d, want 401", code)
+	}
+	if code, _ := do(t, s, http.MethodGet, "/latest/meta-data/zone-id", map[string]string{TokenHeader: fresh}); code != 200 {
+		t.Errorf("GET with the renewed token = %d, want 200", code)
+	}
+	st := s.Stats()
+	if st.TokensExpired != 2 || st.TokensIssued != 2 || st.ByStatus[http.StatusUnauthorized] != 3 {
+		t.Errorf("stats %+v: want 2 expired-token refusals, 2 tokens issued, 3 401s", st)
+	}
+}
+
+// TestTokenTTLCount: only the first TokenTTLCount tokens are shortened.
+func TestTokenTTLCount(t *testing.T) {
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s := New(DefaultInstance(), Options{TokenEndpoint: true, TokenRequired: true, Now: clock})
+	s.SetFaults(Faults{TokenTTLOverride: time.Second, TokenTTLCount: 1})
+	short, long := token(t, s, "3600"), token(t, s, "3600")
+	mu.Lock()
+	now = now.Add(2 * time.Second)
+	mu.Unlock()
+	if code, _ := do(t, s, http.MethodGet, "/latest/meta-data/zone-id", map[string]string{TokenHeader: short}); code != http.StatusUnauthorized {
+		t.Errorf("GET with the shortened token after 2s = %d, want 401", code)
+	}
+	if code, _ := do(t, s, http.MethodGet, "/latest/meta-data/zone-id", map[string]string{TokenHeader: long}); code != 200 {
+		t.Errorf("GET with the second token after 2s = %d, want 200 (only one token is shortened)", code)
+	}
+	if f := s.Faults(); f.TokenTTLCount != 0 || f.TokenTTLOverride != 0 {
+		t.Errorf("faults after the counted run: %+v", f)
+	}
+}
+
+// TestStatsCountFaults: the counters the smoke report states are what was
+// injected, request by request.
+func TestStatsCountFaults(t *testing.T) {
+	s := New(DefaultInstance(), Options{})
+	s.SetFaults(Faults{FailNext: 3, Delay: time.Millisecond, DelayCount: 2, SlowPaths: []string{"/latest/meta-data/"}})
+	for range 6 {
+		do(t, s, http.MethodGet, "/latest/meta-data/zone-id", nil)
+	}
+	do(t, s, http.MethodGet, "/latest/user-data", nil)
+	st := s.Stats()
+	if st.Requests != 7 || st.Injected != 3 || st.Delayed != 2 || st.TokensExpired != 0 {
+		t.Errorf("stats %+v: want 7 requests, 3 injected, 2 delayed, 0 expired", st)
+	}
+	var injected, delayed int
+	for _, r := range s.Requests() {
+		if r.Injected {
+			injected++
+		}
+		if r.Delayed {
+			delayed++
+		}
+	}
+	if injected != st.Injected || delayed != st.Delayed {
+		t.Errorf("request log has %d injected, %d delayed; stats say %d, %d", injected, delayed, st.Injected, st.Delayed)
+	}
 }
 
 func TestFaultsDeterministic(t *testing.T) {

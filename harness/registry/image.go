@@ -75,6 +75,11 @@ func BuildPrograms(ctx context.Context, goBin, workDir string) (map[string][]byt
 		return nil, fmt.Errorf("creating a build directory for the harness images in %q: %w", workDir, err)
 	}
 	defer os.RemoveAll(dir)
+	// The go command runs in src, so a relative workDir would name another
+	// directory there: every path handed to it is absolute.
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, fmt.Errorf("resolving the harness images' build directory: %w", err)
+	}
 	src := filepath.Join(dir, "src")
 	if err := writeModule(src); err != nil {
 		return nil, err

@@ -236,3 +236,20 @@ func TestBuildProgramsBadGo(t *testing.T) {
 		t.Fatalf("BuildPrograms with a missing go command: err = %v, want an error naming it", err)
 	}
 }
+
+// TestBuildProgramsRelativeWorkDir: a relative work directory (what `drover
+// smoke out/x.raw` derives from a relative image path) must work, although
+// the go command runs in another directory.
+func TestBuildProgramsRelativeWorkDir(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if err := os.Mkdir("work", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bins, err := BuildPrograms(context.Background(), goBin(t), "work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bins["probe"]) == 0 || len(bins["hello"]) == 0 {
+		t.Errorf("built %d programs, want probe and hello among them", len(bins))
+	}
+}

@@ -50,7 +50,7 @@ func (e *Env) benchOne(ctx context.Context, in *Instance, i int, timeout time.Du
 	var b BenchBoot
 	for _, boot := range []string{"first", "reboot"} {
 		if boot == "reboot" {
-			if err := e.Restart(ctx, in); err != nil {
+			if err := e.Restart(ctx, in, in.Config.NVMe); err != nil { // the same controller: a timeline, not a controller change
 				return b, fmt.Errorf("boot %d: reboot: %w", i, err)
 			}
 		}

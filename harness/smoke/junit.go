@@ -51,7 +51,9 @@ func (r *Report) JUnit(w io.Writer, suite string) error {
 		fmt.Fprintf(&out, "serial log (%s): %s\n", n, r.Logs[n])
 	}
 	s.Out = out.String()
-	io.WriteString(w, xml.Header)
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
 	enc := xml.NewEncoder(w)
 	enc.Indent("", "  ")
 	return enc.Encode(s)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/drover-os/drover/harness/ecsmeta"
 	"github.com/drover-os/drover/harness/qemu"
-	"github.com/drover-os/drover/harness/registry"
 	"github.com/drover-os/drover/harness/timeline"
 )
 
@@ -58,10 +57,15 @@ type Instance struct {
 
 // Boot starts a fresh instance of image with the given user-data and
 // metadata faults.
+// The emulator's counters start again at zero for the boot.
 func (e *Env) Boot(ctx context.Context, image, stateDir string, nvme bool, meta ecsmeta.Instance, faults ecsmeta.Faults) (*Instance, error) {
 	e.Metadata.SetInstance(meta)
 	e.Metadata.SetFaults(faults)
+	e.Metadata.ResetLog()
 	cfg := e.VMConfig(image, stateDir, nvme)
+	if _, err := PrepareBus(cfg); err != nil {
+		return nil, err
+	}
 	vm, err := qemu.Start(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -69,10 +73,15 @@ func (e *Env) Boot(ctx context.Context, image, stateDir string, nvme bool, meta 
 	return &Instance{VM: vm, Config: cfg, Meta: meta, NodeName: strings.ToLower(meta.Hostname)}, nil
 }
 
-// Restart powers the instance off cleanly and boots the same disk again.
-func (e *Env) Restart(ctx context.Context, in *Instance) error {
+// Restart powers the instance off cleanly and boots the same disk again,
+// attached as NVMe or virtio-blk (as after a change of ECS instance type).
+func (e *Env) Restart(ctx context.Context, in *Instance, nvme bool) error {
 	if err := in.VM.Shutdown(3 * time.Minute); err != nil {
 		e.logf("%v", err)
+	}
+	in.Config.NVMe = nvme
+	if _, err := PrepareBus(in.Config); err != nil {
+		return err
 	}
 	vm, err := qemu.Start(ctx, in.Config)
 	if err != nil {
@@ -190,55 +199,4 @@ func podSpec(node, image string, args []string, host bool) map[string]any {
 		}
 	}
 	return spec
-}
-
-// ProbeResult is what the probe image reports about the node.
-type ProbeResult struct {
-	Listeners     []string `json:"listeners"`
-	SSHD          bool     `json:"sshd"`
-	RootRO        bool     `json:"rootReadOnly"`
-	UsrRO         bool     `json:"usrReadOnly"`
-	Bootstrap     bool     `json:"bootstrapKubeconfig"`
-	EtcEditExists bool     `json:"etcEditExists"`
-}
-
-// Probe runs the probe image on the node.
-func (e *Env) Probe(ctx context.Context, in *Instance, name string) (*ProbeResult, error) {
-	msg, err := e.RunPod(ctx, in, name, registry.ProbeImage, []string{"inspect"}, true)
-	if err != nil {
-		return nil, err
-	}
-	var r ProbeResult
-	if err := json.Unmarshal([]byte(msg), &r); err != nil {
-		return nil, fmt.Errorf("probe report %q: %w", msg, err)
-	}
-	return &r, nil
-}
-
-// Hardening checks a probe result: only the kubelet (10250) listens on a
-// non-loopback TCP port, no sshd, / and /usr read-only, the bootstrap
-// kubeconfig gone.
-func (r *ProbeResult) Hardening() error {
-	var probs []string
-	for _, l := range r.Listeners {
-		if !strings.HasSuffix(l, ":10250") {
-			probs = append(probs, "listens on "+l)
-		}
-	}
-	if r.SSHD {
-		probs = append(probs, "sshd present")
-	}
-	if !r.RootRO {
-		probs = append(probs, "/ is writable")
-	}
-	if !r.UsrRO {
-		probs = append(probs, "/usr is writable")
-	}
-	if r.Bootstrap {
-		probs = append(probs, "bootstrap kubeconfig still present")
-	}
-	if len(probs) > 0 {
-		return fmt.Errorf("%s", strings.Join(probs, "; "))
-	}
-	return nil
 }

@@ -3,12 +3,15 @@ package smoke
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/drover-os/drover/agent/status"
+	"github.com/drover-os/drover/harness/cluster"
 	"github.com/drover-os/drover/harness/ecsmeta"
 	"github.com/drover-os/drover/harness/registry"
 	"github.com/drover-os/drover/harness/timeline"
@@ -16,11 +19,14 @@ import (
 
 // Plan says which scenarios a smoke run covers.
 type Plan struct {
-	Image       string
-	UserData    []byte  // nil: rendered for the local cluster
-	ErrorRate   float64 // fraction of metadata requests answered 5xx/429
-	NVMe        bool
-	Reboot      bool // reboot: Ready again without re-provisioning, /etc edit gone, changed user-data refused
+	Image    string
+	UserData []byte         // nil: rendered for the local cluster
+	Metadata MetadataFaults // during the first boot; each one set must happen
+	NVMe     bool           // attach the disk as NVMe (else virtio-blk)
+	// Reboot: reboot with the disk moved to the other controller (NVMe ↔
+	// virtio-blk, as after a change of instance type); Ready again without
+	// re-provisioning, /etc edit gone, changed user-data refused.
+	Reboot      bool
 	PolicyCheck bool // a policy-breaking user-data must not join
 	JoinTimeout time.Duration
 }
@@ -42,8 +48,7 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	meta := ECSInstance()
 	meta.UserData = ud
 	start := time.Now()
-	in, err := e.Boot(ctx, p.Image, filepath.Join(e.opts.WorkDir, "vm-join"), p.NVMe, meta,
-		ecsmeta.Faults{ErrorRate: p.ErrorRate, Seed: 30})
+	in, err := e.Boot(ctx, p.Image, filepath.Join(e.opts.WorkDir, "vm-join"), p.NVMe, meta, p.Metadata.emulator())
 	if !r.add("boot", start, err, "") {
 		return r
 	}
@@ -53,9 +58,13 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	err = e.WaitJoined(jctx, in)
 	cancel()
 	r.Timelines["first boot"] = timeline.Parse(in.VM.Log())
-	detail := fmt.Sprintf("metadata: hardened (token required), %.0f%% of requests failed with 5xx/429", p.ErrorRate*100)
-	if !r.add("node joins and is Ready", start, err, detail) {
+	stats := e.Metadata.Stats()
+	if !r.add("node joins and is Ready", start, err, p.Metadata.String()) {
 		return r
+	}
+	if p.Metadata.Configured() {
+		detail, err := p.Metadata.Check(stats)
+		r.add("metadata faults injected and survived", start, err, detail)
 	}
 	step := func(name string, fn func(ctx context.Context) (string, error)) bool {
 		s := time.Now()
@@ -71,14 +80,19 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 		_, err := e.RunPod(ctx, in, "hello", registry.HelloImage, nil, false)
 		return registry.HelloImage, err
 	})
-	step("node hardening (listeners, sshd, read-only /, bootstrap kubeconfig)", func(ctx context.Context) (string, error) {
+	var first *ProbeResult
+	step("node hardening (TCP/UDP sockets, sshd, read-only /, bootstrap kubeconfig)", func(ctx context.Context) (string, error) {
 		pr, err := e.Probe(ctx, in, "probe-1")
 		if err != nil {
 			return "", err
 		}
+		first = pr
 		b, _ := json.Marshal(pr)
 		return string(b), pr.Hardening()
 	})
+	if first != nil {
+		r.add("disk attached as "+busName(p.NVMe), time.Now(), DiskBus(first.VarSource, p.NVMe), "/var on "+first.VarSource)
+	}
 	// bootfast: no failed unit on this boot (units.go).
 	e.checkNoFailedUnits(ctx, r, in, "first boot", "probe-units-1")
 	if p.Reboot {
@@ -91,24 +105,30 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	return r
 }
 
-// reboot edits /etc, changes the user-data, and reboots: the node must
-// come back Ready from its stored config, without the edit, refusing the
-// new user-data.
+// reboot edits /etc, changes the user-data, and reboots with the disk on
+// the other controller: the node must come back Ready from its stored
+// config, without the edit, refusing the new user-data.
 func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan) {
 	s := time.Now()
-	if _, err := e.RunPod(ctx, in, "edit-etc", registry.ProbeImage, []string{"edit-etc"}, true); !r.add("edit /etc before the reboot", s, err, "") {
+	mark := fmt.Sprintf("drover smoke edit %d", s.UnixNano())
+	msg, err := e.RunPod(ctx, in, "edit-etc", registry.ProbeImage, []string{"edit-etc", mark}, true)
+	if err == nil {
+		err = EtcEdited(msg, mark)
+	}
+	if !r.add("edit /etc before the reboot (written and read back)", s, err, msg) {
 		return
 	}
 	changed := in.Meta
 	changed.UserData = append(append([]byte(nil), in.Meta.UserData...), ' ')
 	e.Metadata.SetInstance(changed)
 	s = time.Now()
-	if err := e.Restart(ctx, in); !r.add("reboot", s, err, "") {
+	nvme := !p.NVMe
+	if err := e.Restart(ctx, in, nvme); !r.add("reboot with the disk on "+busName(nvme), s, err, "") {
 		return
 	}
 	r.Logs["second boot"] = in.Config.SerialLog()
 	jctx, cancel := context.WithTimeout(ctx, p.JoinTimeout)
-	err := e.WaitJoined(jctx, in)
+	err = e.WaitJoined(jctx, in)
 	cancel()
 	log := in.VM.Log()
 	r.Timelines["second boot"] = timeline.Parse(log)
@@ -128,13 +148,14 @@ func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan) {
 	pr, err := e.Probe(ctx, in, "probe-2")
 	if err == nil {
 		probs = nil
-		if pr.EtcEditExists {
-			probs = append(probs, "the /etc edit survived the reboot")
+		if err := pr.EtcEditGone(); err != nil {
+			probs = append(probs, err.Error())
 		}
 		if pr.Bootstrap {
 			probs = append(probs, "a bootstrap kubeconfig was written again (re-provisioning)")
 		}
 		err = errIf(probs)
+		r.add("disk attached as "+busName(nvme)+" after the reboot", s, DiskBus(pr.VarSource, nvme), "/var on "+pr.VarSource)
 	}
 	r.add("/etc edit gone, no re-provisioning", s, err, "")
 	// bootfast: no failed unit after the reboot either (units.go).
@@ -188,12 +209,29 @@ func (e *Env) policy(ctx context.Context, r *Report, p Plan, good []byte) {
 	}
 	r.add("refusal in the status file ("+status.LastBootPath+")", s, err, detail)
 	s = time.Now()
-	n, _ := e.Cluster.Node(ctx, strings.ToLower(meta.Hostname))
-	var nerr error
-	if n != nil {
-		nerr = fmt.Errorf("node %s registered although its user-data was refused", n.Name)
+	name := strings.ToLower(meta.Hostname)
+	n, err := e.Cluster.Node(ctx, name)
+	r.add("refused node does not join (API: 404 for node "+name+")", s, NodeAbsent(name, n, err), "")
+}
+
+// NodeAbsent judges the API server's answer to GET /api/v1/nodes/<name> for
+// a node that must not exist: only a 404 NotFound from the API server
+// proves it; any other error (unreachable, 403, 500) proves nothing.
+func NodeAbsent(name string, n *cluster.Node, err error) error {
+	if err == nil {
+		if n == nil {
+			return fmt.Errorf("node %s: the API answered without an error or a Node", name)
+		}
+		return fmt.Errorf("node %s registered although its user-data was refused", n.Name)
 	}
-	r.add("refused node does not join", s, nerr, "")
+	var ae *cluster.APIError
+	if !errors.As(err, &ae) {
+		return fmt.Errorf("the API server did not answer, so the node's absence is unproven: %w", err)
+	}
+	if ae.Code != http.StatusNotFound || ae.Reason != "NotFound" {
+		return fmt.Errorf("want 404 NotFound for node %s, the API server answered %d %s: %w", name, ae.Code, ae.Reason, err)
+	}
+	return nil
 }
 
 func errIf(probs []string) error {

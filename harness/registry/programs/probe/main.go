@@ -1,23 +1,30 @@
 // Command probe inspects the node it runs on for the drover smoke test and
 // reports in its termination message (read from the Pod status, so the
-// harness needs no connection to the kubelet). It runs with hostPID and
-// hostNetwork and the node's / mounted read-only at /host (and /host-etc
-// read-write for the "edit /etc" step):
+// harness needs no connection to the kubelet). It runs privileged with
+// hostPID and hostNetwork, so /proc/net is the node's network namespace,
+// /proc/<pid> are the node's processes and /proc/1/root is the node's root
+// with every mount (the live tmpfs /etc included); /host-etc is the node's
+// /etc mounted read-write for the "edit /etc" step:
 //
-//	probe inspect     report TCP listeners, sshd, read-only / and /usr, the bootstrap kubeconfig
-//	probe edit-etc    write /host-etc/drover-smoke-edit (gone after a reboot: /etc is tmpfs)
-//	probe units       failed systemd units and each one's journal lines (systemctl, journalctl in /host)
-//	probe chain       systemd-analyze critical-chain of drover-agent.service and kubelet.service
+//	probe inspect         report sockets (TCP listeners, unconnected UDP) with their owning
+//	                      process, sshd, read-only / and /usr, the bootstrap kubeconfig,
+//	                      the /etc edit, the device behind /var
+//	probe edit-etc TEXT   write TEXT to /host-etc/drover-smoke-edit and read it back
+//	                      through /proc/1/root/etc; exit 1 if either fails
+//	probe units           failed systemd units and each one's journal lines
+//	probe chain           systemd-analyze critical-chain of drover-agent.service and kubelet.service
 //
 // units and chain run the node's own systemctl, journalctl and
 // systemd-analyze chrooted into /host (the hostPath mount is recursive, so
 // /host/run holds systemd's and the journal's sockets).
 //
+// The probe reports facts; the harness (harness/smoke) judges them.
 // Standard library only: it is built in a throwaway module.
 package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -31,14 +38,32 @@ import (
 	"syscall"
 )
 
+// EditFile is the file edit-etc writes, relative to /etc.
+const EditFile = "drover-smoke-edit"
+
+// hostRoot is the node's root as PID 1 sees it (hostPID).
+const hostRoot = "/proc/1/root"
+
+// socket is a TCP listener or an unconnected UDP socket of the node.
+type socket struct {
+	Proto   string `json:"proto"` // tcp, tcp6, udp, udp6
+	Local   string `json:"local"` // ip:port
+	Inode   uint64 `json:"inode"`
+	PID     int    `json:"pid,omitempty"`     // 0: no process holds the socket
+	Process string `json:"process,omitempty"` // /proc/<pid>/comm
+}
+
 type report struct {
-	Listeners     []string `json:"listeners"` // ip:port of non-loopback TCP listeners
-	SSHD          bool     `json:"sshd"`      // an sshd binary or process exists
-	RootRO        bool     `json:"rootReadOnly"`
-	UsrRO         bool     `json:"usrReadOnly"`
-	Bootstrap     bool     `json:"bootstrapKubeconfig"` // /etc/kubernetes/bootstrap-kubelet.conf exists
-	EtcEditExists bool     `json:"etcEditExists"`
-	Error         string   `json:"error,omitempty"`
+	Sockets     []socket `json:"sockets"`
+	SocketFiles []string `json:"socketFiles"` // the /proc/net tables that were read
+	SSHD        bool     `json:"sshd"`        // an sshd binary or process exists
+	RootRO      bool     `json:"rootReadOnly"`
+	UsrRO       bool     `json:"usrReadOnly"`
+	Bootstrap   bool     `json:"bootstrapKubeconfig"` // /etc/kubernetes/bootstrap-kubelet.conf exists
+	EtcVisible  bool     `json:"etcVisible"`          // the node's /etc/os-release was readable
+	EtcEdit     *string  `json:"etcEdit"`             // content of /etc/drover-smoke-edit; null: absent
+	VarSource   string   `json:"varSource"`           // the device mounted at /var
+	Errors      []string `json:"errors,omitempty"`
 }
 
 func main() {
@@ -47,30 +72,94 @@ func main() {
 		mode = os.Args[1]
 	}
 	var out []byte
+	code := 0
 	switch mode {
 	case "edit-etc":
-		err := os.WriteFile("/host-etc/drover-smoke-edit", []byte("edited by the smoke test\n"), 0o644)
-		out = []byte(fmt.Sprintf(`{"edited":%v}`, err == nil))
-		if err != nil {
-			out = []byte(fmt.Sprintf(`{"edited":false,"error":%q}`, err.Error()))
+		text := "edited by the smoke test"
+		if len(os.Args) > 2 {
+			text = os.Args[2]
 		}
+		got, err := editEtc(text)
+		res := map[string]any{"edited": err == nil, "readBack": got}
+		if err != nil {
+			res["error"] = err.Error()
+			code = 1
+		}
+		out, _ = json.Marshal(res)
+	case "inspect":
+		out, _ = json.Marshal(inspect())
 	case "units":
 		out, _ = json.Marshal(failedUnits())
 	case "chain":
 		out, _ = json.Marshal(criticalChain())
 	default:
-		r := inspect()
-		out, _ = json.Marshal(r)
+		out = []byte(fmt.Sprintf(`{"error":"unknown mode %q: want inspect, edit-etc, units or chain"}`, mode))
+		code = 2
 	}
 	fmt.Println(string(out))
 	_ = os.WriteFile("/dev/termination-log", out, 0o644)
+	os.Exit(code)
+}
+
+// editEtc writes text into the node's /etc and reads it back through PID 1's
+// root, proving that the write reached the /etc the node runs with.
+func editEtc(text string) (string, error) {
+	f, err := os.OpenFile(filepath.Join("/host-etc", EditFile), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	p := filepath.Join(hostRoot, "etc", EditFile)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", fmt.Errorf("reading the edit back: %w", err)
+	}
+	if string(b) != text {
+		return string(b), fmt.Errorf("%s holds %q, want %q", p, b, text)
+	}
+	return string(b), nil
 }
 
 func inspect() report {
 	var r report
-	r.Listeners = listeners()
-	for _, p := range []string{"/host/usr/sbin/sshd", "/host/usr/bin/sshd", "/host/sbin/sshd"} {
-		if _, err := os.Stat(p); err == nil {
+	owners, err := socketOwners("/proc")
+	if err != nil {
+		r.Errors = append(r.Errors, err.Error())
+	}
+	for _, proto := range []string{"tcp", "tcp6", "udp", "udp6"} {
+		p := "/proc/net/" + proto
+		data, err := os.ReadFile(p)
+		if err != nil {
+			r.Errors = append(r.Errors, err.Error())
+			continue
+		}
+		socks, err := parseNet(proto, data)
+		if err != nil {
+			r.Errors = append(r.Errors, fmt.Sprintf("%s: %v", p, err))
+			continue
+		}
+		r.SocketFiles = append(r.SocketFiles, p)
+		for _, s := range socks {
+			if pid, ok := owners[s.Inode]; ok {
+				s.PID = pid
+				comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+				s.Process = strings.TrimSpace(string(comm))
+			}
+			r.Sockets = append(r.Sockets, s)
+		}
+	}
+	for _, p := range []string{"/usr/sbin/sshd", "/usr/bin/sshd", "/sbin/sshd"} {
+		if _, err := os.Stat(hostRoot + p); err == nil {
 			r.SSHD = true
 		}
 	}
@@ -80,81 +169,159 @@ func inspect() report {
 			r.SSHD = true
 		}
 	}
-	r.RootRO, r.UsrRO = mountRO("/"), mountRO("/usr")
-	_, err := os.Stat("/host/etc/kubernetes/bootstrap-kubelet.conf")
+	mounts, err := os.ReadFile("/proc/1/mountinfo")
+	if err != nil {
+		r.Errors = append(r.Errors, err.Error())
+	}
+	r.RootRO, _ = mountRO(mounts, "/")
+	r.UsrRO, _ = mountRO(mounts, "/usr")
+	r.VarSource = mountSource(mounts, "/var")
+	_, err = os.Stat(hostRoot + "/etc/kubernetes/bootstrap-kubelet.conf")
 	r.Bootstrap = err == nil
-	_, err = os.Stat("/host/etc/drover-smoke-edit")
-	r.EtcEditExists = err == nil
+	_, err = os.ReadFile(hostRoot + "/etc/os-release")
+	r.EtcVisible = err == nil
+	if b, err := os.ReadFile(filepath.Join(hostRoot, "etc", EditFile)); err == nil {
+		s := string(b)
+		r.EtcEdit = &s
+	} else if !os.IsNotExist(err) {
+		r.Errors = append(r.Errors, err.Error())
+	}
 	return r
 }
 
-// mountRO reports whether the mount covering path in PID 1's mount
-// namespace (the host's, with hostPID) is read-only.
-func mountRO(path string) bool {
-	f, err := os.Open("/proc/1/mountinfo")
+// socketOwners maps socket inodes to the PID holding them, from the
+// /proc/<pid>/fd links ("socket:[inode]").
+func socketOwners(proc string) (map[uint64]int, error) {
+	fds, err := filepath.Glob(filepath.Join(proc, "[0-9]*", "fd", "*"))
 	if err != nil {
-		return false
+		return nil, err
 	}
-	defer f.Close()
-	best, ro := "", false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 {
+	if len(fds) == 0 {
+		return nil, fmt.Errorf("no file descriptors under %s/*/fd: is the probe running with hostPID and privileged?", proc)
+	}
+	owners := map[uint64]int{}
+	for _, fd := range fds {
+		link, err := os.Readlink(fd)
+		if err != nil {
+			continue // the process or descriptor went away
+		}
+		num, ok := strings.CutPrefix(link, "socket:[")
+		if !ok {
 			continue
 		}
-		mp := fields[4]
-		if (path == mp || strings.HasPrefix(path, strings.TrimSuffix(mp, "/")+"/")) && len(mp) >= len(best) {
-			best = mp
-			ro = strings.Split(fields[5], ",")[0] == "ro"
-		}
-	}
-	return ro
-}
-
-// listeners reads /proc/net/tcp{,6} (the host's, with hostNetwork) for
-// sockets in LISTEN state not bound to loopback.
-func listeners() []string {
-	set := map[string]bool{}
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		data, err := os.ReadFile(f)
+		inode, err := strconv.ParseUint(strings.TrimSuffix(num, "]"), 10, 64)
 		if err != nil {
 			continue
 		}
-		for _, line := range strings.Split(string(data), "\n")[1:] {
-			fields := strings.Fields(line)
-			if len(fields) < 4 || fields[3] != "0A" { // 0A = LISTEN
-				continue
-			}
-			ipHex, portHex, _ := strings.Cut(fields[1], ":")
-			ip := decodeIP(ipHex)
-			port, _ := strconv.ParseUint(portHex, 16, 16)
-			if ip == nil || ip.IsLoopback() {
-				continue
-			}
-			set[net.JoinHostPort(ip.String(), strconv.Itoa(int(port)))] = true
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(fd))))
+		if old, ok := owners[inode]; !ok || pid < old {
+			owners[inode] = pid // a socket shared by fork: report the parent
 		}
 	}
-	out := make([]string, 0, len(set))
-	for k := range set {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return owners, nil
 }
 
-// decodeIP reads the kernel's hex notation: 32-bit words in host (little
-// endian) order.
-func decodeIP(h string) net.IP {
-	b, err := hex.DecodeString(h)
+// Kernel socket states (include/net/tcp_states.h).
+const (
+	stateListen = "0A" // TCP_LISTEN
+	stateClose  = "07" // TCP_CLOSE: what an unconnected UDP socket shows
+)
+
+// parseNet reads a /proc/net/{tcp,tcp6,udp,udp6} table and returns the
+// sockets that accept connections or datagrams from anyone: TCP in LISTEN,
+// UDP not connected to a peer. Loopback ones are included; the harness
+// decides what is allowed.
+func parseNet(proto string, data []byte) ([]socket, error) {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	if !sc.Scan() || !strings.Contains(sc.Text(), "local_address") {
+		return nil, fmt.Errorf("no header line")
+	}
+	var out []socket
+	udp := strings.HasPrefix(proto, "udp")
+	for n := 2; sc.Scan(); n++ {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) < 10 {
+			return nil, fmt.Errorf("line %d: %d fields, want at least 10", n, len(f))
+		}
+		local, err := decodeAddr(f[1])
+		if err != nil {
+			return nil, fmt.Errorf("line %d: local address: %w", n, err)
+		}
+		remote, err := decodeAddr(f[2])
+		if err != nil {
+			return nil, fmt.Errorf("line %d: remote address: %w", n, err)
+		}
+		switch {
+		case !udp && f[3] == stateListen:
+		case udp && f[3] == stateClose && remote.Port == 0:
+		default:
+			continue
+		}
+		inode, err := strconv.ParseUint(f[9], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: inode %q: %w", n, f[9], err)
+		}
+		out = append(out, socket{Proto: proto, Local: local.String(), Inode: inode})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Local < out[j].Local })
+	return out, sc.Err()
+}
+
+// decodeAddr reads the kernel's "HEXIP:HEXPORT": the address as 32-bit words
+// in host (little endian) order, the port big endian.
+func decodeAddr(s string) (*net.TCPAddr, error) {
+	ipHex, portHex, ok := strings.Cut(s, ":")
+	if !ok {
+		return nil, fmt.Errorf("%q: no port", s)
+	}
+	b, err := hex.DecodeString(ipHex)
 	if err != nil || (len(b) != 4 && len(b) != 16) {
-		return nil
+		return nil, fmt.Errorf("%q: not a 4- or 16-byte hex address", s)
 	}
 	ip := make(net.IP, len(b))
 	for i := 0; i < len(b); i += 4 {
 		ip[i], ip[i+1], ip[i+2], ip[i+3] = b[i+3], b[i+2], b[i+1], b[i]
 	}
-	return ip
+	port, err := strconv.ParseUint(portHex, 16, 16)
+	if err != nil {
+		return nil, fmt.Errorf("%q: port: %w", s, err)
+	}
+	return &net.TCPAddr{IP: ip, Port: int(port)}, nil
+}
+
+// mountRO reports whether the mount covering path in PID 1's mountinfo is
+// read-only, and whether any mount covers it.
+func mountRO(mountinfo []byte, path string) (ro, found bool) {
+	best := ""
+	for _, line := range strings.Split(string(mountinfo), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 6 {
+			continue
+		}
+		mp := fields[4]
+		if (path == mp || strings.HasPrefix(path, strings.TrimSuffix(mp, "/")+"/")) && len(mp) >= len(best) {
+			best, found = mp, true
+			ro = strings.Split(fields[5], ",")[0] == "ro"
+		}
+	}
+	return ro, found
+}
+
+// mountSource is the source (device) of the last mount exactly at path.
+func mountSource(mountinfo []byte, path string) string {
+	src := ""
+	for _, line := range strings.Split(string(mountinfo), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		fields, tail := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(fields) < 5 || len(tail) < 2 || fields[4] != path {
+			continue
+		}
+		src = tail[1]
+	}
+	return src
 }
 
 // terminationLimit is what the kubelet keeps of a termination message.
