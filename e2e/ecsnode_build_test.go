@@ -15,10 +15,13 @@ import (
 )
 
 // TestEcsNodeBuildReproducible builds the default recipe twice into
-// separate output directories and requires bit-identical outputs, then
-// reads the SBOM and the provenance for what they must say. The two builds
-// share the download cache (and so the cached Go binaries): what is checked
-// is that assembling the image from the same inputs gives the same bytes.
+// separate output directories, the way the README does (drover-agent and
+// drover-init built from this checkout), and requires bit-identical
+// outputs; then it reads the SBOM and the provenance for what they must say.
+// The second build runs with GOTOOLCHAIN=go1.27.3 exported, as a caller's
+// environment might: the lock's toolchain must win, so the bytes cannot
+// change. The two builds share the download cache (and so the cached Go
+// components): what is checked is that the same inputs give the same image.
 func TestEcsNodeBuildReproducible(t *testing.T) {
 	work, err := os.MkdirTemp("", "drover-e2e-ecs-node-build-")
 	if err != nil {
@@ -27,13 +30,14 @@ func TestEcsNodeBuildReproducible(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(work) })
 	recipe := filepath.Join(repo, "recipes", "ecs-node.yaml")
 	var outs [2]string
-	for i := range outs {
+	for i, env := range [][]string{nil, {"GOTOOLCHAIN=go1.27.3"}} {
 		outs[i] = filepath.Join(work, "out"+string(rune('a'+i)))
 		start := time.Now()
-		run(t, bin("drover"), "build", recipe, "-o", outs[i], "--agent", bin("drover-agent"), "--init", bin("drover-init"))
-		t.Logf("build %d: %s", i+1, time.Since(start).Round(time.Second))
+		runEnv(t, env, bin("drover"), "build", recipe, "-o", outs[i])
+		t.Logf("build %d (%v): %s", i+1, env, time.Since(start).Round(time.Second))
 	}
-	for _, f := range []string{"ecs-node.raw", "ecs-node.qcow2", "ecs-node.vhd", "ecs-node.manifest.json", "ecs-node.spdx.json"} {
+	for _, f := range []string{"ecs-node.raw", "ecs-node.qcow2", "ecs-node.vhd", "ecs-node.manifest.json", "ecs-node.spdx.json",
+		"ecs-node.cdx.json", "ecs-node.provenance.json"} {
 		a, b := fileSHA(t, filepath.Join(outs[0], f)), fileSHA(t, filepath.Join(outs[1], f))
 		if a != b {
 			t.Errorf("%s differs between two builds: %s vs %s", f, a, b)
@@ -44,6 +48,20 @@ func TestEcsNodeBuildReproducible(t *testing.T) {
 	out := outs[0]
 	mf := readManifest(t, filepath.Join(out, "ecs-node.manifest.json"))
 	checkManifestImages(t, out, mf)
+	// drover's own binaries: built from this checkout with the lock's
+	// toolchain, not the caller's.
+	lockText := string(readFile(t, recipe+".lock"))
+	if len(mf.Own) != 2 {
+		t.Errorf("manifest lists %d drover binaries, want drover-agent and drover-init", len(mf.Own))
+	}
+	for _, o := range mf.Own {
+		if o.Built != "source" || o.Source == nil {
+			t.Errorf("manifest: %s built %q (source %v), want built from the checkout", o.Path, o.Built, o.Source)
+		}
+		if !strings.Contains(lockText, "\ntoolchain "+o.GoVersion+"\n") {
+			t.Errorf("manifest: %s built with %q, not the lock's toolchain", o.Path, o.GoVersion)
+		}
+	}
 	checkSPDX(t, filepath.Join(out, "ecs-node.spdx.json"), mf)
 	checkProvenance(t, filepath.Join(out, "ecs-node.provenance.json"), out, mf)
 }

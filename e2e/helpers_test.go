@@ -35,14 +35,23 @@ func bin(name string) string { return filepath.Join(repo, "bin", name) }
 // run runs a command, failing the test with its output on error.
 func run(t *testing.T, name string, args ...string) string {
 	t.Helper()
+	return runEnv(t, nil, name, args...)
+}
+
+// runEnv is run with env added to the test's environment.
+func runEnv(t *testing.T, env []string, name string, args ...string) string {
+	t.Helper()
 	cmd := exec.Command(name, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out.String())
 	}
-	t.Logf("%s %s (%s)", filepath.Base(name), strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
+	t.Logf("%s%s %s (%s)", strings.Join(append(env, ""), " "), filepath.Base(name), strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
 	return out.String()
 }
 
