@@ -240,32 +240,3 @@ func errIf(probs []string) error {
 	}
 	return fmt.Errorf("%s", strings.Join(probs, "; "))
 }
-
-// Timelines boots n fresh instances one after the other, each until its
-// node is Ready, and returns their boot timelines (for make bench).
-func (e *Env) Timelines(ctx context.Context, image string, n int, nvme bool, timeout time.Duration) ([]timeline.Timeline, error) {
-	ud, err := e.UserData()
-	if err != nil {
-		return nil, err
-	}
-	var out []timeline.Timeline
-	for i := 1; i <= n; i++ {
-		meta := ECSInstance()
-		meta.InstanceID = fmt.Sprintf("i-bp1drover0bench%d", i)
-		meta.Hostname = fmt.Sprintf("izbp1drover0bench%dz", i)
-		meta.UserData = ud
-		in, err := e.Boot(ctx, image, filepath.Join(e.opts.WorkDir, fmt.Sprintf("vm-bench-%d", i)), nvme, meta, ecsmeta.Faults{})
-		if err != nil {
-			return out, err
-		}
-		jctx, cancel := context.WithTimeout(ctx, timeout)
-		err = e.WaitJoined(jctx, in)
-		cancel()
-		in.VM.Stop()
-		if err != nil {
-			return out, fmt.Errorf("boot %d: %w", i, err)
-		}
-		out = append(out, timeline.Parse(in.VM.Log()))
-	}
-	return out, nil
-}
