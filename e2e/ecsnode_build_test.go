@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -10,6 +11,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	spdxjson "github.com/spdx/tools-golang/json"
+	"github.com/spdx/tools-golang/spdx"
+	"github.com/spdx/tools-golang/spdx/v2/common"
+	"github.com/spdx/tools-golang/spdxlib"
 
 	"github.com/drover-os/drover/image/build"
 )
@@ -63,6 +69,10 @@ func TestEcsNodeBuildReproducible(t *testing.T) {
 		}
 	}
 	checkSPDX(t, filepath.Join(out, "ecs-node.spdx.json"), mf)
+	checkSPDXLibrary(t, filepath.Join(out, "ecs-node.spdx.json"), map[string]string{
+		"kubelet":      "github.com/google/cadvisor",
+		"drover-agent": "github.com/coreos/ignition/v2",
+	})
 	checkProvenance(t, filepath.Join(out, "ecs-node.provenance.json"), out, mf)
 }
 
@@ -219,4 +229,36 @@ func checkProvenance(t *testing.T, p, out string, mf *build.Manifest) {
 		}
 	}
 	t.Logf("%s: %s, predicate %s, %d subjects", filepath.Base(p), st.Type, st.PredicateType, len(st.Subject))
+}
+
+// checkSPDXLibrary reads the SBOM with the SPDX library, runs its validator,
+// and requires each binary to DEPENDS_ON the named module, listed with a
+// version (the binary's build list, not only the binary).
+func checkSPDXLibrary(t *testing.T, p string, edges map[string]string) {
+	t.Helper()
+	doc, err := spdxjson.Read(bytes.NewReader(readFile(t, p)))
+	if err != nil {
+		t.Fatalf("%s: the SPDX library cannot read it: %v", p, err)
+	}
+	if err := spdxlib.ValidateDocument(doc); err != nil {
+		t.Fatalf("%s: the SPDX library's validator refuses it: %v", p, err)
+	}
+	byID := map[common.ElementID]*spdx.Package{}
+	for _, pk := range doc.Packages {
+		byID[pk.PackageSPDXIdentifier] = pk
+	}
+	for binName, module := range edges {
+		found := ""
+		for _, r := range doc.Relationships {
+			a, b := byID[r.RefA.ElementRefID], byID[r.RefB.ElementRefID]
+			if r.Relationship == "DEPENDS_ON" && a != nil && b != nil && a.PackageName == binName && b.PackageName == module && b.PackageVersion != "" {
+				found = b.PackageVersion
+			}
+		}
+		if found == "" {
+			t.Errorf("%s: no %s DEPENDS_ON %s with a version", p, binName, module)
+		} else {
+			t.Logf("SBOM: %s DEPENDS_ON %s %s", binName, module, found)
+		}
+	}
 }
