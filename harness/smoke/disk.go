@@ -57,13 +57,25 @@ func ReadStatus(ctx context.Context, c *qemu.Config) (*status.Status, error) {
 		return nil, err
 	}
 	out.Close()
-	data, err := exec.CommandContext(ctx, "debugfs", "-R", "cat "+strings.TrimPrefix(status.LastBootPath, "/var"), varImg).Output()
+	// A VM stopped without a clean shutdown leaves its last writes in the
+	// ext4 journal (fsync commits there first), and debugfs does not replay
+	// it: replay it on the copy, as the kernel would when mounting.
+	if out, err := exec.CommandContext(ctx, "e2fsck", "-E", "journal_only", "-y", varImg).CombinedOutput(); err != nil {
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() > 1 { // 1: the journal was replayed
+			return nil, fmt.Errorf("replaying the var partition's journal (e2fsck -E journal_only): %v: %s", err, out)
+		}
+	}
+	var stderr strings.Builder
+	cmd := exec.CommandContext(ctx, "debugfs", "-R", "cat "+strings.TrimPrefix(status.LastBootPath, "/var"), varImg)
+	cmd.Stderr = &stderr
+	data, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("debugfs (Debian package e2fsprogs): %w", err)
+		return nil, fmt.Errorf("debugfs (Debian package e2fsprogs): %w: %s", err, stderr.String())
 	}
 	var st status.Status
 	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, fmt.Errorf("status file on the disk: %w (%q)", err, strings.TrimSpace(string(data)))
+		// debugfs says "File not found by ext2_lookup" on stderr and exits 0.
+		return nil, fmt.Errorf("status file %s on the disk: %w (%q; debugfs: %s)", status.LastBootPath, err, strings.TrimSpace(string(data)), strings.TrimSpace(stderr.String()))
 	}
 	return &st, nil
 }
