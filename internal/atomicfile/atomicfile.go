@@ -34,8 +34,26 @@ func Write(path string, data []byte, perm os.FileMode) error {
 	if err == nil {
 		err = os.Rename(tmp.Name(), path)
 	}
+	if err == nil {
+		// The rename is durable only once the directory is: without this a
+		// power cut seconds later can leave the old file, or none (the
+		// status file that explains a failed boot among them).
+		err = syncDir(dir)
+	}
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
