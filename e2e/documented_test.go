@@ -93,6 +93,12 @@ func documentedSteps(mirror string) []step {
 			covers: []string{"drover verify --manifest release/ecs-node.manifest.json /mnt/copy/ecs-node.raw"},
 			note:   "copy/ in the clone instead of /mnt/copy: a relative path, nothing written outside the clone"},
 		{line: "drover verify --json out/ecs-node.raw", covers: []string{"drover verify --json out/ecs-node.raw"}, check: jsonOK("ok")},
+		// A release key, and the image built again with its provenance
+		// signed, for the --provenance example.
+		{line: "openssl genpkey -algorithm ed25519 -out release.key && openssl pkey -in release.key -pubout -out release.pub && " +
+			"drover build recipes/ecs-node.yaml -o out/ --sign-key release.key", check: contains("out/ecs-node.provenance.dsse.json")},
+		{line: "drover verify --provenance --pub release.pub out/ecs-node.raw", covers: []string{"drover verify --provenance --pub release.pub out/ecs-node.raw"},
+			check: contains("signed provenance and its subjects")},
 
 		// User-data: ca.crt and pool.yaml are written by the test.
 		{line: "drover userdata --server https://10.0.0.10:6443 --ca-file ca.crt --token abcdef.0123456789abcdef \\\n" +
@@ -129,6 +135,12 @@ func documentedSteps(mirror string) []step {
 		{line: "drover run --nvme --timeout 10m --until 'Reached target multi-user.target' out/minimal.raw",
 			covers: []string{"drover run --nvme --timeout 10m --until 'Reached target multi-user.target' out/minimal.raw"},
 			check:  contains("Reached target multi-user.target")},
+
+		// Last, as it re-pins the clone's lock to another toolchain (which
+		// later builds would then fetch and use); the lock is restored after.
+		{line: "drover lock --toolchain go1.27.3 recipes/ecs-node.yaml && grep -x 'toolchain go1.27.3' recipes/ecs-node.yaml.lock && git checkout -q recipes/ecs-node.yaml.lock",
+			covers: []string{"drover lock --toolchain go1.27.3 recipes/ecs-node.yaml"},
+			note:   "then checks the lock's toolchain line and restores the lock", check: contains("toolchain go1.27.3")},
 	}
 }
 

@@ -46,6 +46,7 @@ var smokeChecks = []string{
 	"edit /etc before the reboot", "reboot with the disk on NVMe", "Ready again after the reboot",
 	"changed user-data refused", "disk attached as NVMe after the reboot", "/etc edit gone",
 	"refusal on the console", "refusal in the status file", "refused node does not join",
+	"no failed systemd units (first boot)", "no failed systemd units (after the reboot)",
 }
 
 func checkSmokeJUnit(t *testing.T, path string) {
