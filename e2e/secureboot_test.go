@@ -13,9 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskfs/go-diskfs/backend/file"
-	"github.com/diskfs/go-diskfs/filesystem/fat32"
-
 	"github.com/drover-os/drover/harness/qemu"
 	"github.com/drover-os/drover/harness/smoke"
 	"github.com/drover-os/drover/image/build"
@@ -185,33 +182,15 @@ func refused(t *testing.T, image, state, evidence string) {
 	t.Logf("refused in %s:\n%s", time.Since(start).Round(time.Second), grepLines(log, "Access Denied", "Security", "rror"))
 }
 
-// espFiles extracts the named files from the ESP of a raw image.
+// espFiles extracts the named files from the ESP of a raw image into a
+// temporary directory, for tools that read files (sbverify, objdump).
 func espFiles(t *testing.T, raw string, mf *build.Manifest, names ...string) map[string]string {
 	t.Helper()
-	var off, size int64
-	for _, p := range mf.Partitions {
-		if p.Name == "esp" {
-			off, size = p.Offset, p.Size
-		}
-	}
-	f, err := os.Open(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fs, err := fat32.Read(file.New(f, true), size, off, 512)
-	if err != nil {
-		t.Fatalf("reading the ESP of %s: %v", raw, err)
-	}
 	dir := t.TempDir()
 	out := map[string]string{}
 	for _, name := range names {
-		data, err := fs.ReadFile("/" + name)
-		if err != nil {
-			t.Fatalf("%s on the ESP of %s: %v", name, raw, err)
-		}
 		p := filepath.Join(dir, strings.ReplaceAll(name, "/", "_"))
-		if err := os.WriteFile(p, data, 0o644); err != nil {
+		if err := os.WriteFile(p, espFile(t, raw, mf, name), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		out[name] = p
@@ -270,12 +249,8 @@ func diffNamesBootFilesOnly(t *testing.T, unsigned, signed string) {
 // tamperCmdline copies the image and changes one byte of the UKI's
 // .cmdline on the ESP: a hex digit of the root hash.
 func tamperCmdline(t *testing.T, work, raw string, mf *build.Manifest) string {
-	var off, size int64
-	for _, p := range mf.Partitions {
-		if p.Name == "esp" {
-			off, size = p.Offset, p.Size
-		}
-	}
+	espPart := partition(t, mf, "esp")
+	off, size := espPart.Offset, espPart.Size
 	img, err := os.ReadFile(raw)
 	if err != nil {
 		t.Fatal(err)
