@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-os/drover/agent/dm/dmtest"
 	"github.com/drover-os/drover/image/verity"
 	"golang.org/x/sys/unix"
 )
@@ -88,7 +89,7 @@ func TestGuestRestartOnCorruption(t *testing.T) {
 		t.Fatal(err)
 	}
 	bs := int(r.DataBlockSize)
-	got, err := guestReadDirect(m.rootDev, 0, bs)
+	got, err := dmtest.ReadDirect(m.rootDev, 0, bs)
 	if err != nil || !bytes.Equal(got, data[:bs]) {
 		t.Fatalf("reading intact block 0 through %s: %v (equal: %v)", m.rootDev, err, bytes.Equal(got, data[:bs]))
 	}
@@ -105,25 +106,6 @@ func TestGuestRestartOnCorruption(t *testing.T) {
 	}
 	f.Close()
 	t.Logf("reading corrupted data block %d through %s: the kernel must restart the machine now", GuestCorruptBlock, m.rootDev)
-	_, err = guestReadDirect(m.rootDev, int64(GuestCorruptBlock*bs), bs)
+	_, err = dmtest.ReadDirect(m.rootDev, int64(GuestCorruptBlock*bs), bs)
 	t.Fatalf("the read of the corrupted block returned (%v) and the machine is still running: restart_on_corruption did not act", err)
-}
-
-// guestReadDirect reads n bytes of dev at off with O_DIRECT, bypassing the
-// page cache so the read reaches dm-verity.
-func guestReadDirect(dev string, off int64, n int) ([]byte, error) {
-	fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(fd)
-	buf, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Munmap(buf)
-	if _, err := unix.Pread(fd, buf, off); err != nil {
-		return nil, err
-	}
-	return append([]byte(nil), buf...), nil
 }

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-os/drover/agent/dm/dmtest"
 	"github.com/drover-os/drover/image/verity"
 	"golang.org/x/sys/unix"
 )
@@ -125,26 +126,6 @@ func veritysetupFormat(t *testing.T, data, hash string) *verity.Result {
 	return r
 }
 
-// readDirect reads one block of dev with O_DIRECT, so neither the page
-// cache of the dm device nor an earlier read can answer it.
-func readDirect(dev string, off int64, n int) ([]byte, error) {
-	fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(fd)
-	// O_DIRECT wants an aligned buffer: an anonymous mapping is page aligned.
-	buf, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Munmap(buf)
-	if _, err := unix.Pread(fd, buf, off); err != nil {
-		return nil, err
-	}
-	return append([]byte(nil), buf...), nil
-}
-
 // node waits (bounded) for devtmpfs to create /dev/dm-N, or makes it.
 func node(t *testing.T, h Header) string {
 	t.Helper()
@@ -214,7 +195,7 @@ func TestGuestVerityDevice(t *testing.T) {
 
 	const block = 5
 	bs := int(r.DataBlockSize)
-	got, err := readDirect(dev, int64(block*bs), bs)
+	got, err := dmtest.ReadDirect(dev, int64(block*bs), bs)
 	if err != nil {
 		t.Fatalf("reading block %d through %s: %v", block, dev, err)
 	}
@@ -232,11 +213,11 @@ func TestGuestVerityDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	_, err = readDirect(dev, int64(block*bs), bs)
+	_, err = dmtest.ReadDirect(dev, int64(block*bs), bs)
 	if !errors.Is(err, unix.EIO) {
 		t.Fatalf("reading the corrupted block: %v, want EIO", err)
 	}
-	if _, err := readDirect(dev, 0, bs); err != nil {
+	if _, err := dmtest.ReadDirect(dev, 0, bs); err != nil {
 		t.Errorf("reading an intact block after the corruption: %v", err)
 	}
 }
