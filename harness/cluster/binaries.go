@@ -6,17 +6,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"time"
 
 	"github.com/drover-os/drover/image/cache"
 	"github.com/drover-os/drover/image/gomod"
 )
-
-// releaseRE is a Kubernetes release version; the staging modules and the
-// version ldflags are derived from its parts.
-var releaseRE = regexp.MustCompile(`^v(1)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
 
 // Binaries are the control-plane programs Start runs.
 type Binaries struct {
@@ -26,18 +21,12 @@ type Binaries struct {
 
 // components returns the two control-plane programs of Kubernetes version
 // as gomod components, stamped with the version like a release build (the
-// kubelet in the recipes uses the same ldflags), so that `kubectl version`
-// and the version skew checks see a real version.
+// recipes' kubelet, release: kubernetes, gets the same gomod.KubernetesLdflags),
+// so that `kubectl version` and the version skew checks see a real version.
 func components(version string, replaces []gomod.Replace) ([]gomod.Component, error) {
-	m := releaseRE.FindStringSubmatch(version)
-	if m == nil {
-		return nil, fmt.Errorf("control plane version %q is not a Kubernetes release like v1.36.3; use the recipe's kubelet version", version)
-	}
-	ldflags := []string{
-		"-s -w",
-		"-X k8s.io/component-base/version.gitVersion=" + version,
-		"-X k8s.io/component-base/version.gitMajor=" + m[1],
-		"-X k8s.io/component-base/version.gitMinor=" + m[2],
+	ldflags, err := gomod.KubernetesLdflags(version)
+	if err != nil {
+		return nil, fmt.Errorf("control plane version: %w; use the recipe's kubelet version", err)
 	}
 	var out []gomod.Component
 	for _, name := range []string{"kube-apiserver", "kube-controller-manager"} {
@@ -73,11 +62,11 @@ func BuildBinaries(ctx context.Context, cacheDir, version string, log, buildLog 
 		return Binaries{}, fmt.Errorf("building the local control plane: %w", err)
 	}
 	env := gomod.Env{WorkDir: store.TempDir(), Log: buildLog}
-	goMod, err := gomod.ModuleGoMod(ctx, env, "k8s.io/kubernetes", version)
+	replaces, err := gomod.KubernetesReplaces(ctx, env, version)
 	if err != nil {
 		return Binaries{}, fmt.Errorf("building the local control plane %s: %w; check that the Go module proxy is reachable", version, err)
 	}
-	comps, err := components(version, gomod.StagingReplaces(goMod, version))
+	comps, err := components(version, replaces)
 	if err != nil {
 		return Binaries{}, err
 	}

@@ -171,7 +171,7 @@ func (b *builder) goComponents(ctx context.Context) error {
 		if rg == nil {
 			return fmt.Errorf("go component %s is in the lock but not the recipe: run drover lock", lg.Name)
 		}
-		comp, err := sources.Component(*rg)
+		comp, err := sources.LockedComponent(*rg, lg)
 		if err != nil {
 			return err
 		}
@@ -218,7 +218,7 @@ func (b *builder) addFiles(f *sources.Fetched) error {
 		if rf.Source != "" {
 			var err error
 			if data, err = os.ReadFile(filepath.Join(b.p.Recipe.Dir, rf.Source)); err != nil {
-				return fmt.Errorf("%s:%d: file %s: %w", b.p.Recipe.Path, rf.Line, rf.Path, err)
+				return fmt.Errorf("%s:%d: file %s: %w", rf.From, rf.Line, rf.Path, err)
 			}
 		}
 		if err := b.tree.Set(&tree.Node{Path: rf.Path, Kind: tree.Regular, Mode: rf.Mode, Data: data, Owner: "recipe"}); err != nil {
@@ -265,6 +265,9 @@ func (b *builder) buildID() string {
 	h := sha256.New()
 	h.Write(b.p.Lock.Format(""))
 	h.Write(b.p.Recipe.Raw)
+	for _, s := range b.p.Recipe.Sources[min(1, len(b.p.Recipe.Sources)):] {
+		h.Write(s.Raw) // an overlay's bases
+	}
 	for _, o := range b.man.Own {
 		h.Write([]byte(o.Path + " " + o.SHA256 + "\n"))
 	}

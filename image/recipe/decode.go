@@ -34,11 +34,19 @@ func (e *FieldError) Error() string {
 // KnownFields gives the line but not the path, and stops at the first error.
 type decoder struct {
 	file string
+	tree *tree // the file each node came from, for overlays
 	errs []error
 }
 
+func (d *decoder) fileOf(n *yaml.Node) string {
+	if d.tree == nil {
+		return d.file
+	}
+	return d.tree.fileOf(n, d.file)
+}
+
 func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
-	d.errs = append(d.errs, &FieldError{File: d.file, Line: n.Line, Path: path, Msg: fmt.Sprintf(format, args...)})
+	d.errs = append(d.errs, &FieldError{File: d.fileOf(n), Line: n.Line, Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
 func join(path, field string) string {
@@ -151,6 +159,9 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 	}
 	if f, ok := t.FieldByName("Line"); ok && f.Type.Kind() == reflect.Int {
 		v.FieldByIndex(f.Index).SetInt(int64(n.Line))
+	}
+	if f, ok := t.FieldByName("From"); ok && f.Type.Kind() == reflect.String {
+		v.FieldByIndex(f.Index).SetString(d.fileOf(n))
 	}
 }
 

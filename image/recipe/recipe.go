@@ -14,12 +14,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-
-	"gopkg.in/yaml.v3"
 )
 
 // Recipe is one image recipe as written by the user, with defaults applied.
 type Recipe struct {
+	// Extends names the base recipe this one overlays (a file beside it);
+	// the fields below are the merged result (extends.go).
+	Extends  string            `yaml:"extends,omitempty"`
 	Name     string            `yaml:"name"`
 	Arch     string            `yaml:"arch"`
 	Epoch    int64             `yaml:"epoch"`
@@ -36,9 +37,11 @@ type Recipe struct {
 
 	// Path is the file the recipe was read from; Dir is its directory,
 	// against which files' sources are resolved. Raw is the file's bytes.
-	Path string `yaml:"-"`
-	Dir  string `yaml:"-"`
-	Raw  []byte `yaml:"-"`
+	// Sources are Path and every base it extends, overlay first.
+	Path    string   `yaml:"-"`
+	Dir     string   `yaml:"-"`
+	Raw     []byte   `yaml:"-"`
+	Sources []Source `yaml:"-"`
 }
 
 // Debian selects the Debian suite the packages come from.
@@ -60,7 +63,14 @@ type GoComponent struct {
 	Replace []string `yaml:"replace"`
 	Ldflags []string `yaml:"ldflags"`
 	Tags    []string `yaml:"tags"`
-	Line    int      `yaml:"-"`
+	// Release "kubernetes" builds the component like a Kubernetes release
+	// of Version: the staging replaces (at lock time, from the module's
+	// go.mod) and the version ldflags are derived from Version.
+	Release string `yaml:"release"`
+	// Line and From are where the component was written (From is the
+	// recipe file: an overlay's or its base's).
+	Line int    `yaml:"-"`
+	From string `yaml:"-"`
 }
 
 // URLComponent is a file fetched over https and pinned by sha256, installed
@@ -73,6 +83,7 @@ type URLComponent struct {
 	Mode    uint32 `yaml:"mode"`
 	Member  string `yaml:"member"`
 	Line    int    `yaml:"-"`
+	From    string `yaml:"-"`
 }
 
 // File is a file the recipe adds to the image, inline or from the repository.
@@ -82,6 +93,7 @@ type File struct {
 	Content string `yaml:"content"`
 	Source  string `yaml:"source"`
 	Line    int    `yaml:"-"`
+	From    string `yaml:"-"`
 }
 
 // Units lists systemd units to enable, disable or mask at build time.
@@ -119,22 +131,22 @@ func Load(path string) (*Recipe, error) {
 
 // Parse decodes and validates a recipe; path is used in error messages and
 // to resolve files' sources. All problems are reported together.
+//
+// A recipe that extends another is read with its base (from the same
+// directory) and merged first; see extends.go.
 func Parse(path string, data []byte) (*Recipe, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	t, err := loadTree(path, data, nil)
+	if err != nil {
+		return nil, err
 	}
-	r := &Recipe{Path: path, Dir: filepath.Dir(path), Raw: data}
-	d := &decoder{file: path}
-	if doc.Kind == 0 {
-		return nil, &FieldError{File: path, Msg: "empty recipe; it needs at least a name"}
-	}
-	d.decode(&doc, reflect.ValueOf(r).Elem(), "")
+	r := &Recipe{Path: path, Dir: filepath.Dir(path), Raw: data, Sources: t.sources}
+	d := &decoder{file: path, tree: t}
+	d.decode(t.doc, reflect.ValueOf(r).Elem(), "")
 	if len(d.errs) > 0 {
 		return nil, errors.Join(d.errs...)
 	}
 	r.applyDefaults()
-	if errs := r.validate(&doc); len(errs) > 0 {
+	if errs := r.validate(t); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return r, nil
@@ -185,6 +197,7 @@ func (r *Recipe) InputsDigest() string {
 	type goIn struct {
 		Module, Version, Package string
 		Replace, Ldflags, Tags   []string
+		Release                  string `json:",omitempty"`
 	}
 	type urlIn struct{ URL, SHA256 string }
 	in := struct {
@@ -195,7 +208,7 @@ func (r *Recipe) InputsDigest() string {
 		URLs                []urlIn
 	}{Arch: r.Arch, Suite: r.Debian.Suite, Kernel: r.Kernel, Components: r.Debian.Components, Packages: r.Packages}
 	for _, g := range r.Go {
-		in.Go = append(in.Go, goIn{g.Module, g.Version, g.Package, g.Replace, g.Ldflags, g.Tags})
+		in.Go = append(in.Go, goIn{g.Module, g.Version, g.Package, g.Replace, g.Ldflags, g.Tags, g.Release})
 	}
 	for _, u := range r.URLs {
 		in.URLs = append(in.URLs, urlIn{u.URL, u.SHA256})
@@ -205,10 +218,20 @@ func (r *Recipe) InputsDigest() string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Digest is the sha256 of the recipe file as written.
+// Digest is the sha256 of the recipe file as written; for an overlay, of
+// the overlay and its bases: the sha256 of one "sha256 path" line per file,
+// overlay first, so that a change to a base changes it too.
 func (r *Recipe) Digest() string {
-	sum := sha256.Sum256(r.Raw)
-	return hex.EncodeToString(sum[:])
+	if len(r.Sources) <= 1 {
+		sum := sha256.Sum256(r.Raw)
+		return hex.EncodeToString(sum[:])
+	}
+	h := sha256.New()
+	for _, s := range r.Sources {
+		sum := sha256.Sum256(s.Raw)
+		fmt.Fprintf(h, "%x %s\n", sum, filepath.Base(s.Path))
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // GoComponent returns the Go component called name, or nil.

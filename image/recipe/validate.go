@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/drover-os/drover/image/gomod"
 	"gopkg.in/yaml.v3"
 )
 
@@ -27,16 +28,17 @@ var (
 // YAML tree so that errors point at the right place.
 type validator struct {
 	r    *Recipe
-	doc  *yaml.Node
+	t    *tree
 	errs []error
 }
 
 func (v *validator) fail(p, format string, args ...any) {
-	v.errs = append(v.errs, &FieldError{File: v.r.Path, Line: lineOf(v.doc, p), Path: p, Msg: fmt.Sprintf(format, args...)})
+	n, line := nodeOf(v.t.doc, p)
+	v.errs = append(v.errs, &FieldError{File: v.t.fileOf(n, v.r.Path), Line: line, Path: p, Msg: fmt.Sprintf(format, args...)})
 }
 
-func (r *Recipe) validate(doc *yaml.Node) []error {
-	v := &validator{r: r, doc: doc}
+func (r *Recipe) validate(t *tree) []error {
+	v := &validator{r: r, t: t}
 	if r.Name == "" {
 		v.fail("name", "required: give the image a name (it names the output files)")
 	} else if !nameRE.MatchString(r.Name) {
@@ -103,6 +105,21 @@ func (v *validator) goComponents() {
 		}
 		if !path.IsAbs(g.Install) {
 			v.fail(f+".install", "required: the absolute path to install the binary at, e.g. /usr/bin/kubelet")
+		}
+		switch g.Release {
+		case "":
+		case "kubernetes":
+			if g.Module != gomod.KubernetesModule {
+				v.fail(f+".release", "release: kubernetes builds %s, not %q; drop release or fix module", gomod.KubernetesModule, g.Module)
+			}
+			if _, err := gomod.KubernetesLdflags(g.Version); err != nil {
+				v.fail(f+".version", "release: kubernetes needs a release version: %v", err)
+			}
+			if len(g.Replace) > 0 {
+				v.fail(f+".replace", "release: kubernetes derives the staging replaces from the version; remove the list")
+			}
+		default:
+			v.fail(f+".release", "%q: the only release preset is kubernetes", g.Release)
 		}
 		for j, rep := range g.Replace {
 			if !replaceRE.MatchString(rep) {
@@ -199,26 +216,27 @@ func ParseSize(s string) (int64, error) {
 	return n << shift, nil
 }
 
-// lineOf finds the line of a field path like "go[1].replace[0]" in the YAML
-// tree; it falls back to the nearest enclosing node that exists.
-func lineOf(doc *yaml.Node, p string) int {
+// nodeOf finds the node and line of a field path like "go[1].replace[0]" in
+// the YAML tree; it falls back to the nearest enclosing node that exists.
+// The line is a mapping key's for a field, so the node returned is the key.
+func nodeOf(doc *yaml.Node, p string) (*yaml.Node, int) {
 	n := doc
 	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
 		n = n.Content[0]
 	}
-	line := n.Line
+	at, line := n, n.Line
 	for _, part := range splitPath(p) {
 		var next *yaml.Node
 		if idx, err := strconv.Atoi(part); err == nil && n.Kind == yaml.SequenceNode {
 			if idx < len(n.Content) {
 				next = n.Content[idx]
-				line = next.Line
+				at, line = next, next.Line
 			}
 		} else if n.Kind == yaml.MappingNode {
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				if n.Content[i].Value == part {
 					next = n.Content[i+1]
-					line = n.Content[i].Line // the key's line, also for lists and maps
+					at, line = n.Content[i], n.Content[i].Line // the key's line, also for lists and maps
 					break
 				}
 			}
@@ -228,7 +246,7 @@ func lineOf(doc *yaml.Node, p string) int {
 		}
 		n = next
 	}
-	return line
+	return at, line
 }
 
 func splitPath(p string) []string {

@@ -169,6 +169,18 @@ func lockToolchain(ctx context.Context, prev *lock.Lock, o Options) (string, err
 func lockGo(ctx context.Context, r *recipe.Recipe, prev *lock.Lock, o Options) ([]lock.Go, error) {
 	var out []lock.Go
 	for _, g := range r.Go {
+		if g.Release == "kubernetes" {
+			// Derived here, not in the recipe: the staging modules differ
+			// between minors, and the module's go.mod says which they are.
+			reps, err := gomod.KubernetesReplaces(ctx, o.Go, g.Version)
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: go component %s: deriving the staging replaces of release: kubernetes: %w", g.From, g.Line, g.Name, err)
+			}
+			g.Replace = nil
+			for _, rep := range reps {
+				g.Replace = append(g.Replace, rep.String())
+			}
+		}
 		if p := prevGo(prev, g); p != nil && p.Toolchain == o.Go.Toolchain {
 			out = append(out, *p)
 			continue
@@ -218,9 +230,19 @@ func sameReplaces(gomodLines, replaces []string) bool {
 	return strings.Join(have, "\n") == strings.Join(want, "\n")
 }
 
-// Component converts a recipe Go component for the builder.
+// Component converts a recipe Go component for the builder. A component
+// with release: kubernetes gets the release's version ldflags ahead of its
+// own; its replaces are derived when locking (lockGo), and the build takes
+// them from the lock (LockedComponent).
 func Component(g recipe.GoComponent) (gomod.Component, error) {
 	c := gomod.Component{Name: g.Name, Module: g.Module, Version: g.Version, Package: g.Package, Ldflags: g.Ldflags, Tags: g.Tags}
+	if g.Release == "kubernetes" {
+		ld, err := gomod.KubernetesLdflags(g.Version)
+		if err != nil {
+			return c, err
+		}
+		c.Ldflags = append(ld, g.Ldflags...)
+	}
 	for _, line := range g.Replace {
 		old, rest, _ := strings.Cut(line, "=>")
 		of := strings.Fields(old)
@@ -231,6 +253,21 @@ func Component(g recipe.GoComponent) (gomod.Component, error) {
 		c.Replace = append(c.Replace, gomod.Replace{Old: of[0], New: nf[0], Version: nf[1]})
 	}
 	return c, nil
+}
+
+// LockedComponent is Component for building what lg pins: a release:
+// kubernetes component's replaces are the lock's go.mod replace lines, the
+// ones lockGo derived.
+func LockedComponent(g recipe.GoComponent, lg lock.Go) (gomod.Component, error) {
+	if g.Release != "" {
+		g.Replace = nil
+		for _, l := range lg.GoMod {
+			if r, ok := strings.CutPrefix(l, "replace "); ok {
+				g.Replace = append(g.Replace, r)
+			}
+		}
+	}
+	return Component(g)
 }
 
 func nonEmptyLines(s string) []string {
@@ -250,7 +287,7 @@ func lockURLs(ctx context.Context, r *recipe.Recipe, o Options) ([]lock.URL, err
 	for _, u := range r.URLs {
 		path, err := o.fetcher().FetchOne(ctx, u.Name, u.URL, u.SHA256, 0)
 		if err != nil {
-			return nil, fmt.Errorf("%s:%d: url component %s: %w", r.Path, u.Line, u.Name, err)
+			return nil, fmt.Errorf("%s:%d: url component %s: %w", u.From, u.Line, u.Name, err)
 		}
 		fi, err := os.Stat(path)
 		if err != nil {

@@ -1,0 +1,52 @@
+package gomod
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+)
+
+// Building k8s.io/kubernetes like a release: one mechanism for the recipes'
+// kubelet (release: kubernetes) and the local control plane
+// (harness/cluster), so that a node and its API server are stamped alike.
+
+// KubernetesModule is the module whose programs KubernetesLdflags stamps.
+const KubernetesModule = "k8s.io/kubernetes"
+
+// kubernetesReleaseRE is a Kubernetes release version; the staging modules'
+// version and the version ldflags are derived from its parts.
+var kubernetesReleaseRE = regexp.MustCompile(`^v(1)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
+
+// KubernetesLdflags are the linker flags of a release build of Kubernetes
+// version (v1.37.2): stripped, and the version that `kubelet --version`,
+// the Node's kubeletVersion and the version skew checks read.
+func KubernetesLdflags(version string) ([]string, error) {
+	m := kubernetesReleaseRE.FindStringSubmatch(version)
+	if m == nil {
+		return nil, fmt.Errorf("%q is not a Kubernetes release version like v1.37.2", version)
+	}
+	return []string{
+		"-s -w",
+		"-X k8s.io/component-base/version.gitVersion=" + version,
+		"-X k8s.io/component-base/version.gitMajor=" + m[1],
+		"-X k8s.io/component-base/version.gitMinor=" + m[2],
+	}, nil
+}
+
+// KubernetesReplaces are the replaces a build of k8s.io/kubernetes at
+// version needs: its staging modules pinned to their v0.X.Y release, read
+// from the module's go.mod (only the go.mod is fetched).
+func KubernetesReplaces(ctx context.Context, env Env, version string) ([]Replace, error) {
+	if _, err := KubernetesLdflags(version); err != nil {
+		return nil, err
+	}
+	text, err := ModuleGoMod(ctx, env, KubernetesModule, version)
+	if err != nil {
+		return nil, err
+	}
+	reps := StagingReplaces(text, version)
+	if len(reps) == 0 {
+		return nil, fmt.Errorf("the go.mod of %s@%s has no ./staging replaces to derive", KubernetesModule, version)
+	}
+	return reps, nil
+}
