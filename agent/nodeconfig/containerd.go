@@ -12,29 +12,42 @@ const (
 	ContainerdCertsDir   = "/etc/containerd/certs.d"
 )
 
-// ContainerdConfig renders containerd 1.7's config.toml (schema version 2):
-// runc under the systemd cgroup driver, matching the kubelet's
-// cgroupDriver, the sandbox image, and registry hosts read from
-// ContainerdCertsDir (see HostsToml).
+// The CRI plugins of containerd 2.x, each configured in its own table.
+const (
+	criImages  = `[plugins."io.containerd.cri.v1.images"`
+	criRuntime = `[plugins."io.containerd.cri.v1.runtime"`
+)
+
+// ContainerdConfig renders containerd 2.x's config.toml (schema version 3,
+// the CRI plugin split into io.containerd.cri.v1.images and
+// io.containerd.cri.v1.runtime): runc under the systemd cgroup driver,
+// which containerd reports to the kubelet through the CRI RuntimeConfig
+// call (kubelet 1.37 takes its cgroupDriver from there), the sandbox image
+// pinned so that image garbage collection keeps it, and registry hosts
+// read from ContainerdCertsDir (see HostsToml). Version 3, not 2.4's own
+// 4: every 2.x reads it, and 2.4's migration to 4 moves only server
+// settings, of which this file has none.
 func ContainerdConfig(c *Config) []byte {
 	var b strings.Builder
 	b.WriteString("# Rendered by drover from " + Path + ".\n")
-	b.WriteString("version = 2\n")
-	b.WriteString("\n[plugins.\"io.containerd.grpc.v1.cri\"]\n")
-	fmt.Fprintf(&b, "  sandbox_image = %s\n", tomlString(c.Containerd.SandboxImage))
-	b.WriteString("\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n")
-	b.WriteString("  default_runtime_name = \"runc\"\n")
-	b.WriteString("\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n")
-	b.WriteString("  runtime_type = \"io.containerd.runc.v2\"\n")
-	b.WriteString("\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\n")
-	b.WriteString("  SystemdCgroup = true\n")
-	b.WriteString("\n[plugins.\"io.containerd.grpc.v1.cri\".registry]\n")
+	b.WriteString("version = 3\n")
+	b.WriteString("\n" + criImages + "]\n")
+	b.WriteString("\n" + criImages + ".pinned_images]\n")
+	fmt.Fprintf(&b, "  sandbox = %s\n", tomlString(c.Containerd.SandboxImage))
+	b.WriteString("\n" + criImages + ".registry]\n")
 	fmt.Fprintf(&b, "  config_path = %s\n", tomlString(ContainerdCertsDir))
+	b.WriteString("\n" + criRuntime + "]\n")
+	b.WriteString("\n" + criRuntime + ".containerd]\n")
+	b.WriteString("  default_runtime_name = \"runc\"\n")
+	b.WriteString("\n" + criRuntime + ".containerd.runtimes.runc]\n")
+	b.WriteString("  runtime_type = \"io.containerd.runc.v2\"\n")
+	b.WriteString("\n" + criRuntime + ".containerd.runtimes.runc.options]\n")
+	b.WriteString("  SystemdCgroup = true\n")
 	// Debian's containernetworking-plugins installs to /usr/lib/cni, not
 	// containerd's default /opt/cni/bin. The CNI configuration itself comes
 	// from the cluster (a CNI DaemonSet, or a file in the user-data).
-	b.WriteString("\n[plugins.\"io.containerd.grpc.v1.cri\".cni]\n")
-	b.WriteString("  bin_dir = \"/usr/lib/cni\"\n")
+	b.WriteString("\n" + criRuntime + ".cni]\n")
+	b.WriteString("  bin_dirs = [\"/usr/lib/cni\"]\n")
 	b.WriteString("  conf_dir = \"/etc/cni/net.d\"\n")
 	return []byte(b.String())
 }

@@ -11,20 +11,20 @@
 //	drover/hello:v1     prints "hello from drover" and its hostname, exits 0
 //
 // The guest reaches the host's registry over QEMU user networking at
-// 100.64.0.2:<Port>. A node file points containerd (1.7, config version 2) at
+// 100.64.0.2:<Port>. A node file points containerd (2.x, config version 3) at
 // it in one of two ways:
 //
-//  1. Directly: sandbox_image = "100.64.0.2:<Port>/drover/pause:3.10" and Pods
+//  1. Directly: the sandbox image "100.64.0.2:<Port>/drover/pause:3.10" and Pods
 //     use 100.64.0.2:<Port>/drover/hello:v1. containerd needs a hosts.toml for
 //     that host too, because it would otherwise try HTTPS.
 //
 //  2. As a mirror of the upstream name, keeping the default sandbox image:
 //     in config.toml
 //
-//     [plugins."io.containerd.grpc.v1.cri".registry]
+//     [plugins."io.containerd.cri.v1.images".registry]
 //     config_path = "/etc/containerd/certs.d"
 //
-//     (containerd 2.x: [plugins."io.containerd.cri.v1.images".registry]) and
+//     (containerd 1.7: [plugins."io.containerd.grpc.v1.cri".registry]) and
 //     /etc/containerd/certs.d/registry.k8s.io/hosts.toml = HostsTOML("http://100.64.0.2:<Port>").
 //     A mirror keeps the repository path, so registry.k8s.io/pause:3.10 is
 //     fetched from http://100.64.0.2:<Port>/v2/pause/manifests/3.10, which is

@@ -171,11 +171,10 @@ func (b *builder) goComponents(ctx context.Context) error {
 		if rg == nil {
 			return fmt.Errorf("go component %s is in the lock but not the recipe: run drover lock", lg.Name)
 		}
-		comp, err := sources.LockedComponent(*rg, lg)
+		locked, err := sources.Locked(*rg, lg)
 		if err != nil {
 			return err
 		}
-		locked := &gomod.Locked{Component: comp, GoMod: gomod.GoModFromLines(lg.GoMod), Sum: lg.Sum, GoVersion: lg.Toolchain}
 		env, err := b.goEnv()
 		if err != nil {
 			return err

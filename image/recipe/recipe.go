@@ -63,9 +63,10 @@ type GoComponent struct {
 	Replace []string `yaml:"replace"`
 	Ldflags []string `yaml:"ldflags"`
 	Tags    []string `yaml:"tags"`
-	// Release "kubernetes" builds the component like a Kubernetes release
-	// of Version: the staging replaces (at lock time, from the module's
-	// go.mod) and the version ldflags are derived from Version.
+	// Release builds the component like its project's release of Version:
+	// "kubernetes" derives the version ldflags and the staging replaces (at
+	// lock time, from the module's go.mod), "containerd" the version
+	// ldflags (gomod.ReleaseLdflags).
 	Release string `yaml:"release"`
 	// Line and From are where the component was written (From is the
 	// recipe file: an overlay's or its base's).

@@ -106,20 +106,17 @@ func (v *validator) goComponents() {
 		if !path.IsAbs(g.Install) {
 			v.fail(f+".install", "required: the absolute path to install the binary at, e.g. /usr/bin/kubelet")
 		}
-		switch g.Release {
-		case "":
-		case "kubernetes":
-			if g.Module != gomod.KubernetesModule {
-				v.fail(f+".release", "release: kubernetes builds %s, not %q; drop release or fix module", gomod.KubernetesModule, g.Module)
+		if g.Release != "" {
+			if mod := gomod.ReleaseModule(g.Release); mod == "" {
+				v.fail(f+".release", "%q: the release presets are kubernetes and containerd", g.Release)
+			} else if g.Module != mod {
+				v.fail(f+".release", "release: %s builds %s, not %q; drop release or fix module", g.Release, mod, g.Module)
+			} else if _, err := gomod.ReleaseLdflags(g.Release, g.Version); err != nil {
+				v.fail(f+".version", "release: %s needs a release version: %v", g.Release, err)
 			}
-			if _, err := gomod.KubernetesLdflags(g.Version); err != nil {
-				v.fail(f+".version", "release: kubernetes needs a release version: %v", err)
-			}
-			if len(g.Replace) > 0 {
+			if g.Release == "kubernetes" && len(g.Replace) > 0 {
 				v.fail(f+".replace", "release: kubernetes derives the staging replaces from the version; remove the list")
 			}
-		default:
-			v.fail(f+".release", "%q: the only release preset is kubernetes", g.Release)
 		}
 		for j, rep := range g.Replace {
 			if !replaceRE.MatchString(rep) {

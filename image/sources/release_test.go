@@ -17,10 +17,11 @@ func TestReleaseKubernetesComponent(t *testing.T) {
 		Package: "k8s.io/kubernetes/cmd/kubelet", Release: "kubernetes", Ldflags: []string{"-X a.b=c"}}
 	lg := lock.Go{Name: "kubelet", GoMod: []string{"module drover.local/build/kubelet", "go 1.26",
 		"replace k8s.io/api => k8s.io/api v0.35.4", "require k8s.io/kubernetes v1.35.4"}}
-	c, err := LockedComponent(g, lg)
+	l, err := Locked(g, lg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := l.Component
 	want := []string{"-s -w", "-X k8s.io/component-base/version.gitVersion=v1.35.4",
 		"-X k8s.io/component-base/version.gitMajor=1", "-X k8s.io/component-base/version.gitMinor=35", "-X a.b=c"}
 	if !slices.Equal(c.Ldflags, want) {
@@ -31,7 +32,12 @@ func TestReleaseKubernetesComponent(t *testing.T) {
 	}
 	// Without release the recipe's ldflags and replaces are taken as written.
 	g.Release = ""
-	if c, _ := LockedComponent(g, lg); !slices.Equal(c.Ldflags, []string{"-X a.b=c"}) || len(c.Replace) != 0 {
-		t.Errorf("plain component changed: %+v", c)
+	if l, _ := Locked(g, lg); !slices.Equal(l.Ldflags, []string{"-X a.b=c"}) || len(l.Replace) != 0 {
+		t.Errorf("plain component changed: %+v", l.Component)
+	}
+	// containerd's release stamps the version its CRI reports.
+	g = recipe.GoComponent{Name: "containerd", Module: gomod.ContainerdModule, Version: "v2.4.2", Release: "containerd"}
+	if l, err := Locked(g, lock.Go{}); err != nil || !slices.Equal(l.Ldflags, []string{"-s -w", "-X github.com/containerd/containerd/v2/version.Version=2.4.2"}) {
+		t.Errorf("containerd ldflags %v, %v", l.Ldflags, err)
 	}
 }

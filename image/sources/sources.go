@@ -231,13 +231,13 @@ func sameReplaces(gomodLines, replaces []string) bool {
 }
 
 // Component converts a recipe Go component for the builder. A component
-// with release: kubernetes gets the release's version ldflags ahead of its
-// own; its replaces are derived when locking (lockGo), and the build takes
-// them from the lock (LockedComponent).
+// with a release preset gets the release's version ldflags ahead of its
+// own; release: kubernetes's replaces are derived when locking (lockGo),
+// and the build takes them from the lock (LockedComponent).
 func Component(g recipe.GoComponent) (gomod.Component, error) {
 	c := gomod.Component{Name: g.Name, Module: g.Module, Version: g.Version, Package: g.Package, Ldflags: g.Ldflags, Tags: g.Tags}
-	if g.Release == "kubernetes" {
-		ld, err := gomod.KubernetesLdflags(g.Version)
+	if g.Release != "" {
+		ld, err := gomod.ReleaseLdflags(g.Release, g.Version)
 		if err != nil {
 			return c, err
 		}
@@ -255,11 +255,11 @@ func Component(g recipe.GoComponent) (gomod.Component, error) {
 	return c, nil
 }
 
-// LockedComponent is Component for building what lg pins: a release:
-// kubernetes component's replaces are the lock's go.mod replace lines, the
-// ones lockGo derived.
-func LockedComponent(g recipe.GoComponent, lg lock.Go) (gomod.Component, error) {
-	if g.Release != "" {
+// Locked is what the builder builds for recipe component g as lock entry
+// lg pins it: a release: kubernetes component's replaces are the lock's
+// go.mod replace lines, the ones lockGo derived.
+func Locked(g recipe.GoComponent, lg lock.Go) (*gomod.Locked, error) {
+	if g.Release == "kubernetes" {
 		g.Replace = nil
 		for _, l := range lg.GoMod {
 			if r, ok := strings.CutPrefix(l, "replace "); ok {
@@ -267,7 +267,11 @@ func LockedComponent(g recipe.GoComponent, lg lock.Go) (gomod.Component, error) 
 			}
 		}
 	}
-	return Component(g)
+	c, err := Component(g)
+	if err != nil {
+		return nil, fmt.Errorf("%s:%d: go component %s: %w", g.From, g.Line, g.Name, err)
+	}
+	return &gomod.Locked{Component: c, GoMod: gomod.GoModFromLines(lg.GoMod), Sum: lg.Sum, GoVersion: lg.Toolchain}, nil
 }
 
 func nonEmptyLines(s string) []string {
