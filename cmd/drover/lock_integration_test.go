@@ -41,11 +41,16 @@ func TestLockEcsNodeIsReproducible(t *testing.T) {
 		t.Fatalf("two lock runs differ")
 	}
 	text := string(locks[0])
-	for _, want := range []string{"\ndeb containerd ", "\ndeb runc ", "\ndeb systemd ", "\ndeb libc6 ", "\ndeb linux-image-cloud-amd64 ",
-		"\ngo kubelet k8s.io/kubernetes@v1.36.3 k8s.io/kubernetes/cmd/kubelet ", "\ngosum kubelet k8s.io/api v0.36.3 h1:"} {
+	for _, want := range []string{"\ndeb runc ", "\ndeb systemd ", "\ndeb libc6 ", "\ndeb linux-image-cloud-amd64 ",
+		"\ngo kubelet k8s.io/kubernetes@v1.37.2 k8s.io/kubernetes/cmd/kubelet ", "\ngosum kubelet k8s.io/api v0.37.2 h1:",
+		"\ngomod kubelet replace k8s.io/api => k8s.io/api v0.37.2\n",
+		"\ngo containerd github.com/containerd/containerd/v2@v2.4.2 github.com/containerd/containerd/v2/cmd/containerd "} {
 		if !strings.Contains(text, want) {
 			t.Errorf("lock lacks %q", strings.TrimSpace(want))
 		}
+	}
+	if strings.Contains(text, "\ndeb containerd ") {
+		t.Error("lock has Debian's containerd: the recipe builds containerd 2.x from source")
 	}
 	t.Logf("lock: %d lines", strings.Count(text, "\n"))
 }

@@ -57,7 +57,8 @@ type Config struct {
 	// CacheDir is the build cache; empty means $XDG_CACHE_HOME/drover.
 	CacheDir string
 	// Version is the Kubernetes release of the control plane, e.g.
-	// v1.36.3: the recipe's kubelet version.
+	// v1.37.2: the recipe's kubelet version, or a newer minor's for a
+	// version skew.
 	Version string
 	// GuestServerURL is the apiserver URL as the guest reaches it; empty
 	// means https://100.64.0.2:<port>. Its host is added to the serving

@@ -12,8 +12,9 @@ import (
 	"time"
 )
 
-// testVersion is the recipes' kubelet version; the control plane matches it.
-const testVersion = "v1.36.3"
+// testVersion is the default recipe's kubelet version (recipes/ecs-node.yaml);
+// the control plane matches it.
+const testVersion = "v1.37.2"
 
 // testCacheDir is shared between runs so that only the first run builds.
 func testCacheDir() string { return filepath.Join(os.TempDir(), "drover-cluster-cache") }

@@ -98,3 +98,33 @@ func TestInputsDigest(t *testing.T) {
 		t.Error("packages must change the inputs digest")
 	}
 }
+
+// TestShippedOverlays: each per-minor recipe is the default recipe with
+// only its name and the kubelet's version changed, and its lock is its own.
+func TestShippedOverlays(t *testing.T) {
+	base, err := Load(filepath.Join("..", "..", "recipes", "ecs-node.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, minor := range []string{"34", "35", "36"} {
+		r, err := Load(filepath.Join("..", "..", "recipes", "ecs-node-1."+minor+".yaml"))
+		if err != nil {
+			t.Fatalf("1.%s: %v", minor, err)
+		}
+		k := r.GoComponent("kubelet")
+		if r.Name != "ecs-node-1."+minor || k == nil || !strings.HasPrefix(k.Version, "v1."+minor+".") {
+			t.Errorf("1.%s: name %q, kubelet %+v", minor, r.Name, k)
+			continue
+		}
+		if bk := base.GoComponent("kubelet"); bk.Version == k.Version {
+			t.Errorf("1.%s: same kubelet as the default recipe", minor)
+		}
+		k.Version = base.GoComponent("kubelet").Version
+		if r.InputsDigest() != base.InputsDigest() {
+			t.Errorf("1.%s: differs from ecs-node.yaml in more than the kubelet's version", minor)
+		}
+		if !strings.HasSuffix(r.LockPath(), "ecs-node-1."+minor+".yaml.lock") {
+			t.Errorf("1.%s: lock %s", minor, r.LockPath())
+		}
+	}
+}
