@@ -118,11 +118,11 @@ func runECS(ctx context.Context, cmd *cobra.Command, c *qemu.Config, clusterMode
 	}
 	version := ""
 	if clusterMode == "local" {
-		v, err := kubeletVersion(c.Image)
+		v, err := imageVersions(c.Image)
 		if err != nil {
 			return nil, nil, err
 		}
-		version = v
+		version = v.Kubelet
 	}
 	if cacheDir == "" {
 		d, err := cache.DefaultDir(os.Getenv)

@@ -57,12 +57,13 @@ if any check failed.`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p.Image = args[0]
+			want, err := imageVersions(p.Image)
+			if err != nil {
+				return err
+			}
+			p.Want = want
 			if version == "" {
-				v, err := kubeletVersion(p.Image)
-				if err != nil {
-					return err
-				}
-				version = v
+				version = want.Kubelet
 			}
 			if work == "" {
 				work = strings.TrimSuffix(p.Image, filepath.Ext(p.Image)) + ".smoke"
@@ -143,21 +144,30 @@ if any check failed.`,
 	return cmd
 }
 
-// kubeletVersion reads the kubelet's version from the image's manifest.
-func kubeletVersion(image string) (string, error) {
+// imageVersions reads what the image's manifest records of its kubelet and
+// containerd: the versions the Node must report (and the kubelet's is the
+// control plane's unless --kubernetes-version says otherwise).
+func imageVersions(image string) (smoke.Versions, error) {
 	mp := strings.TrimSuffix(image, filepath.Ext(image)) + ".manifest.json"
 	data, err := os.ReadFile(mp)
 	if err != nil {
-		return "", fmt.Errorf("reading the image manifest for its kubelet version: %w (or pass --kubernetes-version)", err)
+		return smoke.Versions{}, fmt.Errorf("reading the image manifest for its kubelet and containerd versions: %w (build the image with drover build, which writes it beside the image)", err)
 	}
 	var m build.Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
-		return "", fmt.Errorf("%s: %w", mp, err)
+		return smoke.Versions{}, fmt.Errorf("%s: %w", mp, err)
 	}
+	var v smoke.Versions
 	for _, g := range m.Go {
-		if g.Name == "kubelet" {
-			return g.Version, nil
+		switch g.Name {
+		case "kubelet":
+			v.Kubelet = g.Version
+		case "containerd":
+			v.Containerd = g.Version
 		}
 	}
-	return "", fmt.Errorf("%s has no kubelet Go component: is this a node image? (or pass --kubernetes-version)", mp)
+	if v.Kubelet == "" || v.Containerd == "" {
+		return v, fmt.Errorf("%s records no kubelet or no containerd Go component (kubelet %q, containerd %q): is this a node image?", mp, v.Kubelet, v.Containerd)
+	}
+	return v, nil
 }

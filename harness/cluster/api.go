@@ -19,6 +19,10 @@ type Node struct {
 	Ready        bool
 	ReadyReason  string
 	ReadyMessage string
+	// KubeletVersion and ContainerRuntimeVersion are what the kubelet
+	// posted in status.nodeInfo (v1.37.2, containerd://2.4.2).
+	KubeletVersion          string
+	ContainerRuntimeVersion string
 }
 
 // Pod is what the smoke tests look at on a Pod object.
@@ -47,11 +51,16 @@ type apiNode struct {
 	} `json:"spec"`
 	Status struct {
 		Conditions []apiCondition `json:"conditions"`
+		NodeInfo   struct {
+			KubeletVersion          string `json:"kubeletVersion"`
+			ContainerRuntimeVersion string `json:"containerRuntimeVersion"`
+		} `json:"nodeInfo"`
 	} `json:"status"`
 }
 
 func (n *apiNode) node() Node {
-	out := Node{Name: n.Metadata.Name, ProviderID: n.Spec.ProviderID, Labels: n.Metadata.Labels}
+	out := Node{Name: n.Metadata.Name, ProviderID: n.Spec.ProviderID, Labels: n.Metadata.Labels,
+		KubeletVersion: n.Status.NodeInfo.KubeletVersion, ContainerRuntimeVersion: n.Status.NodeInfo.ContainerRuntimeVersion}
 	for _, c := range n.Status.Conditions {
 		if c.Type == "Ready" {
 			out.Ready, out.ReadyReason, out.ReadyMessage = c.Status == "True", c.Reason, c.Message
@@ -116,6 +125,18 @@ func (c *Cluster) Node(ctx context.Context, name string) (*Node, error) {
 	}
 	node := n.node()
 	return &node, nil
+}
+
+// ServerVersion is the API server's gitVersion as its /version answers,
+// the control plane's side of a version skew.
+func (c *Cluster) ServerVersion(ctx context.Context) (string, error) {
+	var v struct {
+		GitVersion string `json:"gitVersion"`
+	}
+	if err := c.client.do(ctx, http.MethodGet, "/version", nil, &v); err != nil {
+		return "", fmt.Errorf("getting the API server's version: %w", err)
+	}
+	return v.GitVersion, nil
 }
 
 // Pods lists the pods of namespace ns.

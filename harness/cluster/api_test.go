@@ -8,7 +8,8 @@ import (
 
 const nodeListJSON = `{"kind":"NodeList","items":[
  {"metadata":{"name":"n1","labels":{"topology.kubernetes.io/zone":"cn-hangzhou-k"}},"spec":{"providerID":"cn-hangzhou.i-1"},
-  "status":{"conditions":[{"type":"MemoryPressure","status":"False"},{"type":"Ready","status":"True","reason":"KubeletReady","message":"kubelet is posting ready status"}]}},
+  "status":{"conditions":[{"type":"MemoryPressure","status":"False"},{"type":"Ready","status":"True","reason":"KubeletReady","message":"kubelet is posting ready status"}],
+   "nodeInfo":{"kubeletVersion":"v1.37.2","containerRuntimeVersion":"containerd://2.4.2","osImage":"Debian"}}},
  {"metadata":{"name":"n2"},"spec":{},"status":{"conditions":[{"type":"Ready","status":"False","reason":"KubeletNotReady","message":"cni plugin not initialized"}]}},
  {"metadata":{"name":"n3"}}]}`
 
@@ -17,6 +18,8 @@ func TestClusterQueries(t *testing.T) {
 		switch method + " " + path {
 		case "GET /api/v1/nodes":
 			return 200, nodeListJSON
+		case "GET /version":
+			return 200, `{"major":"1","minor":"37","gitVersion":"v1.37.2"}`
 		case "GET /api/v1/nodes/n9":
 			return status(404, "NotFound", `nodes "n9" not found`)
 		case "GET /api/v1/nodes/n1":
@@ -34,11 +37,15 @@ func TestClusterQueries(t *testing.T) {
 	c := &Cluster{client: rc}
 	ctx := context.Background()
 
+	if v, err := c.ServerVersion(ctx); err != nil || v != "v1.37.2" {
+		t.Errorf("ServerVersion = %q, %v", v, err)
+	}
 	nodes, err := c.Nodes(ctx)
 	if err != nil || len(nodes) != 3 {
 		t.Fatalf("Nodes = %+v, %v", nodes, err)
 	}
-	if n := nodes[0]; n.Name != "n1" || !n.Ready || n.ProviderID != "cn-hangzhou.i-1" || n.Labels["topology.kubernetes.io/zone"] != "cn-hangzhou-k" || n.ReadyReason != "KubeletReady" {
+	if n := nodes[0]; n.Name != "n1" || !n.Ready || n.ProviderID != "cn-hangzhou.i-1" || n.Labels["topology.kubernetes.io/zone"] != "cn-hangzhou-k" || n.ReadyReason != "KubeletReady" ||
+		n.KubeletVersion != "v1.37.2" || n.ContainerRuntimeVersion != "containerd://2.4.2" {
 		t.Errorf("n1 = %+v", n)
 	}
 	if n := nodes[1]; n.Ready || n.ReadyReason != "KubeletNotReady" || n.ReadyMessage != "cni plugin not initialized" {

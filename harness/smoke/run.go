@@ -148,6 +148,36 @@ func (e *Env) CheckNode(ctx context.Context, in *Instance) error {
 	return nil
 }
 
+// CheckVersions compares the Node's status.nodeInfo, as the API server
+// has it, with what the image's build recorded. The detail is the Node's
+// own pair and the API server's version, the evidence a version table
+// (scripts/smoke-matrix.sh) is built from.
+func (e *Env) CheckVersions(ctx context.Context, in *Instance, want Versions) (string, error) {
+	if want.Kubelet == "" || want.Containerd == "" {
+		return "", fmt.Errorf("no kubelet or containerd version to compare with (kubelet %q, containerd %q): the smoke plan needs the image manifest's", want.Kubelet, want.Containerd)
+	}
+	n, err := e.Cluster.Node(ctx, in.NodeName)
+	if err != nil {
+		return "", err
+	}
+	server, err := e.Cluster.ServerVersion(ctx)
+	if err != nil {
+		return "", err
+	}
+	got := fmt.Sprintf("kubeletVersion=%s containerRuntimeVersion=%s apiServer=%s", n.KubeletVersion, n.ContainerRuntimeVersion, server)
+	var probs []string
+	if n.KubeletVersion != want.Kubelet {
+		probs = append(probs, fmt.Sprintf("kubeletVersion %q, but the image's manifest records kubelet %s", n.KubeletVersion, want.Kubelet))
+	}
+	if rv := want.RuntimeVersion(); n.ContainerRuntimeVersion != rv {
+		probs = append(probs, fmt.Sprintf("containerRuntimeVersion %q, but the image's manifest records containerd %s (%s)", n.ContainerRuntimeVersion, want.Containerd, rv))
+	}
+	if len(probs) > 0 {
+		return got, fmt.Errorf("node %s: %s", in.NodeName, strings.Join(probs, "; "))
+	}
+	return got, nil
+}
+
 // RunPod runs a pod pinned to the node to completion and returns its
 // termination message.
 func (e *Env) RunPod(ctx context.Context, in *Instance, name, image string, args []string, host bool) (string, error) {

@@ -29,6 +29,22 @@ type Plan struct {
 	Reboot      bool
 	PolicyCheck bool // a policy-breaking user-data must not join
 	JoinTimeout time.Duration
+	// Want is what the image's build recorded of its kubelet and
+	// containerd (its manifest); the Node must report the same.
+	Want Versions
+}
+
+// Versions are a node image's kubelet and containerd module versions, as
+// its manifest records them (v1.37.2, v2.4.2).
+type Versions struct {
+	Kubelet, Containerd string
+}
+
+// RuntimeVersion is the containerRuntimeVersion a Node running containerd
+// at v.Containerd reports: containerd's CRI names itself and its version
+// without the module version's v.
+func (v Versions) RuntimeVersion() string {
+	return "containerd://" + strings.TrimPrefix(v.Containerd, "v")
 }
 
 // Run runs the plan and returns the report; the VMs are stopped at the end.
@@ -75,6 +91,9 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	}
 	step("providerID and ECS labels", func(ctx context.Context) (string, error) {
 		return meta.RegionID + "." + meta.InstanceID, e.CheckNode(ctx, in)
+	})
+	step("Node reports the image's kubelet and containerd", func(ctx context.Context) (string, error) {
+		return e.CheckVersions(ctx, in, p.Want)
 	})
 	step("pod from the local registry runs to completion", func(ctx context.Context) (string, error) {
 		_, err := e.RunPod(ctx, in, "hello", registry.HelloImage, nil, false)
