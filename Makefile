@@ -5,7 +5,7 @@ RECIPE    ?= recipes/ecs-node.yaml
 BIN       := bin
 GOFLAGS_BUILD := -trimpath -buildvcs=false -ldflags="-s -w"
 
-.PHONY: help image test unit integration e2e bench fuzz fuzz-short lint build clean demo smoke
+.PHONY: help image test unit integration e2e bench fuzz fuzz-short lint build clean demo smoke smoke-matrix
 
 help: ## List the targets and what they do
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -42,6 +42,9 @@ demo: image ## Boot out/ecs-node.raw as an ECS instance joining a local control 
 
 smoke: image ## The pipeline gate: drover smoke on out/ecs-node.raw with every check, JUnit in out/
 	$(BIN)/drover smoke $(OUT)/ecs-node.raw --reboot --policy-check --metadata-errors 0.3 --metadata-delay 2s --metadata-token-ttl 1s --junit $(OUT)/smoke.xml
+
+smoke-matrix: build ## Build every per-minor ecs-node recipe, smoke it against a control plane of its minor (and one skew case); print the table
+	./scripts/smoke-matrix.sh
 
 fuzz-short: ## Every fuzz target for a few seconds (part of make test)
 	./scripts/fuzz.sh 5000x

@@ -51,6 +51,9 @@ var notRun = map[string]string{
 	"make test":  "it is the run this test is part of",
 	"make bench": "benchmarks: minutes of repeated boots, run by make bench itself",
 	"make fuzz":  "long fuzzing; make test runs make fuzz-short",
+	// make smoke runs the same drover smoke on the default minor, with the
+	// same version check; the matrix is that, once per minor.
+	"make smoke-matrix": "builds and boots every minor against a control plane of its own (hours on 2 cores); CI runs the default minor, make smoke",
 }
 
 func documentedSteps(mirror string) []step {
