@@ -42,6 +42,7 @@ func TestEcsNodeJoins(t *testing.T) {
 // smokeChecks are the checks `make smoke` must report, each passed.
 var smokeChecks = []string{
 	"node joins and is Ready", "metadata faults injected and survived", "providerID and ECS labels",
+	"Node reports the image's kubelet and containerd",
 	"pod from the local registry runs to completion", "node hardening", "disk attached as virtio-blk",
 	"edit /etc before the reboot", "reboot with the disk on NVMe", "Ready again after the reboot",
 	"changed user-data refused", "disk attached as NVMe after the reboot", "/etc edit gone",
