@@ -104,11 +104,15 @@ func TestIntegrationKubelet(t *testing.T) {
 		t.Errorf("want ~33 suggested replaces including k8s.io/api; got %d:\n%v", len(mr.Suggested), err)
 	}
 
-	text, err := ModuleGoMod(ctx, env, c.Module, c.Version)
+	// KubernetesReplaces (release: kubernetes, the control plane) derives
+	// the same list from the module's go.mod.
+	c.Replace, err = KubernetesReplaces(ctx, env, c.Version)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Replace = StagingReplaces(text, c.Version)
+	if len(c.Replace) != len(mr.Suggested) {
+		t.Errorf("KubernetesReplaces gives %d replaces, the missing-replaces error suggests %d", len(c.Replace), len(mr.Suggested))
+	}
 	start := time.Now()
 	l, err := Lock(ctx, env, c)
 	if err != nil {
