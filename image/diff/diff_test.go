@@ -82,6 +82,9 @@ func changedManifest() *build.Manifest {
 	m.URLs[0].SHA256 = hash("16")
 	m.Units = []string{"default.target -> /usr/lib/systemd/system/multi-user.target", "kubelet.service -> /usr/lib/systemd/system/kubelet.service"}
 	m.InitrdModules = []string{"kernel/drivers/md/dm-verity.ko.xz", "kernel/drivers/block/virtio_blk.ko.xz"}
+	m.Excluded = []build.ExcludedPackage{{Name: "initramfs-tools", Version: "0.148.4", Why: "drover-init is the initrd"}}
+	m.Removed = []build.RemovedPaths{{Glob: "/usr/bin/su", Why: "no logins", Paths: []string{"/usr/bin/su"}}}
+	m.Setuid = []build.SetuidFile{{Path: "/usr/bin/mount", Mode: "4755", Owner: "0:0", From: "mount"}}
 	m.RootFS.Size = 120 << 20
 	m.ESP[1].SHA256, m.ESP[2].SHA256 = hash("18"), hash("19")
 	m.Partitions[1].SHA256, m.Partitions[1].UUID = hash("31"), "d9d9d9d9-d9d9-d9d9-d9d9-d9d9d9d9d9d9"

@@ -1,0 +1,69 @@
+package build
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/drover-os/drover/image/lock"
+	"github.com/drover-os/drover/image/recipe"
+	"github.com/drover-os/drover/image/tree"
+)
+
+func TestSetuidFiles(t *testing.T) {
+	files := []FileEntry{
+		{Path: "/tmp", Kind: "dir", Mode: "1777"},
+		{Path: "/usr/bin/ls", Kind: "file", Mode: "0755"},
+		{Path: "/usr/bin/mount", Kind: "file", Mode: "4755", Owner: "0:0", From: "mount"},
+		{Path: "/usr/sbin/unix_chkpwd", Kind: "file", Mode: "2755", Owner: "0:42", From: "libpam-modules-bin"},
+	}
+	got := setuidFiles(files)
+	if len(got) != 2 || got[0].Path != "/usr/bin/mount" || got[1].Path != "/usr/sbin/unix_chkpwd" || got[1].Owner != "0:42" {
+		t.Errorf("setuid files: %+v", got)
+	}
+	if got := setuidFiles(nil); got == nil || len(got) != 0 {
+		t.Errorf("no setuid files must be an empty list (the manifest says so), got %#v", got)
+	}
+}
+
+func TestRemovePaths(t *testing.T) {
+	tr := tree.New()
+	for _, p := range []string{"/usr/bin/su", "/usr/bin/mount", "/usr/lib/modules/6.1/kernel/drivers/gpu/a.ko", "/usr/lib/modules/6.1/kernel/drivers/gpu/b/c.ko", "/usr/lib/modules/6.1/kernel/drivers/net/n.ko"} {
+		if err := tr.Set(&tree.Node{Path: p, Kind: tree.Regular, Mode: 0o644, Data: []byte("12345"), Owner: "p"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &recipe.Recipe{Path: "r.yaml", Remove: []recipe.Remove{
+		{Glob: "/usr/lib/modules/*/kernel/drivers/gpu", Why: "no GPU", Line: 3},
+		{Glob: "/bin/su", Why: "no logins", Line: 5}, // the merged-/usr alias
+	}}
+	b := &builder{p: &Plan{Recipe: r}, tree: tr, man: &Manifest{}, leftOut: map[string]string{}}
+	if err := b.removePaths(); err != nil {
+		t.Fatal(err)
+	}
+	if tr.Get("/usr/bin/su") != nil || tr.Get("/usr/lib/modules/6.1/kernel/drivers/gpu/b/c.ko") != nil || tr.Get("/usr/lib/modules/6.1/kernel/drivers/net/n.ko") == nil {
+		t.Errorf("wrong paths removed: %v", tr.Paths())
+	}
+	m := b.man.Removed
+	if len(m) != 2 || m[0].Bytes != 10 || len(m[0].Paths) != 4 || m[1].Paths[0] != "/usr/bin/su" {
+		t.Errorf("manifest: %+v", m)
+	}
+	if b.leftOut["/usr/bin/su"] != "remove[1] /bin/su" {
+		t.Errorf("left out: %v", b.leftOut)
+	}
+	// Applied again, both entries match nothing: a stale recipe.
+	err := b.removePaths()
+	want := "r.yaml:3: remove[0]: /usr/lib/modules/*/kernel/drivers/gpu matches nothing in the image: remove the entry or fix the glob\n" +
+		"r.yaml:5: remove[1]: /bin/su matches nothing in the image: remove the entry or fix the glob"
+	if err == nil || err.Error() != want {
+		t.Errorf("stale entries: %v\nwant %s", err, want)
+	}
+}
+
+func TestExcludedMustBeInTheLock(t *testing.T) {
+	r := &recipe.Recipe{Path: "r.yaml", Exclude: []recipe.Exclude{{Package: "cpio", Why: "w", Line: 4}, {Package: "gone", Why: "w", Line: 6}}}
+	l := &lock.Lock{Debs: []lock.Deb{{Name: "cpio", Version: "2.15"}}}
+	_, err := excludedDebs(r, l)
+	if err == nil || !strings.Contains(err.Error(), "r.yaml:6: exclude[1]: gone is not in the closure of r.yaml.lock: remove the entry") || strings.Contains(err.Error(), "cpio") {
+		t.Errorf("got %v", err)
+	}
+}
