@@ -150,15 +150,17 @@ func (b *builder) assemble(f *sources.Fetched) error {
 	if err != nil {
 		return err
 	}
+	kept := map[string]string{}
 	order := make([]string, 0, len(f.Debs))
-	for name := range f.Debs {
+	for name, p := range f.Debs {
 		if _, ok := excluded[name]; !ok {
+			kept[name] = p
 			order = append(order, name)
 		}
 	}
 	sort.Strings(order)
 	opt := deb.Options{Skip: skipDuringExtract, Unpacked: unpacked{b.o.Sources.Cache}}
-	if err := deb.ExtractAll(f.Debs, order, b.tree, opt, 4); err != nil {
+	if err := deb.ExtractAll(kept, order, b.tree, opt, 4); err != nil {
 		return err
 	}
 	b.logf("build: %d packages assembled: %d paths, %s", len(order), b.tree.Len(), bytesize.Format(b.tree.Size()))

@@ -77,13 +77,15 @@ func (b *builder) assembleExcluded(f *sources.Fetched, excluded map[string]lock.
 	if len(excluded) == 0 {
 		return nil
 	}
+	debs := map[string]string{}
 	order := make([]string, 0, len(excluded))
 	for name := range excluded {
+		debs[name] = f.Debs[name]
 		order = append(order, name)
 	}
 	sort.Strings(order)
 	et := tree.New()
-	if err := deb.ExtractAll(f.Debs, order, et, deb.Options{Skip: skipDuringExtract, Unpacked: unpacked{b.o.Sources.Cache}}, 4); err != nil {
+	if err := deb.ExtractAll(debs, order, et, deb.Options{Skip: skipDuringExtract, Unpacked: unpacked{b.o.Sources.Cache}}, 4); err != nil {
 		return fmt.Errorf("reading excluded packages: %w", err)
 	}
 	entry := map[string]int{}

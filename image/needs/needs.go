@@ -58,7 +58,7 @@ var (
 // leftOut maps each left-out path (canonical, see tree.Canonical) to what
 // left it out. Problems are sorted by file.
 func Check(t *tree.Tree, leftOut map[string]string) []Problem {
-	c := &checker{t: t, leftOut: leftOut}
+	c := &checker{t: t, leftOut: leftOut, seen: map[string]bool{}}
 	t.Walk(func(n *tree.Node) error {
 		if n.Kind == tree.Regular {
 			c.file(n)
@@ -74,6 +74,7 @@ type checker struct {
 	t       *tree.Tree
 	leftOut map[string]string
 	out     []Problem
+	seen    map[string]bool // file + need, so a need repeated in a file is one problem
 }
 
 // need records a problem when none of the candidate paths exists in the
@@ -86,6 +87,11 @@ func (c *checker) need(n *tree.Node, what string, candidates ...string) {
 	}
 	for _, p := range candidates {
 		if by, ok := c.leftOut[tree.Canonical(p)]; ok {
+			key := n.Path + "\x00" + what
+			if c.seen[key] {
+				return
+			}
+			c.seen[key] = true
 			c.out = append(c.out, Problem{File: n.Path, Owner: n.Owner, Needs: what, Path: tree.Canonical(p), By: by})
 			return
 		}

@@ -116,7 +116,7 @@ func TestCheck(t *testing.T) {
 	add(t, tr, reg("/usr/lib/systemd/system/a.service", []byte("[Service]\nExecStartPre=-/usr/sbin/gone-pre\nExecStart=@gone a\nPAMName=login\n")))
 	add(t, tr, &tree.Node{Path: "/etc/systemd/system/multi-user.target.wants/a.service", Kind: tree.Symlink, Mode: 0o777, Target: "/usr/lib/systemd/system/a.service"})
 	add(t, tr, reg("/usr/lib/systemd/system/off.service", []byte("[Service]\nExecStart=/usr/sbin/gone-pre\n"))) // not wanted
-	add(t, tr, reg("/etc/pam.d/su", []byte("auth [success=1 default=ignore] pam_gone.so\n-session optional pam_opt.so\n")))
+	add(t, tr, reg("/etc/pam.d/su", []byte("auth [success=1 default=ignore] pam_gone.so\nauth required pam_gone.so\n-session optional pam_opt.so\n")))
 	leftOut := map[string]string{
 		"/usr/lib/klibc.so":                              "exclude[0] libklibc",
 		"/usr/lib/x86_64-linux-gnu/libgone.so.2":         "exclude[1] libgone",
