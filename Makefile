@@ -11,7 +11,6 @@ help: ## List the targets and what they do
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## Build drover, drover-agent and drover-init into bin/
-	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/ ./cmd/...
 
 # The build needs Go and network access only: no host packages, no root.
