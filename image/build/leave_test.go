@@ -1,8 +1,17 @@
 package build
 
 import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/drover-os/drover/image/cache"
+	"github.com/drover-os/drover/image/deb/debtest"
+	"github.com/drover-os/drover/image/sources"
 
 	"github.com/drover-os/drover/image/lock"
 	"github.com/drover-os/drover/image/recipe"
@@ -65,5 +74,68 @@ func TestExcludedMustBeInTheLock(t *testing.T) {
 	_, err := excludedDebs(r, l)
 	if err == nil || !strings.Contains(err.Error(), "r.yaml:6: exclude[1]: gone is not in the closure of r.yaml.lock: remove the entry") || strings.Contains(err.Error(), "cpio") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// TestExcludedPackageIsLeftOutAndChecked: an excluded package's files stay
+// out of the tree and the manifest's packages, it is listed as excluded,
+// and a script of a kept package whose interpreter only it ships fails
+// the needs check, naming both.
+func TestExcludedPackageIsLeftOutAndChecked(t *testing.T) {
+	dir := t.TempDir()
+	c, err := cache.Open(filepath.Join(dir, "cache"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var debs []lock.Deb
+	for _, d := range []struct {
+		name    string
+		entries []debtest.Entry
+	}{
+		{"app", []debtest.Entry{debtest.Dir("./", 0o755), debtest.File("./usr/bin/app", 0o755, "#!/usr/bin/gone-sh\n")}},
+		{"gone", []debtest.Entry{debtest.Dir("./", 0o755), debtest.File("./usr/bin/gone-sh", 0o755, "\x7fELF not really"), debtest.Dir("./usr/share/", 0o755)}},
+	} {
+		data, err := debtest.Build(debtest.Deb{Control: map[string]string{"Package": d.name, "Version": "1.0", "Architecture": "amd64"}, Compression: "gz", Entries: d.entries})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(data)
+		sha := hex.EncodeToString(sum[:])
+		if _, err := c.Put(sha, bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		debs = append(debs, lock.Deb{Name: d.name, Version: "1.0", Arch: "amd64", Size: int64(len(data)), SHA256: sha, Path: "pool/main/x/" + d.name + ".deb"})
+	}
+	r, err := recipe.Parse(filepath.Join(dir, "r.yaml"), []byte("name: x\npackages: [app]\nexclude:\n  - package: gone\n    why: test\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &lock.Lock{Inputs: r.InputsDigest(), Epoch: 1795252544, Debs: debs}
+	p, err := NewPlan(r, l, filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	so := sources.Options{Mirror: "http://127.0.0.1:9", Cache: c, Parallel: 1}
+	f, err := sources.Fetch(context.Background(), r, l, so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &builder{p: p, o: Options{Sources: so}, tree: tree.New(), man: newManifest(p, "test")}
+	if err := b.assemble(f); err != nil {
+		t.Fatal(err)
+	}
+	if b.tree.Get("/usr/bin/gone-sh") != nil || b.tree.Get("/usr/bin/app") == nil {
+		t.Errorf("tree: %v", b.tree.Paths())
+	}
+	if len(b.man.Packages) != 1 || b.man.Packages[0].Name != "app" {
+		t.Errorf("manifest packages: %+v", b.man.Packages)
+	}
+	if ex := b.man.Excluded; len(ex) != 1 || ex[0].Name != "gone" || ex[0].Version != "1.0" || ex[0].Why != "test" || ex[0].Paths != 1 {
+		t.Errorf("manifest excluded: %+v", ex)
+	}
+	err = b.checkNeeds()
+	want := "/usr/bin/app (from app) needs /usr/bin/gone-sh (#! interpreter), which only excluded package gone (exclude[0]) at /usr/bin/gone-sh provided"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("needs: %v\nwant it to contain: %s", err, want)
 	}
 }
