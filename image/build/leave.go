@@ -168,8 +168,8 @@ func (b *builder) checkNeeds() error {
 	return fmt.Errorf("%s: %d installed files need what the recipe leaves out:\n  %s", b.p.Recipe.Path, len(problems), strings.Join(lines, "\n  "))
 }
 
-// setuidFiles lists the files with the setuid or setgid bit.
-func setuidFiles(files []FileEntry) []SetuidFile {
+// SetuidFiles lists the files with the setuid or setgid bit.
+func SetuidFiles(files []FileEntry) []SetuidFile {
 	out := []SetuidFile{}
 	for _, f := range files {
 		mode, err := strconv.ParseUint(f.Mode, 8, 32)

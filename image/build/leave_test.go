@@ -25,11 +25,11 @@ func TestSetuidFiles(t *testing.T) {
 		{Path: "/usr/bin/mount", Kind: "file", Mode: "4755", Owner: "0:0", From: "mount"},
 		{Path: "/usr/sbin/unix_chkpwd", Kind: "file", Mode: "2755", Owner: "0:42", From: "libpam-modules-bin"},
 	}
-	got := setuidFiles(files)
+	got := SetuidFiles(files)
 	if len(got) != 2 || got[0].Path != "/usr/bin/mount" || got[1].Path != "/usr/sbin/unix_chkpwd" || got[1].Owner != "0:42" {
 		t.Errorf("setuid files: %+v", got)
 	}
-	if got := setuidFiles(nil); got == nil || len(got) != 0 {
+	if got := SetuidFiles(nil); got == nil || len(got) != 0 {
 		t.Errorf("no setuid files must be an empty list (the manifest says so), got %#v", got)
 	}
 }

@@ -157,9 +157,15 @@ func removedList(m *build.Manifest) []string {
 	return out
 }
 
+// setuidList reads the manifest's setuid list; a manifest written before
+// it existed (nil) has the same facts in its files.
 func setuidList(m *build.Manifest) []string {
+	files := m.Setuid
+	if files == nil {
+		files = build.SetuidFiles(m.Files)
+	}
 	var out []string
-	for _, f := range m.Setuid {
+	for _, f := range files {
 		out = append(out, f.Path+" "+f.Mode+" "+f.Owner)
 	}
 	return out

@@ -296,3 +296,14 @@ func TestSignedBuildChangesOnlyBootFiles(t *testing.T) {
 		t.Errorf("ESP changes %+v, want the UKI's .cmdline section", d.ESP)
 	}
 }
+
+// TestSetuidFromOlderManifest: a manifest written before the setuid list
+// existed has the facts in its files; the diff reads them there.
+func TestSetuidFromOlderManifest(t *testing.T) {
+	old := &build.Manifest{Files: []build.FileEntry{{Path: "/usr/bin/su", Kind: "file", Mode: "4755", Owner: "0:0"}, {Path: "/usr/bin/ls", Kind: "file", Mode: "0755", Owner: "0:0"}}}
+	new := &build.Manifest{Setuid: []build.SetuidFile{}}
+	d := Compare(old, new)
+	if len(d.Setuid.Removed) != 1 || d.Setuid.Removed[0] != "/usr/bin/su 4755 0:0" || len(d.Setuid.Added) != 0 {
+		t.Errorf("setuid change: %+v", d.Setuid)
+	}
+}
