@@ -5,20 +5,25 @@ RECIPE    ?= recipes/ecs-node.yaml
 BIN       := bin
 GOFLAGS_BUILD := -trimpath -buildvcs=false -ldflags="-s -w"
 
-.PHONY: help image test unit integration e2e bench fuzz fuzz-short lint build clean demo smoke smoke-matrix
+.PHONY: help image host-tools test unit integration e2e bench fuzz fuzz-short lint build clean demo smoke smoke-matrix
 
 help: ## List the targets and what they do
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## Build drover, drover-agent and drover-init into bin/
-	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/ ./cmd/...
 
-image: build ## Build the default recipe (RECIPE=recipes/ecs-node.yaml) into out/
-	./scripts/host-setup.sh
+# The build needs Go and network access only: no host packages, no root.
+# Whatever boots or checks an image (tests, smoke, demo, bench) first runs
+# scripts/host-setup.sh, which installs the test tools (as root) or names
+# the missing ones.
+image: build ## Build the default recipe (RECIPE=recipes/ecs-node.yaml) into out/; needs Go only, no root
 	$(BIN)/drover build $(RECIPE) -o $(OUT)
 
-test: ## Everything: lint, unit, integration (root, network), fuzz-short and QEMU tests; prints each tier's wall time
+host-tools:
+	./scripts/host-setup.sh
+
+test: host-tools ## Everything: lint, unit, integration (root, network), fuzz-short and QEMU tests; prints each tier's wall time
 	./scripts/test-tiers.sh lint unit integration fuzz-short e2e
 
 lint: ## gofmt and go vet
@@ -31,16 +36,16 @@ lint: ## gofmt and go vet
 unit: ## Unit tests: no root, no network
 	$(GO) test -count=1 ./...
 
-integration: build ## Integration tests: Debian mirror, Go proxy, root-only tests, host checkers
+integration: build host-tools ## Integration tests: Debian mirror, Go proxy, root-only tests, host checkers
 	$(GO) test -count=1 -tags integration -timeout 40m ./...
 
-e2e: build ## QEMU end-to-end tests (build, boot, join; the -tags vmtest dm tests in a guest)
+e2e: build host-tools ## QEMU end-to-end tests (build, boot, join; the -tags vmtest dm tests in a guest)
 	$(GO) test -count=1 -tags e2e -timeout 85m -v ./e2e/
 
-demo: image ## Boot out/ecs-node.raw as an ECS instance joining a local control plane (Ctrl-C stops it)
+demo: image host-tools ## Boot out/ecs-node.raw as an ECS instance joining a local control plane (Ctrl-C stops it)
 	$(BIN)/drover run --cluster local --fresh $(OUT)/ecs-node.raw
 
-smoke: image ## The pipeline gate: drover smoke on out/ecs-node.raw with every check, JUnit in out/
+smoke: image host-tools ## The pipeline gate: drover smoke on out/ecs-node.raw with every check, JUnit in out/
 	$(BIN)/drover smoke $(OUT)/ecs-node.raw --reboot --policy-check --metadata-errors 0.3 --metadata-delay 2s --metadata-token-ttl 1s --junit $(OUT)/smoke.xml
 
 smoke-matrix: build ## Build every per-minor ecs-node recipe, smoke it against a control plane of its minor (and one skew case); print the table
@@ -52,7 +57,7 @@ fuzz-short: ## Every fuzz target for a few seconds (part of make test)
 fuzz: ## Run every fuzz target briefly
 	./scripts/fuzz.sh 200000x
 
-bench: build ## Benchmarks: resolve/fetch, build, boot; prints the figures the project tracks
+bench: build host-tools ## Benchmarks: resolve/fetch, build, boot; prints the figures the project tracks
 	./scripts/bench.sh
 
 clean: ## Remove bin/ and out/ (the download cache is kept)

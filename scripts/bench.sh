@@ -17,6 +17,19 @@ secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
 mib() { awk -v b="$1" 'BEGIN{printf "%.1f MiB", b/1048576}'; }
 row() { printf "  %-52s %14s\n" "$1" "$2"; }
 has() { [[ " $SECTIONS " == *" $1 "* ]]; }
+# The previous release's figures (bench/size-previous.txt: "key value" lines).
+PREVIOUS=${PREVIOUS:-bench/size-previous.txt}
+prev() { awk -v k="$1" '$1==k{print $2}' "$PREVIOUS" 2>/dev/null; }
+# cmp_row LABEL KEY NOW [mib]: now, the previous release and the change.
+cmp_row() {
+  local p; p=$(prev "$2")
+  if [ -z "$p" ]; then printf "  %-40s %14s %14s\n" "$1" "$( [ "${4:-}" = mib ] && mib "$3" || echo "$3")" "-"; return; fi
+  if [ "${4:-}" = mib ]; then
+    printf "  %-40s %14s %14s %12s\n" "$1" "$(mib "$3")" "$(mib "$p")" "$(awk -v a="$3" -v b="$p" 'BEGIN{printf "%+.1f MiB", (a-b)/1048576}')"
+  else
+    printf "  %-40s %14s %14s %12s\n" "$1" "$3" "$p" "$(awk -v a="$3" -v b="$p" 'BEGIN{printf "%+d", a-b}')"
+  fi
+}
 
 if has sources; then
   echo "== sources: resolve + fetch $RECIPE (drover lock + drover fetch)"
@@ -45,14 +58,19 @@ if has build; then
   row "warm build" "$warm s"
   m="$work/out-warm/$name.manifest.json"
   raw="$work/out-warm/$name.raw"
-  row "raw image" "$(mib "$(stat -c %s "$raw")")"
   row "raw image, allocated (used)" "$(mib $(( $(stat -c %b "$raw") * 512 )))"
-  [ -f "$work/out-warm/$name.qcow2" ] && row "qcow2 (compressed)" "$(mib "$(stat -c %s "$work/out-warm/$name.qcow2")")"
-  row "root filesystem (erofs)" "$(mib "$(jq '.rootfs.size' "$m")")"
-  row "packages" "$(jq '.packages | length' "$m")"
-  row "files in the root filesystem" "$(jq '.rootfs.files' "$m")"
+  echo "  sizes, beside the previous release ($PREVIOUS):"
+  printf "  %-40s %14s %14s %12s\n" "" "now" "previous" "change"
+  cmp_row "raw image" raw "$(stat -c %s "$raw")" mib
+  [ -f "$work/out-warm/$name.qcow2" ] && cmp_row "qcow2 (compressed)" qcow2 "$(stat -c %s "$work/out-warm/$name.qcow2")" mib
+  cmp_row "root filesystem (erofs)" rootfs "$(jq '.rootfs.size' "$m")" mib
+  cmp_row "files in the root filesystem" files "$(jq '.rootfs.files' "$m")"
+  cmp_row "packages" packages "$(jq '.packages | length' "$m")"
+  row "excluded packages / removed paths" "$(jq '(.excluded // []) | length' "$m") / $(jq '[(.removed // [])[].paths | length] | add // 0' "$m")"
+  row "setuid/setgid files" "$(jq -r '[.setuid[]?.path] | join(" ")' "$m")"
   echo "== peer pipeline: mmdebstrap + mkfs.erofs + veritysetup format (same package set)"
-  pkgs=$(awk '$1=="deb"{print $2}' "${RECIPE}.lock" | paste -sd, -)
+  # the packages the image installs (the lock also pins the excluded ones)
+  pkgs=$(jq -r '.packages[].name' "$m" | paste -sd, -)
   peer="$work/peer"; rm -rf "$peer"; mkdir -p "$peer"
   m_url=${DROVER_MIRROR:-$("$DROVER" mirror)}
   t0=$(now)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages drover's tests and smoke harness need on the
-# build host: the independent checkers (veritysetup, fsck.erofs, fsck.fat,
+# test host (building an image needs none of them: `make image` runs with Go
+# alone): the independent checkers (veritysetup, fsck.erofs, fsck.fat,
 # sfdisk, qemu-img, openssl for the provenance signature, objdump for UKIs,
 # sbverify and efitools for Secure Boot signatures and key enrolment files),
 # QEMU + OVMF for boot tests, mmdebstrap for the

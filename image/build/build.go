@@ -70,7 +70,10 @@ type builder struct {
 	// taken from the tree for the ESP and initrd
 	kernel, systemdBoot, stub []byte
 	modules                   *kmod.Index
-	own                       []*ownBinary // drover-agent, drover-init
+	// leftOut maps each path of an excluded package or a remove entry to
+	// what left it out, for the needs check.
+	leftOut map[string]string
+	own     []*ownBinary // drover-agent, drover-init
 }
 
 func (b *builder) logf(format string, args ...any) {
@@ -118,7 +121,9 @@ func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
 		{"go components", func() error { return b.goComponents(ctx) }},
 		{"drover binaries", func() error { return b.droverBinaries(ctx) }},
 		{"add files", func() error { return b.addFiles(fetched) }},
+		{"remove paths", func() error { return b.removePaths() }},
 		{"finalize", func() error { return b.finalize() }},
+		{"needs", func() error { return b.checkNeeds() }},
 		{"image", func() (err error) { disk, err = b.image(ctx); return }},
 		{"formats", func() error { return b.formats(disk) }},
 		{"manifest", func() error { return b.writeManifest(disk) }},
@@ -138,19 +143,28 @@ func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
 	return &Result{Manifest: b.man, Outputs: outs, Timings: b.timings}, nil
 }
 
-// assemble streams every .deb into the tree, in lock (name) order.
+// assemble streams every .deb but the excluded ones into the tree, in lock
+// (name) order; the excluded ones go to a tree of their own.
 func (b *builder) assemble(f *sources.Fetched) error {
+	excluded, err := excludedDebs(b.p.Recipe, b.p.Lock)
+	if err != nil {
+		return err
+	}
+	kept := map[string]string{}
 	order := make([]string, 0, len(f.Debs))
-	for name := range f.Debs {
-		order = append(order, name)
+	for name, p := range f.Debs {
+		if _, ok := excluded[name]; !ok {
+			kept[name] = p
+			order = append(order, name)
+		}
 	}
 	sort.Strings(order)
 	opt := deb.Options{Skip: skipDuringExtract, Unpacked: unpacked{b.o.Sources.Cache}}
-	if err := deb.ExtractAll(f.Debs, order, b.tree, opt, 4); err != nil {
+	if err := deb.ExtractAll(kept, order, b.tree, opt, 4); err != nil {
 		return err
 	}
 	b.logf("build: %d packages assembled: %d paths, %s", len(order), b.tree.Len(), bytesize.Format(b.tree.Size()))
-	return nil
+	return b.assembleExcluded(f, excluded)
 }
 
 // skipDuringExtract drops what the strip step would remove anyway, so it

@@ -81,6 +81,7 @@ func (b *builder) image(ctx context.Context) (*diskResult, error) {
 	res.RootSize = st.Size
 	b.man.RootFS = RootFSInfo{Size: st.Size, Files: st.Files, Dirs: st.Dirs, Bytes: st.DataBytes}
 	b.man.Files = manifestFiles(b.tree)
+	b.man.Setuid = SetuidFiles(b.man.Files)
 	b.logf("build: rootfs %s, %d files", bytesize.Format(st.Size), st.Files)
 
 	// dm-verity over the erofs image.

@@ -18,30 +18,35 @@ import (
 // Manifest describes an image completely enough to review a change
 // (`drover diff`) and to re-check the image (`drover verify`).
 type Manifest struct {
-	Schema        string        `json:"schema"`
-	Name          string        `json:"name"`
-	Version       string        `json:"version"`
-	BuildID       string        `json:"buildID"`
-	Builder       string        `json:"builder"`
-	RecipeSHA256  string        `json:"recipeSHA256"`
-	LockSHA256    string        `json:"lockSHA256"`
-	Epoch         int64         `json:"epoch"`
-	Suites        []lock.Suite  `json:"suites"`
-	Kernel        string        `json:"kernel"`
-	Cmdline       string        `json:"cmdline"`
-	RootHash      string        `json:"rootHash"`
-	Packages      []Package     `json:"packages"`
-	Go            []GoComponent `json:"go"`
-	URLs          []lock.URL    `json:"urls"`
-	Own           []OwnFile     `json:"drover"`
-	Units         []string      `json:"enabledUnits"`
-	InitrdModules []string      `json:"initrdModules"`
-	RootFS        RootFSInfo    `json:"rootfs"`
-	ESP           []ESPFile     `json:"esp"`
-	Partitions    []Partition   `json:"partitions"`
-	DiskSize      int64         `json:"diskSize"`
-	Images        []ImageFile   `json:"images"`
-	Files         []FileEntry   `json:"files"`
+	Schema       string       `json:"schema"`
+	Name         string       `json:"name"`
+	Version      string       `json:"version"`
+	BuildID      string       `json:"buildID"`
+	Builder      string       `json:"builder"`
+	RecipeSHA256 string       `json:"recipeSHA256"`
+	LockSHA256   string       `json:"lockSHA256"`
+	Epoch        int64        `json:"epoch"`
+	Suites       []lock.Suite `json:"suites"`
+	Kernel       string       `json:"kernel"`
+	Cmdline      string       `json:"cmdline"`
+	RootHash     string       `json:"rootHash"`
+	Packages     []Package    `json:"packages"`
+	// Excluded and Removed are what the recipe leaves out (exclude:,
+	// remove:); Setuid lists every setuid/setgid file of the root.
+	Excluded      []ExcludedPackage `json:"excluded,omitempty"`
+	Removed       []RemovedPaths    `json:"removed,omitempty"`
+	Setuid        []SetuidFile      `json:"setuid"`
+	Go            []GoComponent     `json:"go"`
+	URLs          []lock.URL        `json:"urls"`
+	Own           []OwnFile         `json:"drover"`
+	Units         []string          `json:"enabledUnits"`
+	InitrdModules []string          `json:"initrdModules"`
+	RootFS        RootFSInfo        `json:"rootfs"`
+	ESP           []ESPFile         `json:"esp"`
+	Partitions    []Partition       `json:"partitions"`
+	DiskSize      int64             `json:"diskSize"`
+	Images        []ImageFile       `json:"images"`
+	Files         []FileEntry       `json:"files"`
 }
 
 // Package is one Debian package in the image. Source, Depends and Licenses
@@ -148,7 +153,14 @@ func newManifest(p *Plan, version string) *Manifest {
 	m := &Manifest{Schema: "drover.dev/manifest/v1", Name: p.Recipe.Name, Builder: "drover " + version,
 		RecipeSHA256: p.Recipe.Digest(), LockSHA256: sha(p.Lock.Format("")), Epoch: p.Lock.Epoch,
 		Suites: p.Lock.Suites, URLs: p.Lock.URLs, Version: time.Unix(p.Lock.Epoch, 0).UTC().Format("20060102.150405")}
+	left := map[string]bool{}
+	for _, e := range p.Recipe.Exclude {
+		left[e.Package] = true
+	}
 	for _, d := range p.Lock.Debs {
+		if left[d.Name] {
+			continue
+		}
 		m.Packages = append(m.Packages, Package{Name: d.Name, Version: d.Version, Arch: d.Arch, SHA256: d.SHA256, Path: d.Path})
 	}
 	return m

@@ -41,6 +41,10 @@ func NewPlan(r *recipe.Recipe, l *lock.Lock, outDir string) (*Plan, error) {
 	if err := l.CheckFresh(r.Path, r.InputsDigest()); err != nil {
 		return nil, err
 	}
+	excluded, err := excludedDebs(r, l)
+	if err != nil {
+		return nil, err
+	}
 	p := &Plan{Recipe: r, Lock: l, OutDir: outDir, Finalize: finalize.Steps()}
 	var debBytes int64
 	for _, d := range l.Debs {
@@ -53,9 +57,11 @@ func NewPlan(r *recipe.Recipe, l *lock.Lock, outDir string) (*Plan, error) {
 		p.Steps = append(p.Steps, fmt.Sprintf("go build %s (%s@%s, %d modules pinned) CGO_ENABLED=0 -trimpath", g.Package, g.Module, g.Version, len(g.Sum)))
 	}
 	p.Steps = append(p.Steps,
-		fmt.Sprintf("assemble: stream %d data.tar into the in-memory tree", len(l.Debs)),
+		fmt.Sprintf("assemble: stream %d data.tar into the in-memory tree (%d excluded packages into a tree of their own)", len(l.Debs)-len(excluded), len(excluded)),
 		"add: Go components, URL components, recipe files, drover-agent and its units, drover-init",
+		fmt.Sprintf("remove: %d recipe globs (each must match)", len(r.Remove)),
 		"finalize: "+stepNames(p.Finalize),
+		"needs: no ELF interpreter or DT_NEEDED library, #! interpreter, enabled unit's Exec*=/PAMName= or PAM module is only in a left-out path",
 		"kmod-index: modules.dep/alias/symbols(.bin) from the modules' .modinfo",
 		"rootfs: erofs, every timestamp "+epochString(l.Epoch),
 		"verity: sha256 hash tree, 4096-byte blocks, salt derived from content",

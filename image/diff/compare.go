@@ -134,6 +134,43 @@ func compareLists(old, new []string) ListChange {
 	return c
 }
 
+// compareSets is compareLists for lists whose order means nothing.
+func compareSets(old, new []string) ListChange {
+	c := compareLists(old, new)
+	c.Reordered = false
+	return c
+}
+
+func excludedList(m *build.Manifest) []string {
+	var out []string
+	for _, e := range m.Excluded {
+		out = append(out, e.Name+" "+e.Version)
+	}
+	return out
+}
+
+func removedList(m *build.Manifest) []string {
+	var out []string
+	for _, r := range m.Removed {
+		out = append(out, r.Glob)
+	}
+	return out
+}
+
+// setuidList reads the manifest's setuid list; a manifest written before
+// it existed (nil) has the same facts in its files.
+func setuidList(m *build.Manifest) []string {
+	files := m.Setuid
+	if files == nil {
+		files = build.SetuidFiles(m.Files)
+	}
+	var out []string
+	for _, f := range files {
+		out = append(out, f.Path+" "+f.Mode+" "+f.Owner)
+	}
+	return out
+}
+
 func compareESP(old, new []build.ESPFile) []ESPChange {
 	key := func(f build.ESPFile) string { return f.Path }
 	om, nm := byName(old, key), byName(new, key)

@@ -27,20 +27,25 @@ type Diff struct {
 	// Inputs are changes of the build's inputs that are not themselves
 	// image content: recipe and lock digests, builder version, Debian
 	// suite snapshots.
-	Inputs        []Change          `json:"inputs"`
-	Packages      []PackageChange   `json:"packages"`
-	Go            []GoChange        `json:"go"`
-	URLs          []URLChange       `json:"urls"`
-	Kernel        *Change           `json:"kernel"`
-	Cmdline       *Change           `json:"cmdline"` // without drover.roothash=, see RootHash
-	RootHash      *Change           `json:"rootHash"`
-	Units         ListChange        `json:"units"`
-	InitrdModules ListChange        `json:"initrdModules"`
-	ESP           []ESPChange       `json:"esp"`
-	Files         []FileChange      `json:"files"` // those not counted under a changed component
-	Partitions    []PartitionChange `json:"partitions"`
-	RootFS        *SizeChange       `json:"rootfsSize"`
-	Disk          *SizeChange       `json:"diskSize"`
+	Inputs        []Change        `json:"inputs"`
+	Packages      []PackageChange `json:"packages"`
+	Go            []GoChange      `json:"go"`
+	URLs          []URLChange     `json:"urls"`
+	Kernel        *Change         `json:"kernel"`
+	Cmdline       *Change         `json:"cmdline"` // without drover.roothash=, see RootHash
+	RootHash      *Change         `json:"rootHash"`
+	Units         ListChange      `json:"units"`
+	InitrdModules ListChange      `json:"initrdModules"`
+	// What the recipe leaves out (excluded packages as "name version",
+	// remove globs) and the setuid/setgid files ("path mode uid:gid").
+	Excluded   ListChange        `json:"excluded"`
+	Removed    ListChange        `json:"removed"`
+	Setuid     ListChange        `json:"setuid"`
+	ESP        []ESPChange       `json:"esp"`
+	Files      []FileChange      `json:"files"` // those not counted under a changed component
+	Partitions []PartitionChange `json:"partitions"`
+	RootFS     *SizeChange       `json:"rootfsSize"`
+	Disk       *SizeChange       `json:"diskSize"`
 }
 
 // Ident names one side of the comparison.
@@ -175,6 +180,9 @@ func Compare(old, new *build.Manifest) *Diff {
 	d.RootHash = changed("", old.RootHash, new.RootHash)
 	d.Units = compareLists(old.Units, new.Units)
 	d.InitrdModules = compareLists(old.InitrdModules, new.InitrdModules)
+	d.Excluded = compareSets(excludedList(old), excludedList(new))
+	d.Removed = compareSets(removedList(old), removedList(new))
+	d.Setuid = compareSets(setuidList(old), setuidList(new))
 	d.ESP = compareESP(old.ESP, new.ESP)
 	d.Partitions = comparePartitions(old.Partitions, new.Partitions, len(d.ESP) > 0)
 	if old.RootFS.Size != new.RootFS.Size {
@@ -191,6 +199,7 @@ func Compare(old, new *build.Manifest) *Diff {
 func (d *Diff) Equal() bool {
 	return len(d.Inputs) == 0 && len(d.Packages) == 0 && len(d.Go) == 0 && len(d.URLs) == 0 &&
 		d.Kernel == nil && d.Cmdline == nil && d.RootHash == nil && d.Units.empty() && d.InitrdModules.empty() &&
+		d.Excluded.empty() && d.Removed.empty() && d.Setuid.empty() &&
 		len(d.ESP) == 0 && len(d.Files) == 0 && len(d.Partitions) == 0 && d.RootFS == nil && d.Disk == nil
 }
 

@@ -82,6 +82,9 @@ func changedManifest() *build.Manifest {
 	m.URLs[0].SHA256 = hash("16")
 	m.Units = []string{"default.target -> /usr/lib/systemd/system/multi-user.target", "kubelet.service -> /usr/lib/systemd/system/kubelet.service"}
 	m.InitrdModules = []string{"kernel/drivers/md/dm-verity.ko.xz", "kernel/drivers/block/virtio_blk.ko.xz"}
+	m.Excluded = []build.ExcludedPackage{{Name: "initramfs-tools", Version: "0.148.4", Why: "drover-init is the initrd"}}
+	m.Removed = []build.RemovedPaths{{Glob: "/usr/bin/su", Why: "no logins", Paths: []string{"/usr/bin/su"}}}
+	m.Setuid = []build.SetuidFile{{Path: "/usr/bin/mount", Mode: "4755", Owner: "0:0", From: "mount"}}
 	m.RootFS.Size = 120 << 20
 	m.ESP[1].SHA256, m.ESP[2].SHA256 = hash("18"), hash("19")
 	m.Partitions[1].SHA256, m.Partitions[1].UUID = hash("31"), "d9d9d9d9-d9d9-d9d9-d9d9-d9d9d9d9d9d9"
@@ -291,5 +294,16 @@ func TestSignedBuildChangesOnlyBootFiles(t *testing.T) {
 	d = Compare(unsigned, tampered)
 	if len(d.ESP) != 1 || strings.Join(d.ESP[0].Details, ",") != "section .cmdline sha256 "+hash("3b")+" → "+hash("3c") {
 		t.Errorf("ESP changes %+v, want the UKI's .cmdline section", d.ESP)
+	}
+}
+
+// TestSetuidFromOlderManifest: a manifest written before the setuid list
+// existed has the facts in its files; the diff reads them there.
+func TestSetuidFromOlderManifest(t *testing.T) {
+	old := &build.Manifest{Files: []build.FileEntry{{Path: "/usr/bin/su", Kind: "file", Mode: "4755", Owner: "0:0"}, {Path: "/usr/bin/ls", Kind: "file", Mode: "0755", Owner: "0:0"}}}
+	new := &build.Manifest{Setuid: []build.SetuidFile{}}
+	d := Compare(old, new)
+	if len(d.Setuid.Removed) != 1 || d.Setuid.Removed[0] != "/usr/bin/su 4755 0:0" || len(d.Setuid.Added) != 0 {
+		t.Errorf("setuid change: %+v", d.Setuid)
 	}
 }

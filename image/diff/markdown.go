@@ -93,6 +93,15 @@ func (d *Diff) Markdown(w io.Writer) error {
 		section("Initrd modules")
 		bullets(&b, listRows(d.InitrdModules))
 	}
+	for _, l := range []struct {
+		title string
+		list  ListChange
+	}{{"Excluded packages", d.Excluded}, {"Removed paths (recipe globs)", d.Removed}, {"Setuid and setgid files", d.Setuid}} {
+		if !l.list.empty() {
+			section(l.title)
+			bullets(&b, listRows(l.list))
+		}
+	}
 	if len(d.ESP) > 0 {
 		section("Boot files (ESP)")
 		rows := [][]string{}

@@ -42,6 +42,9 @@ func (d *Diff) Text(w io.Writer) error {
 	}
 	listLines(d.Units, "unit", line)
 	listLines(d.InitrdModules, "initrd module", line)
+	listLines(d.Excluded, "excluded", line)
+	listLines(d.Removed, "removed glob", line)
+	listLines(d.Setuid, "setuid", line)
 	for _, e := range d.ESP {
 		text := e.Path
 		if len(e.Details) > 0 {
@@ -111,6 +114,9 @@ func (d *Diff) Summary() string {
 	flag(d.RootHash != nil, "root hash changed")
 	count(len(d.Units.Added)+len(d.Units.Removed), "unit enabled or disabled", "units enabled or disabled")
 	flag(!d.InitrdModules.empty(), "initrd modules changed")
+	count(len(d.Excluded.Added)+len(d.Excluded.Removed), "exclusion changed", "exclusions changed")
+	count(len(d.Removed.Added)+len(d.Removed.Removed), "remove glob changed", "remove globs changed")
+	count(len(d.Setuid.Added)+len(d.Setuid.Removed), "setuid file changed", "setuid files changed")
 	count(len(d.ESP), "boot file changed", "boot files changed")
 	grouped := FileCounts{}
 	for _, p := range d.Packages {

@@ -19,13 +19,14 @@ import (
 //   - mappings merge key by key;
 //   - lists append the overlay's entries to the base's, skipping a scalar
 //     entry the base already has;
-//   - entries of go and urls (by name) and of files (by path) that name an
+//   - entries of go and urls (by name), files (by path), exclude (by
+//     package) and remove (by glob) that name an
 //     entry of the base merge into it by these same rules, in its place.
 //
 // An overlay cannot remove anything from its base.
 
 // keyedLists are the top-level lists whose entries have an identity.
-var keyedLists = map[string]string{"go": "name", "urls": "name", "files": "path"}
+var keyedLists = map[string]string{"go": "name", "urls": "name", "files": "path", "exclude": "package", "remove": "glob"}
 
 // maxExtends bounds a chain of overlays; a longer one is surely a mistake.
 const maxExtends = 8

@@ -34,6 +34,10 @@ type Recipe struct {
 	Units    Units             `yaml:"units"`
 	Cmdline  []string          `yaml:"cmdline"`
 	Image    Image             `yaml:"image"`
+	// Exclude keeps packages of the dependency closure out of the image;
+	// Remove deletes paths after installation. See docs/recipes.md.
+	Exclude []Exclude `yaml:"exclude"`
+	Remove  []Remove  `yaml:"remove"`
 
 	// Path is the file the recipe was read from; Dir is its directory,
 	// against which files' sources are resolved. Raw is the file's bytes.
@@ -111,6 +115,23 @@ type Image struct {
 	Size    string   `yaml:"size"`
 	ESPSize string   `yaml:"espSize"`
 	Formats []string `yaml:"formats"`
+}
+
+// Exclude is a package the closure drags in that the image leaves out. The
+// lock still pins it (the build reads it to know what it ships, so that it
+// can check nothing installed needs it); its files are not installed.
+type Exclude struct {
+	Package string `yaml:"package"`
+	Why     string `yaml:"why"`
+	Line    int    `yaml:"-"`
+}
+
+// Remove deletes every path matching Glob (path.Match syntax per path, a
+// directory with everything under it) after installation, before finalize.
+type Remove struct {
+	Glob string `yaml:"glob"`
+	Why  string `yaml:"why"`
+	Line int    `yaml:"-"`
 }
 
 // Defaults applied when a field is left out.

@@ -35,7 +35,7 @@ func TestDefaults(t *testing.T) {
 func TestErrors(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"unknown field", "name: x\npackges: [a]\n",
-			"r.yaml:2: packges: unknown field (known: extends, name, arch, epoch, debian, kernel, packages, prefer, go, urls, files, units, cmdline, image)"},
+			"r.yaml:2: packges: unknown field (known: extends, name, arch, epoch, debian, kernel, packages, prefer, go, urls, files, units, cmdline, image, exclude, remove)"},
 		{"unknown nested field", "name: x\ndebian:\n  suite: trixie\n  mirror: foo\n",
 			"r.yaml:4: debian.mirror: unknown field (known: suite, components, keyring)"},
 		{"wrong type list", "name: x\npackages: systemd\n",
@@ -67,6 +67,20 @@ func TestErrors(t *testing.T) {
 			`r.yaml:3: units.enable[0]: "sshd" is not a systemd unit name`},
 		{"arch", "name: x\narch: riscv64\n", `r.yaml:2: arch: "riscv64": supported are amd64 and arm64`},
 		{"empty", "", "r.yaml: empty recipe; it needs at least a name"},
+		{"exclude without why", "name: x\nexclude:\n  - package: cpio\n",
+			"r.yaml:3: exclude[0].why: required: say why the node does not need cpio"},
+		{"exclude a root", "name: x\npackages: [cpio]\nexclude:\n  - package: cpio\n    why: w\n",
+			`r.yaml:4: exclude[0].package: "cpio" is also asked for by packages or kernel: drop one of the two`},
+		{"exclude twice", "name: x\nexclude:\n  - {package: cpio, why: w}\n  - {package: cpio, why: w}\n",
+			`r.yaml:4: exclude[1].package: "cpio" is excluded twice`},
+		{"exclude version", "name: x\nexclude:\n  - {package: cpio=2.15, why: w}\n",
+			`r.yaml:3: exclude[0].package: "cpio=2.15": want the name of a Debian package of the closure (no version)`},
+		{"remove relative", "name: x\nremove:\n  - {glob: usr/bin/su, why: w}\n",
+			`r.yaml:3: remove[0].glob: "usr/bin/su": want a clean absolute path or glob below /`},
+		{"remove bad glob", "name: x\nremove:\n  - {glob: \"/usr/[a\", why: w}\n",
+			`r.yaml:3: remove[0].glob: "/usr/[a": syntax error in pattern (path.Match syntax: *, ?, [...])`},
+		{"remove without why", "name: x\nremove:\n  - glob: /usr/bin/su\n",
+			"r.yaml:3: remove[0].why: required: say why the node does not need /usr/bin/su"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("r.yaml", []byte(tc.yaml))

@@ -81,6 +81,8 @@ func (r *Recipe) validate(t *tree) []error {
 	v.files()
 	v.units()
 	v.image()
+	v.exclude()
+	v.remove()
 	return v.errs
 }
 
@@ -253,4 +255,47 @@ func splitPath(p string) []string {
 		return nil
 	}
 	return strings.Split(p, ".")
+}
+
+func (v *validator) exclude() {
+	kept := map[string]bool{v.r.Kernel: true}
+	for _, p := range v.r.Packages {
+		kept[strings.SplitN(p, "=", 2)[0]] = true
+	}
+	seen := map[string]bool{}
+	for i, e := range v.r.Exclude {
+		f := fmt.Sprintf("exclude[%d]", i)
+		switch {
+		case !pkgRE.MatchString(e.Package) || strings.Contains(e.Package, "="):
+			v.fail(f+".package", "%q: want the name of a Debian package of the closure (no version)", e.Package)
+		case kept[e.Package]:
+			v.fail(f+".package", "%q is also asked for by packages or kernel: drop one of the two", e.Package)
+		case seen[e.Package]:
+			v.fail(f+".package", "%q is excluded twice", e.Package)
+		}
+		seen[e.Package] = true
+		if strings.TrimSpace(e.Why) == "" {
+			v.fail(f+".why", "required: say why the node does not need %s", e.Package)
+		}
+	}
+}
+
+func (v *validator) remove() {
+	seen := map[string]bool{}
+	for i, rm := range v.r.Remove {
+		f := fmt.Sprintf("remove[%d]", i)
+		_, err := path.Match(rm.Glob, "/")
+		switch {
+		case !path.IsAbs(rm.Glob) || path.Clean(rm.Glob) != rm.Glob || rm.Glob == "/":
+			v.fail(f+".glob", "%q: want a clean absolute path or glob below /", rm.Glob)
+		case err != nil:
+			v.fail(f+".glob", "%q: %v (path.Match syntax: *, ?, [...])", rm.Glob, err)
+		case seen[rm.Glob]:
+			v.fail(f+".glob", "%q is listed twice", rm.Glob)
+		}
+		seen[rm.Glob] = true
+		if strings.TrimSpace(rm.Why) == "" {
+			v.fail(f+".why", "required: say why the node does not need %s", rm.Glob)
+		}
+	}
 }
