@@ -74,6 +74,17 @@ func testCA(t testing.TB) string {
 	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }
 
+// clientCert is a kubelet client certificate and key (PEM, as the kubelet
+// writes kubelet-client-current.pem) valid until notAfter.
+func clientCert(notAfter time.Time) []byte {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "system:node:izbp1abcz", Organization: []string{"system:nodes"}},
+		NotBefore: notAfter.Add(-2 * time.Hour), NotAfter: notAfter, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	kder, _ := x509.MarshalECPrivateKey(key)
+	return append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})...)
+}
+
 // userData renders an Ignition config writing a node file and one extra file.
 func userData(t testing.TB, extra string) []byte {
 	ca := testCA(t)
@@ -110,9 +121,14 @@ func (r *rig) agent() *Agent {
 		},
 		Prepare: func(string) error { return nil },
 		Healthz: func(ctx context.Context) error {
-			// The kubelet gets its certificate once healthy.
+			// The kubelet gets its certificate once healthy (and renews
+			// one that has expired).
+			if clientCertErr(filepath.Join(r.root, KubeletCert), time.Now()) == nil {
+				return nil
+			}
 			os.MkdirAll(filepath.Join(r.root, filepath.Dir(KubeletCert)), 0o755)
-			return os.WriteFile(filepath.Join(r.root, KubeletCert), []byte("cert"), 0o600)
+			os.WriteFile(filepath.Join(r.root, nodeconfig.KubeconfigPath), []byte("kubeconfig naming "+KubeletCert), 0o600)
+			return os.WriteFile(filepath.Join(r.root, KubeletCert), clientCert(time.Now().Add(time.Hour)), 0o600)
 		},
 		Kube:    func(string, []byte, string) (NodeAPI, error) { return r.api, nil },
 		Console: func(s string) { r.log = append(r.log, s) },
