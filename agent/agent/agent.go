@@ -117,7 +117,7 @@ type Agent struct {
 	userData []byte
 	// fromStore: userData is the stored config (a later boot).
 	fromStore bool
-	facts    provider.Facts
+	facts     provider.Facts
 	// secureBoot is drover-init's finding: "true", "false" or "" (unknown).
 	secureBoot string
 	primary    Primary
