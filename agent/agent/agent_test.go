@@ -32,6 +32,7 @@ import (
 type fakeProvider struct {
 	data    []byte
 	present bool
+	ntp     string // ntp-conf/ntp-servers
 }
 
 func (f *fakeProvider) Name() string { return "fake" }
@@ -40,7 +41,7 @@ func (f *fakeProvider) UserData(context.Context) ([]byte, bool, error) {
 }
 func (f *fakeProvider) Facts(context.Context) (provider.Facts, error) {
 	return provider.Facts{InstanceID: "i-bp1abc", RegionID: "cn-hangzhou", ZoneID: "cn-hangzhou-h",
-		InstanceType: "ecs.g7.large", Hostname: "iZbp1abcZ", PrivateIPv4: "10.0.2.15", MAC: "52:54:00:12:34:56"}, nil
+		InstanceType: "ecs.g7.large", Hostname: "iZbp1abcZ", PrivateIPv4: "10.0.2.15", MAC: "52:54:00:12:34:56", NTPServers: f.ntp}, nil
 }
 
 type fakeAPI struct {
@@ -155,7 +156,7 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 	if c, r := names["containerd"], names["runtime"]; c.Result != "ok" || c.Started.Before(names["apply"].Ended) || c.Ended.After(r.Ended) {
 		t.Errorf("containerd phase %+v must run after apply and end before runtime %+v", c, r)
 	}
-	if got := strings.Join(r.sd.Calls, ","); got != "reload,start containerd.service,start kubelet.service" {
+	if got := strings.Join(r.sd.Calls, ","); got != "reload,start containerd.service,start systemd-timesyncd.service,start kubelet.service" {
 		t.Errorf("systemd calls %s", got)
 	}
 	for _, p := range []string{"/etc/motd", "/etc/containerd/config.toml", "/etc/containerd/certs.d/100.64.0.2:5000/hosts.toml", "/etc/kubernetes/kubelet-config.yaml", "/etc/default/kubelet", StoredConfig} {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/drover-os/drover/agent/ignition"
 	"github.com/drover-os/drover/agent/nodeconfig"
+	"github.com/drover-os/drover/agent/provider"
 	"github.com/drover-os/drover/internal/atomicfile"
 )
 
@@ -187,8 +188,10 @@ func (a *Agent) nodeFacts() nodeconfig.Facts {
 	if ip == "" {
 		ip = a.primary.IPv4
 	}
+	// The ECS client has checked them already; facts files have not.
+	ntp, _ := provider.ParseNTPServers(f.NTPServers)
 	return nodeconfig.Facts{InstanceID: f.InstanceID, RegionID: f.RegionID, ZoneID: f.ZoneID,
-		InstanceType: f.InstanceType, Hostname: a.nodeName, PrivateIPv4: ip, SecureBoot: a.secureBoot}
+		InstanceType: f.InstanceType, Hostname: a.nodeName, PrivateIPv4: ip, SecureBoot: a.secureBoot, NTPServers: ntp}
 }
 
 // runtime renders the kubelet's configuration into the tmpfs /etc and
@@ -209,6 +212,10 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 	if err := a.writeFiles(files); err != nil {
 		return "", err
 	}
+	ntp, err := a.startTimesyncd(ctx, facts)
+	if err != nil {
+		return "", err
+	}
 	// containerd has been starting since apply (startContainerd).
 	select {
 	case err := <-a.containerd:
@@ -218,7 +225,24 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 	case <-ctx.Done():
 		return "", fmt.Errorf("waiting for containerd, started after apply: %w", ctx.Err())
 	}
-	return "kubelet configuration written, containerd active", nil
+	return "kubelet configuration written, " + ntp + ", containerd active", nil
+}
+
+// TimesyncdUnit keeps the clock right. The image does not enable it: it
+// starts here, on its rendered configuration, before the kubelet (whose
+// certificates, and the API server's, are only as good as the clock).
+const TimesyncdUnit = "systemd-timesyncd.service"
+
+func (a *Agent) startTimesyncd(ctx context.Context, f nodeconfig.Facts) (string, error) {
+	what := "time servers " + strings.Join(f.NTPServers, " ") + " from the metadata"
+	if len(f.NTPServers) == 0 {
+		what = "no time servers in the metadata (ntp-conf/ntp-servers): timesyncd's defaults"
+		a.rec.Note("time: " + what + " — " + nodeconfig.TimesyncdDropIn + " sets none")
+	}
+	if err := a.env.Systemd.Start(ctx, TimesyncdUnit); err != nil {
+		return "", fmt.Errorf("starting %s (%s): %w", TimesyncdUnit, nodeconfig.TimesyncdDropIn, err)
+	}
+	return TimesyncdUnit + " on " + what, nil
 }
 
 // writeFiles writes rendered configuration into the tmpfs /etc, each file
