@@ -107,13 +107,13 @@ func (a *Agent) redactSecrets() (string, error) {
 	}
 	var done []string
 	for _, h := range red.Dropped {
-		if err := os.Remove(filepath.Join(string(cache), h)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := removeScrubbed(filepath.Join(string(cache), h)); err != nil {
 			return "", fmt.Errorf("redacting the bootstrap token: deleting the stored remote contents: %w", err)
 		}
 		done = append(done, filepath.Join(ContentsDir, h)+" (deleted, inlined redacted)")
 	}
 	if red.Changed {
-		if err := atomicfile.Write(a.path(StoredConfig), red.Config, 0o600); err != nil {
+		if err := replaceScrubbed(a.path(StoredConfig), red.Config, 0o600); err != nil {
 			return "", fmt.Errorf("redacting the bootstrap token: %w", err)
 		}
 		done = append(done, StoredConfig)
@@ -170,7 +170,7 @@ func redactFile(p, secret string) (bool, string, error) {
 		return false, "", nil
 	}
 	data = bytes.ReplaceAll(data, []byte(secret), []byte(nodeconfig.RedactedSecret))
-	if err := atomicfile.Write(p, data, fi.Mode().Perm()); err != nil {
+	if err := replaceScrubbed(p, data, fi.Mode().Perm()); err != nil {
 		return false, "", err
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && (st.Uid != 0 || st.Gid != 0) {
@@ -179,4 +179,77 @@ func redactFile(p, secret string) (bool, string, error) {
 		}
 	}
 	return true, digest(data), nil
+}
+
+// replaceScrubbed replaces the file at p atomically (atomicfile), then
+// overwrites the replaced file's data with zeros before letting go of it:
+// ext4 frees a deleted file's blocks as they are, and a disk image read
+// below the filesystem would still show the secret in them. Until the new
+// file is in place the old one is untouched, so an interruption leaves
+// either state; a file with other hard links is not zeroed (they still
+// name it).
+func replaceScrubbed(p string, data []byte, perm os.FileMode) error {
+	old, err := openSoleLink(p)
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.Write(p, data, perm); err != nil {
+		if old != nil {
+			old.Close()
+		}
+		return err
+	}
+	return scrub(old, p)
+}
+
+// removeScrubbed zeroes the file at p, then removes it.
+func removeScrubbed(p string) error {
+	old, err := openSoleLink(p)
+	if err != nil || old == nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil {
+		old.Close()
+		return err
+	}
+	return scrub(old, p)
+}
+
+// openSoleLink opens p for writing if it is a regular file with no other
+// hard link; nil if it is absent or has other links.
+func openSoleLink(p string) (*os.File, error) {
+	f, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening %s to scrub it: %w", p, err)
+	}
+	fi, err := f.Stat()
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if err != nil || !fi.Mode().IsRegular() || !ok || st.Nlink != 1 {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// scrub overwrites f (already unlinked or replaced) with zeros, syncs and
+// closes it.
+func scrub(f *os.File, p string) error {
+	if f == nil {
+		return nil
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err == nil {
+		_, err = f.WriteAt(make([]byte, fi.Size()), 0)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("overwriting the replaced %s: %w", p, err)
+	}
+	return nil
 }

@@ -220,3 +220,50 @@ func TestTimesyncdFromMetadata(t *testing.T) {
 		}
 	}
 }
+
+// TestReplaceScrubbed: the replaced file's data is overwritten before it is
+// let go (read here through a descriptor kept open on it), the new one is
+// in place; a file with another hard link is left alone.
+func TestReplaceScrubbed(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "config.ign")
+	os.WriteFile(p, []byte("token "+tokenSecret), 0o600)
+	old, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if err := replaceScrubbed(p, []byte("token redacted"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	n, _ := old.ReadAt(buf, 0)
+	if !bytes.Equal(buf[:n], make([]byte, len("token "+tokenSecret))) {
+		t.Errorf("the replaced file still holds %q", buf[:n])
+	}
+	if b, _ := os.ReadFile(p); string(b) != "token redacted" {
+		t.Errorf("new contents %q", b)
+	}
+
+	linked := filepath.Join(dir, "linked")
+	os.WriteFile(linked, []byte("shared "+tokenSecret), 0o644)
+	os.Link(linked, filepath.Join(dir, "other-name"))
+	if err := replaceScrubbed(linked, []byte("shared redacted"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "other-name")); string(b) != "shared "+tokenSecret {
+		t.Errorf("a file another link names was zeroed: %q", b)
+	}
+
+	c := filepath.Join(dir, "sha256-x")
+	os.WriteFile(c, []byte(tokenSecret), 0o600)
+	held, _ := os.Open(c)
+	defer held.Close()
+	if err := removeScrubbed(c); err != nil || fileExists(c) {
+		t.Fatalf("removeScrubbed: %v, exists %v", err, fileExists(c))
+	}
+	n, _ = held.ReadAt(buf, 0)
+	if bytes.Contains(buf[:n], []byte(tokenSecret)) {
+		t.Error("the removed file's data was not overwritten")
+	}
+}
