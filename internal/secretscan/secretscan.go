@@ -146,3 +146,78 @@ func Tree(dir string, secret []byte) ([]Hit, error) {
 	})
 	return hits, err
 }
+
+// RawPatterns are byte strings that appear in any copy of secret that is
+// plain or base64-encoded (standard or URL alphabet, at any of the three
+// alignments: the part of the encoding that depends on the secret alone),
+// so a scan of raw blocks — a filesystem's free space, where no file
+// boundary or encoding context is left — can still find it.
+func RawPatterns(secret []byte) [][]byte {
+	out := [][]byte{secret}
+	for k := 0; k < 3; k++ {
+		enc := base64.StdEncoding.EncodeToString(append(make([]byte, k), secret...))
+		skip := (k*8 + 5) / 6 // characters holding bits of the k bytes before
+		end := 4 * ((k + len(secret)) / 3)
+		if end-skip < 8 {
+			continue // too short to mean anything
+		}
+		p := enc[skip:end]
+		out = append(out, []byte(p))
+		if u := strings.NewReplacer("+", "-", "/", "_").Replace(p); u != p {
+			out = append(out, []byte(u))
+		}
+	}
+	return out
+}
+
+// Raw reads r to the end and returns the offsets where any of RawPatterns
+// of secret starts.
+func Raw(r io.Reader, secret []byte) ([]int64, error) {
+	pats := RawPatterns(secret)
+	keep := 0
+	for _, p := range pats {
+		keep = max(keep, len(p)-1)
+	}
+	var hits []int64
+	buf := make([]byte, 0, 4<<20+keep)
+	var base int64 // offset of buf[0]
+	chunk := make([]byte, 4<<20)
+	for {
+		n, err := r.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		for _, p := range pats {
+			for off := 0; ; {
+				i := bytes.Index(buf[off:], p)
+				if i < 0 {
+					break
+				}
+				// A match wholly inside the kept tail was counted in the
+				// previous round.
+				if at := base + int64(off+i); len(hits) == 0 || !containsOffset(hits, at) {
+					hits = append(hits, at)
+				}
+				off += i + 1
+			}
+		}
+		if err == io.EOF {
+			return hits, nil
+		}
+		if err != nil {
+			return hits, err
+		}
+		if len(buf) > keep {
+			drop := len(buf) - keep
+			base += int64(drop)
+			buf = append(buf[:0], buf[drop:]...)
+		}
+	}
+}
+
+func containsOffset(list []int64, at int64) bool {
+	for _, x := range list {
+		if x == at {
+			return true
+		}
+	}
+	return false
+}
