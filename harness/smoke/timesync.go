@@ -16,6 +16,7 @@ type TimeResult struct {
 	DropIn *string `json:"dropIn"`
 	Active string  `json:"active"`
 	Sub    string  `json:"sub"`
+	Synced bool    `json:"synchronized"`
 	Error  string  `json:"error"`
 }
 
@@ -35,7 +36,8 @@ func (e *Env) TimeSync(ctx context.Context, in *Instance, pod string) (*TimeResu
 
 // Check judges the report against the servers the metadata emulator
 // served: the drop-in's NTP= names exactly them, in order, and
-// systemd-timesyncd is active and running.
+// systemd-timesyncd is active and running and has synchronised the clock
+// (with the harness's SNTP server, the first of them).
 func (t *TimeResult) Check(served []string) error {
 	var probs []string
 	if t.Error != "" {
@@ -60,6 +62,9 @@ func (t *TimeResult) Check(served []string) error {
 	if t.Active != "active" || t.Sub != "running" {
 		probs = append(probs, fmt.Sprintf("systemd-timesyncd.service is %s/%s, want active/running", t.Active, t.Sub))
 	}
+	if !t.Synced {
+		probs = append(probs, "systemd-timesyncd has not synchronised the clock (no /run/systemd/timesync/synchronized) with "+strings.Join(served, " "))
+	}
 	return errIf(probs)
 }
 
@@ -72,7 +77,10 @@ func (e *Env) checkTimeSync(ctx context.Context, r *Report, in *Instance, boot, 
 	detail := ""
 	if err == nil {
 		err = t.Check(in.Meta.NTPServers)
-		detail = "NTP=" + strings.Join(in.Meta.NTPServers, " ") + ", systemd-timesyncd " + t.Active + "/" + t.Sub
+		detail = fmt.Sprintf("NTP=%s, systemd-timesyncd %s/%s, synchronised %v", strings.Join(in.Meta.NTPServers, " "), t.Active, t.Sub, t.Synced)
+		if e.sntp != nil {
+			detail += fmt.Sprintf(" (the harness answered %d SNTP requests)", e.sntp.served.Load())
+		}
 	}
 	r.add("systemd-timesyncd on the metadata's ntp-conf/ntp-servers ("+boot+")", s, err, detail)
 }

@@ -13,7 +13,8 @@
 //	                      through /proc/1/root/etc; exit 1 if either fails
 //	probe units           failed systemd units and each one's journal lines
 //	probe chain           systemd-analyze critical-chain of drover-agent.service and kubelet.service
-//	probe time            the node's timesyncd drop-in (as PID 1 sees /etc) and the unit's state
+//	probe time            the node's timesyncd drop-in (as PID 1 sees /etc), the unit's state,
+//	                      whether it has synchronised the clock
 //
 // units and chain run the node's own systemctl, journalctl and
 // systemd-analyze chrooted into /host (the hostPath mount is recursive, so
@@ -423,7 +424,10 @@ type timeReport struct {
 	DropIn *string `json:"dropIn"` // the drop-in's content; null: absent
 	Active string  `json:"active"` // systemd-timesyncd.service ActiveState
 	Sub    string  `json:"sub"`    // and SubState
-	Error  string  `json:"error,omitempty"`
+	// Synced: timesyncd has synchronised the clock this boot (it creates
+	// /run/systemd/timesync/synchronized then).
+	Synced bool   `json:"synchronized"`
+	Error  string `json:"error,omitempty"`
 }
 
 func timeSync() timeReport {
@@ -434,6 +438,8 @@ func timeSync() timeReport {
 	} else if !os.IsNotExist(err) {
 		r.Error = err.Error()
 	}
+	_, err := os.Stat(filepath.Join(hostRoot, "/run/systemd/timesync/synchronized"))
+	r.Synced = err == nil
 	out, err := hostCommand("/usr/bin/systemctl", "show", "--no-pager", "-p", "ActiveState", "-p", "SubState", "systemd-timesyncd.service")
 	if err != nil {
 		r.Error = err.Error()
