@@ -123,8 +123,8 @@ func ECSInstance() ecsmeta.Instance {
 	in.VSwitchCIDR = GuestNet
 	in.Hostname = "izbp1drover0smoke0z"
 	// The host (its SNTP server, ntp.go) comes first, so timesyncd really
-	// synchronises and holds its client socket during the run (the
-	// hardening check judges it); the ECS name after it cannot resolve here.
+	// synchronises during the run; the ECS name after it cannot resolve
+	// here.
 	in.NTPServers = []string{HostFromVM, "ntp.cloud.aliyuncs.com"}
 	return in
 }

@@ -85,9 +85,11 @@ func allowed(s Socket) (bool, string) {
 	// systemd-timesyncd's SNTP client binds a socket of the server's
 	// family to the wildcard address and port 0 (an ephemeral port) and
 	// sends with sendto, so the socket is unconnected; it drops every
-	// datagram whose source is not the server it asked
-	// (src/timesync/timesyncd-manager.c: manager_listen_setup,
-	// manager_receive_response). A client, not a service: never port 123.
+	// datagram whose source is not the server it asked, and closes the
+	// socket on the first valid reply (src/timesync/timesyncd-manager.c:
+	// manager_listen_setup, manager_receive_response, manager_listen_stop).
+	// It stays open only while a server is slow or silent. A client, not a
+	// service: never port 123.
 	case strings.HasPrefix(s.Proto, "udp") && s.Process == "systemd-timesyn" && port >= 1024:
 		return true, "SNTP client"
 	}
