@@ -212,10 +212,6 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 	if err := a.writeFiles(files); err != nil {
 		return "", err
 	}
-	ntp, err := a.startTimesyncd(ctx, facts)
-	if err != nil {
-		return "", err
-	}
 	// containerd has been starting since apply (startContainerd).
 	select {
 	case err := <-a.containerd:
@@ -225,7 +221,13 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 	case <-ctx.Done():
 		return "", fmt.Errorf("waiting for containerd, started after apply: %w", ctx.Err())
 	}
-	return "kubelet configuration written, " + ntp + ", containerd active", nil
+	// After the containerd phase's daemon-reload, so that a user-data
+	// drop-in for timesyncd's unit applies too.
+	ntp, err := a.startTimesyncd(ctx, facts)
+	if err != nil {
+		return "", err
+	}
+	return "kubelet configuration written, containerd active, " + ntp, nil
 }
 
 // TimesyncdUnit keeps the clock right. The image does not enable it: it
