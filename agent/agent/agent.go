@@ -115,7 +115,9 @@ type Agent struct {
 	node *nodeconfig.Config
 	// results carried between phases
 	userData []byte
-	facts    provider.Facts
+	// fromStore: userData is the stored config (a later boot).
+	fromStore bool
+	facts     provider.Facts
 	// secureBoot is drover-init's finding: "true", "false" or "" (unknown).
 	secureBoot string
 	primary    Primary

@@ -32,6 +32,7 @@ import (
 type fakeProvider struct {
 	data    []byte
 	present bool
+	ntp     string // ntp-conf/ntp-servers
 }
 
 func (f *fakeProvider) Name() string { return "fake" }
@@ -40,7 +41,7 @@ func (f *fakeProvider) UserData(context.Context) ([]byte, bool, error) {
 }
 func (f *fakeProvider) Facts(context.Context) (provider.Facts, error) {
 	return provider.Facts{InstanceID: "i-bp1abc", RegionID: "cn-hangzhou", ZoneID: "cn-hangzhou-h",
-		InstanceType: "ecs.g7.large", Hostname: "iZbp1abcZ", PrivateIPv4: "10.0.2.15", MAC: "52:54:00:12:34:56"}, nil
+		InstanceType: "ecs.g7.large", Hostname: "iZbp1abcZ", PrivateIPv4: "10.0.2.15", MAC: "52:54:00:12:34:56", NTPServers: f.ntp}, nil
 }
 
 type fakeAPI struct {
@@ -72,6 +73,17 @@ func testCA(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+}
+
+// clientCert is a kubelet client certificate and key (PEM, as the kubelet
+// writes kubelet-client-current.pem) valid until notAfter.
+func clientCert(notAfter time.Time) []byte {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "system:node:izbp1abcz", Organization: []string{"system:nodes"}},
+		NotBefore: notAfter.Add(-2 * time.Hour), NotAfter: notAfter, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	kder, _ := x509.MarshalECPrivateKey(key)
+	return append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})...)
 }
 
 // userData renders an Ignition config writing a node file and one extra file.
@@ -110,9 +122,14 @@ func (r *rig) agent() *Agent {
 		},
 		Prepare: func(string) error { return nil },
 		Healthz: func(ctx context.Context) error {
-			// The kubelet gets its certificate once healthy.
+			// The kubelet gets its certificate once healthy (and renews
+			// one that has expired).
+			if clientCertErr(filepath.Join(r.root, KubeletCert), time.Now()) == nil {
+				return nil
+			}
 			os.MkdirAll(filepath.Join(r.root, filepath.Dir(KubeletCert)), 0o755)
-			return os.WriteFile(filepath.Join(r.root, KubeletCert), []byte("cert"), 0o600)
+			os.WriteFile(filepath.Join(r.root, nodeconfig.KubeconfigPath), []byte("kubeconfig naming "+KubeletCert), 0o600)
+			return os.WriteFile(filepath.Join(r.root, KubeletCert), clientCert(time.Now().Add(time.Hour)), 0o600)
 		},
 		Kube:    func(string, []byte, string) (NodeAPI, error) { return r.api, nil },
 		Console: func(s string) { r.log = append(r.log, s) },
@@ -139,7 +156,7 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 	if c, r := names["containerd"], names["runtime"]; c.Result != "ok" || c.Started.Before(names["apply"].Ended) || c.Ended.After(r.Ended) {
 		t.Errorf("containerd phase %+v must run after apply and end before runtime %+v", c, r)
 	}
-	if got := strings.Join(r.sd.Calls, ","); got != "reload,start containerd.service,start kubelet.service" {
+	if got := strings.Join(r.sd.Calls, ","); got != "reload,start containerd.service,start systemd-timesyncd.service,start kubelet.service" {
 		t.Errorf("systemd calls %s", got)
 	}
 	for _, p := range []string{"/etc/motd", "/etc/containerd/config.toml", "/etc/containerd/certs.d/100.64.0.2:5000/hosts.toml", "/etc/kubernetes/kubelet-config.yaml", "/etc/default/kubelet", StoredConfig} {

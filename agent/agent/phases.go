@@ -9,6 +9,7 @@ import (
 
 	"github.com/drover-os/drover/agent/ignition"
 	"github.com/drover-os/drover/agent/nodeconfig"
+	"github.com/drover-os/drover/agent/provider"
 	"github.com/drover-os/drover/internal/atomicfile"
 )
 
@@ -21,12 +22,22 @@ func Options(f ignition.Fetcher) ignition.Options {
 // NodeFileCheck validates /etc/drover/node.yaml when the config writes it.
 // A config without a node file is refused: the node could not join.
 func NodeFileCheck(files map[string][]byte) []ignition.Problem {
+	return nodeFileCheck(files, nodeconfig.Validate)
+}
+
+// joinedNodeFileCheck is NodeFileCheck for the stored config of a joined
+// node, whose bootstrap token may be redacted.
+func joinedNodeFileCheck(files map[string][]byte) []ignition.Problem {
+	return nodeFileCheck(files, nodeconfig.ValidateJoined)
+}
+
+func nodeFileCheck(files map[string][]byte, validate func([]byte, string) []nodeconfig.Problem) []ignition.Problem {
 	data, ok := files[NodeFile]
 	if !ok {
 		return []ignition.Problem{{Path: "$.storage.files", Message: "no " + NodeFile + ": a drover node needs its node file to join the cluster (see docs/node-config.md; `drover userdata` writes one)"}}
 	}
 	var out []ignition.Problem
-	for _, p := range nodeconfig.Validate(data, NodeFile) {
+	for _, p := range validate(data, NodeFile) {
 		// The node file's own address (file:line) stands where a JSON path
 		// would, so the line reads "/etc/drover/node.yaml:11: field: …".
 		addr, msg := p.Split()
@@ -56,16 +67,32 @@ func (a *Agent) config(ctx context.Context) (string, error) {
 	}
 	a.facts = facts
 	stored, serr := os.ReadFile(a.path(StoredConfig))
+	var want string
+	if serr == nil {
+		want = a.storedDigest(stored)
+	}
 	switch {
-	case serr == nil && present && digest(stored) != digest(data):
+	case serr == nil && present && digest(data) != want:
 		// Keep running the configuration the instance was provisioned
 		// with; say loudly that the new one is refused.
-		a.rec.Note("REFUSED: user-data changed since first boot (sha256 " + digest(data)[:12] + " vs stored " + digest(stored)[:12] + "): " + ErrImmutable.Error())
+		a.rec.Note("REFUSED: user-data changed since first boot (sha256 " + digest(data)[:12] + " vs stored " + want[:12] + "): " + ErrImmutable.Error())
 		a.rec.SetState("provisioning", "user-data refused: "+ErrImmutable.Error())
-		a.userData = stored
+		a.userData, a.fromStore = stored, true
 		return fmt.Sprintf("stored config from first boot (%d bytes); the changed user-data is REFUSED", len(stored)), nil
+	case serr == nil && present && digest(stored) != want:
+		// The stored config is redacted (redactSecrets). While the
+		// kubelet's certificate is valid it is all the node needs; without
+		// one the kubelet must bootstrap again, with the token of the
+		// user-data the instance was launched with.
+		if cerr := a.clientCertErr(); cerr != nil {
+			a.userData = data
+			a.rec.Note("the kubelet's client certificate cannot be used (" + cerr.Error() + "): bootstrapping again with the token of the user-data (same sha256 " + want[:12] + " as at first boot)")
+			return fmt.Sprintf("user-data from %s (%d bytes, unchanged since first boot), to bootstrap again", a.env.Provider.Name(), len(data)), nil
+		}
+		a.userData, a.fromStore = stored, true
+		return fmt.Sprintf("stored config from first boot (%d bytes, bootstrap token redacted), re-applied", len(stored)), nil
 	case serr == nil:
-		a.userData = stored
+		a.userData, a.fromStore = stored, true
 		return fmt.Sprintf("stored config from first boot (%d bytes), re-applied", len(stored)), nil
 	case !present:
 		return "", errNoConfig
@@ -78,6 +105,11 @@ func (a *Agent) config(ctx context.Context) (string, error) {
 // unless everything validates.
 func (a *Agent) apply(ctx context.Context) (string, error) {
 	opts := Options(a.env.Fetcher)
+	parse := nodeconfig.Parse
+	if a.fromStore {
+		// The stored config of a joined node carries a redacted token.
+		opts.Extra, parse = joinedNodeFileCheck, nodeconfig.ParseJoined
+	}
 	opts.Contents = ignition.DirCache(a.path(ContentsDir))
 	plan, err := ignition.Prepare(ctx, a.userData, opts)
 	if err != nil {
@@ -88,7 +120,7 @@ func (a *Agent) apply(ctx context.Context) (string, error) {
 		return "", err
 	}
 	a.managed = applied.Managed
-	node, err := nodeconfig.Parse(mustRead(a.path(NodeFile)), NodeFile)
+	node, err := parse(mustRead(a.path(NodeFile)), NodeFile)
 	if err != nil {
 		return "", err
 	}
@@ -156,8 +188,10 @@ func (a *Agent) nodeFacts() nodeconfig.Facts {
 	if ip == "" {
 		ip = a.primary.IPv4
 	}
+	// The ECS client has checked them already; facts files have not.
+	ntp, _ := provider.ParseNTPServers(f.NTPServers)
 	return nodeconfig.Facts{InstanceID: f.InstanceID, RegionID: f.RegionID, ZoneID: f.ZoneID,
-		InstanceType: f.InstanceType, Hostname: a.nodeName, PrivateIPv4: ip, SecureBoot: a.secureBoot}
+		InstanceType: f.InstanceType, Hostname: a.nodeName, PrivateIPv4: ip, SecureBoot: a.secureBoot, NTPServers: ntp}
 }
 
 // runtime renders the kubelet's configuration into the tmpfs /etc and
@@ -168,8 +202,10 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 	}
 	facts := a.nodeFacts()
 	// The bootstrap kubeconfig is written only while the kubelet has no
-	// client certificate; once joined it is deleted and never rewritten.
-	files, err := nodeconfig.Render(a.node, facts, facts.PrivateIPv4, !fileExists(a.path(nodeconfig.KubeconfigPath)))
+	// usable client certificate; once joined it is deleted and not
+	// rewritten until the certificate expires.
+	bootstrap := !fileExists(a.path(nodeconfig.KubeconfigPath)) || a.clientCertErr() != nil
+	files, err := nodeconfig.Render(a.node, facts, facts.PrivateIPv4, bootstrap)
 	if err != nil {
 		return "", err
 	}
@@ -185,7 +221,30 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 	case <-ctx.Done():
 		return "", fmt.Errorf("waiting for containerd, started after apply: %w", ctx.Err())
 	}
-	return "kubelet configuration written, containerd active", nil
+	// After the containerd phase's daemon-reload, so that a user-data
+	// drop-in for timesyncd's unit applies too.
+	ntp, err := a.startTimesyncd(ctx, facts)
+	if err != nil {
+		return "", err
+	}
+	return "kubelet configuration written, containerd active, " + ntp, nil
+}
+
+// TimesyncdUnit keeps the clock right. The image does not enable it: it
+// starts here, on its rendered configuration, before the kubelet (whose
+// certificates, and the API server's, are only as good as the clock).
+const TimesyncdUnit = "systemd-timesyncd.service"
+
+func (a *Agent) startTimesyncd(ctx context.Context, f nodeconfig.Facts) (string, error) {
+	what := "time servers " + strings.Join(f.NTPServers, " ") + " from the metadata"
+	if len(f.NTPServers) == 0 {
+		what = "no time servers in the metadata (ntp-conf/ntp-servers): timesyncd's defaults"
+		a.rec.Note("time: " + what + " — " + nodeconfig.TimesyncdDropIn + " sets none")
+	}
+	if err := a.env.Systemd.Start(ctx, TimesyncdUnit); err != nil {
+		return "", fmt.Errorf("starting %s (%s): %w", TimesyncdUnit, nodeconfig.TimesyncdDropIn, err)
+	}
+	return TimesyncdUnit + " on " + what, nil
 }
 
 // writeFiles writes rendered configuration into the tmpfs /etc, each file
@@ -234,13 +293,21 @@ func (a *Agent) kubelet(ctx context.Context) (string, error) {
 	return "kubelet healthy", nil
 }
 
+// certificate waits for a valid client certificate of the kubelet, then
+// removes the bootstrap token from what the node keeps: from here on the
+// certificate (renewed by the kubelet) is the node's credential.
 func (a *Agent) certificate(ctx context.Context) (string, error) {
 	if err := a.waitFor(ctx, "the kubelet's client certificate (CSR approval)", func() (bool, error) {
-		return fileExists(a.path(KubeletCert)), nil
+		err := a.clientCertErr()
+		return err == nil, err
 	}); err != nil {
 		return "", fmt.Errorf("%w: is the CSR approver running and the bootstrap token valid?", err)
 	}
-	return KubeletCert, nil
+	detail, err := a.redactSecrets()
+	if err != nil {
+		return "", err
+	}
+	return KubeletCert + "; " + detail, nil
 }
 
 func (a *Agent) ready(ctx context.Context) (string, error) {

@@ -64,7 +64,11 @@ func protectedSurface() []guarded {
 		)
 	}
 	for _, r := range nodeconfig.RenderedFiles() {
-		g = append(g, guarded{r.Path, false, whyRendered, "set " + r.Via + " in the node file (" + nodeconfig.Path + ")"})
+		why, instead := whyRendered, "set "+r.Via+" in the node file ("+nodeconfig.Path+")"
+		if r.Instead != "" {
+			why, instead = "drover-agent renders it from "+r.Via+" at every boot", r.Instead
+		}
+		g = append(g, guarded{r.Path, false, why, instead})
 	}
 	for _, p := range nodeconfig.KubeletCredentials() {
 		g = append(g, guarded{p, true, whyKubelet, insteadCreds})

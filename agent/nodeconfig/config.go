@@ -45,7 +45,8 @@ type Cluster struct {
 	// discovery-token-ca-cert-hash form), lower case.
 	CAHash string
 	// BootstrapToken is "<id>.<secret>", the credential of the bootstrap
-	// kubeconfig.
+	// kubeconfig; "<id>.redacted" (RedactedSecret) in a joined node's stored
+	// node file, once the kubelet holds its own certificate (ParseJoined).
 	BootstrapToken string
 	// DNS lists the cluster DNS service IPs, in canonical form.
 	DNS []string
@@ -140,7 +141,17 @@ func (e *Error) Error() string {
 // "user-data:/etc/drover/node.yaml"). A document with any problem gives a
 // nil Config and an *Error listing every problem.
 func Parse(data []byte, source string) (*Config, error) {
-	c, problems := parse(data, source)
+	return parseErr(data, source, false)
+}
+
+// ParseJoined is Parse for the node file a joined node keeps: its bootstrap
+// token's secret may have been replaced by RedactedSecret.
+func ParseJoined(data []byte, source string) (*Config, error) {
+	return parseErr(data, source, true)
+}
+
+func parseErr(data []byte, source string, joined bool) (*Config, error) {
+	c, problems := parse(data, source, joined)
 	if len(problems) > 0 {
 		return nil, &Error{Problems: problems}
 	}
@@ -150,6 +161,34 @@ func Parse(data []byte, source string) (*Config, error) {
 // Validate lists every problem of a node file, in document order; none means
 // Parse accepts it.
 func Validate(data []byte, source string) []Problem {
-	_, problems := parse(data, source)
+	_, problems := parse(data, source, false)
 	return problems
+}
+
+// ValidateJoined is Validate for a joined node's stored node file (see
+// ParseJoined).
+func ValidateJoined(data []byte, source string) []Problem {
+	_, problems := parse(data, source, true)
+	return problems
+}
+
+// RedactedSecret stands for the bootstrap token's secret in what a joined
+// node keeps: the token ID (public, it names the token) stays.
+const RedactedSecret = "redacted"
+
+// TokenSecret is the secret half of a bootstrap token "<id>.<secret>"; ""
+// when there is none or it is redacted.
+func TokenSecret(token string) string {
+	_, secret, ok := strings.Cut(token, ".")
+	if !ok || secret == RedactedSecret {
+		return ""
+	}
+	return secret
+}
+
+// Redacted says the bootstrap token's secret was removed after the join:
+// the node can no longer bootstrap a new client certificate.
+func (c Cluster) Redacted() bool {
+	_, secret, _ := strings.Cut(c.BootstrapToken, ".")
+	return secret == RedactedSecret
 }

@@ -18,6 +18,8 @@ import (
 type parser struct {
 	source   string
 	problems []Problem
+	// joined accepts a redacted bootstrap token (ParseJoined).
+	joined bool
 }
 
 func (p *parser) add(line int, path, format string, args ...any) {
@@ -33,8 +35,8 @@ type entry struct {
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-func parse(data []byte, source string) (*Config, []Problem) {
-	p := &parser{source: source}
+func parse(data []byte, source string, joined bool) (*Config, []Problem) {
+	p := &parser{source: source, joined: joined}
 	root, ok := p.document(data)
 	if !ok {
 		return nil, p.problems

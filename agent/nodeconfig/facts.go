@@ -21,6 +21,9 @@ type Facts struct {
 	// SecureBoot is "true" or "false" as drover-init read the firmware's
 	// SecureBoot variable; "" when unknown (no label then).
 	SecureBoot string
+	// NTPServers are the instance's time servers (meta-data
+	// ntp-conf/ntp-servers), host names or addresses; none if unknown.
+	NTPServers []string
 }
 
 // Labels set from the facts; a node file may not set them (see

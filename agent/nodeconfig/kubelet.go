@@ -171,6 +171,9 @@ func BootstrapKubeconfig(c *Config) ([]byte, error) {
 	if c.Cluster.CAData == "" {
 		return nil, errors.New("rendering the bootstrap kubeconfig: the cluster CA is not known (the node file pins it by caHash only); discover it, keep the certificate PinnedCA selects and set Cluster.CAData")
 	}
+	if c.Cluster.Redacted() {
+		return nil, errors.New("rendering the bootstrap kubeconfig: the node's bootstrap token was redacted once the kubelet had its certificate, and the user-data with the token is not available to bootstrap again (see docs/agent.md, \"Secrets\"); replace the instance")
+	}
 	kc := kubeconfig{APIVersion: "v1", Kind: "Config", CurrentContext: "default"}
 	var cl namedCluster
 	cl.Name = "default"

@@ -21,8 +21,11 @@ type Rendered struct {
 	// item (a hosts.toml per mirrored registry).
 	Path string
 	// Via names the node-file fields that configure it.
-	Via  string
-	Mode os.FileMode
+	Via string
+	// Instead says what to do rather than write the file, when that is not
+	// "set Via in the node file" (a file rendered from the metadata).
+	Instead string
+	Mode    os.FileMode
 	// render gives path → contents; every path must match Path.
 	render func(c *Config, f Facts, nodeIP string) (map[string][]byte, error)
 	// bootstrapOnly files are rendered only while the kubelet has no
@@ -57,6 +60,11 @@ var rendered = []Rendered{
 				return nil, fmt.Errorf("rendering %s: the cluster CA is not known yet (discover it first)", CAFile)
 			}
 			return map[string][]byte{CAFile: []byte(c.Cluster.CAData)}, nil
+		}},
+	{Path: TimesyncdDropIn, Via: "the instance metadata's ntp-conf/ntp-servers", Mode: 0o644,
+		Instead: "to use other time servers, add a drop-in that sorts after it in " + path.Dir(TimesyncdDropIn) + " (its NTP= replaces the list)",
+		render: func(_ *Config, f Facts, _ string) (map[string][]byte, error) {
+			return map[string][]byte{TimesyncdDropIn: TimesyncdConfig(f)}, nil
 		}},
 	{Path: BootstrapKubeconfigPath, Via: "cluster.server, cluster.bootstrapToken and the CA", Mode: 0o600, bootstrapOnly: true,
 		render: func(c *Config, _ Facts, _ string) (map[string][]byte, error) {

@@ -17,6 +17,7 @@ import (
 
 var (
 	bootstrapToken = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
+	redactedToken  = regexp.MustCompile(`^[a-z0-9]{6}\.` + RedactedSecret + `$`)
 	caHashRE       = regexp.MustCompile(`^sha256:[0-9a-fA-F]{64}$`)
 	dnsLabel       = `[a-z0-9]([-a-z0-9]*[a-z0-9])?`
 	dnsSubdomain   = regexp.MustCompile(`^` + dnsLabel + `(\.` + dnsLabel + `)*$`)

@@ -91,7 +91,11 @@ func (p *parser) cluster(at entry, c *Cluster) {
 		p.add(at.line, "cluster.bootstrapToken", "required: a bootstrap token <id>.<secret> (kubeadm token create)")
 	} else if v, ok := p.str(e.val, "cluster.bootstrapToken"); ok {
 		// Never echo the token: errors end up on the serial console.
-		if !bootstrapToken.MatchString(v) {
+		switch {
+		case redactedToken.MatchString(v) && p.joined:
+		case redactedToken.MatchString(v):
+			p.add(e.val.Line, "cluster.bootstrapToken", "the secret is redacted (a joined node's stored copy); give a bootstrap token <id>.<secret> (kubeadm token create)")
+		case !bootstrapToken.MatchString(v):
 			p.add(e.val.Line, "cluster.bootstrapToken", "must match [a-z0-9]{6}.[a-z0-9]{16} (create one with kubeadm token create)")
 		}
 		c.BootstrapToken = v

@@ -7,9 +7,12 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
+	"net/netip"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 )
 
 // Defaults of ECSClient.
@@ -157,11 +160,58 @@ func (c *ECSClient) Facts(ctx context.Context) (Facts, error) {
 		}
 		*k.field(&f) = v
 	}
+	f.NTPServers = c.ntpServers(ctx)
 	c.mu.Lock()
 	c.facts = &f
 	c.mu.Unlock()
 	return f, nil
 }
+
+// ntpTimeout bounds the time servers' fetch: they are optional, and a key
+// the service keeps failing must not hold up the join for the whole
+// deadline.
+const ntpTimeout = 20 * time.Second
+
+// ntpServers reads ntp-conf/ntp-servers (one server a line). It never
+// fails: without servers timesyncd keeps its defaults (docs/agent.md), so
+// a missing key or a failing service is logged and the join goes on.
+func (c *ECSClient) ntpServers(ctx context.Context) string {
+	const key = "ntp-conf/ntp-servers"
+	d := min(ntpTimeout, c.deadline())
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	start := c.now()
+	v, err := c.value(ctx, budget{start: start, end: start.Add(d)}, key)
+	if errors.Is(err, ErrNotFound) {
+		c.logf("ecs metadata: %s: none (404); timesyncd keeps its defaults", key)
+		return ""
+	}
+	if err != nil {
+		c.logf("ecs metadata: %s: %v; going on without, timesyncd keeps its defaults", key, err)
+		return ""
+	}
+	servers, bad := ParseNTPServers(v)
+	for _, b := range bad {
+		c.logf("ecs metadata: %s: ignoring %q: not a host name or IP address", key, b)
+	}
+	return strings.Join(servers, " ")
+}
+
+// ParseNTPServers splits a server list (lines, or blanks and commas
+// between names) and keeps what is a host name or an IP address, so that
+// nothing from the metadata can add a line to timesyncd's configuration.
+func ParseNTPServers(v string) (servers, bad []string) {
+	for _, s := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+		if _, err := netip.ParseAddr(s); err == nil || hostName.MatchString(s) {
+			servers = append(servers, strings.ToLower(s))
+		} else {
+			bad = append(bad, s)
+		}
+	}
+	return servers, bad
+}
+
+var hostName = regexp.MustCompile(`^(?i)[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*\.?$`)
 
 // value fetches one meta-data key within budget b, through the cache.
 func (c *ECSClient) value(ctx context.Context, b budget, key string) (string, error) {

@@ -124,7 +124,8 @@ func hardened() ecsmeta.Options { return ecsmeta.Options{TokenEndpoint: true, To
 
 func wantFacts(inst ecsmeta.Instance) Facts {
 	return Facts{InstanceID: inst.InstanceID, RegionID: inst.RegionID, ZoneID: inst.ZoneID,
-		InstanceType: inst.InstanceType, Hostname: inst.Hostname, PrivateIPv4: inst.PrivateIPv4, MAC: inst.MAC}
+		InstanceType: inst.InstanceType, Hostname: inst.Hostname, PrivateIPv4: inst.PrivateIPv4, MAC: inst.MAC,
+		NTPServers: strings.Join(inst.NTPServers, " ")}
 }
 
 func TestECSTokenRequired(t *testing.T) {
@@ -167,7 +168,7 @@ func TestECSTokenRequired(t *testing.T) {
 	}
 
 	st := f.srv.Stats()
-	if st.TokensIssued != 1 || st.ByStatus[200] != st.Requests || st.Requests != 1+1+len(factKeys) {
+	if st.TokensIssued != 1 || st.ByStatus[200] != st.Requests || st.Requests != 1+1+len(factKeys)+1 { // + ntp-conf/ntp-servers
 		t.Errorf("stats = %+v, want one token and every request 200\n%s", st, f.trace())
 	}
 	for _, r := range f.srv.Requests() {
@@ -369,5 +370,43 @@ func TestECSConcurrentCallersShareOneToken(t *testing.T) {
 	}
 	if n := f.srv.Stats().TokensIssued; n != 1 {
 		t.Errorf("%d tokens issued for concurrent callers, want 1", n)
+	}
+}
+
+// TestECSNTPServers: ntp-conf/ntp-servers is read into the facts; a
+// missing key or a service failing on it leaves none without failing
+// Facts (the join goes on), within a bound of its own; what is not a host
+// name or address never reaches the facts.
+func TestECSNTPServers(t *testing.T) {
+	ctx := context.Background()
+	inst := ecsmeta.DefaultInstance()
+	inst.NTPServers = []string{"ntp.cloud.aliyuncs.com", "100.100.3.1", "NTP2.example.com"}
+	f := newFixture(t, inst, hardened())
+	facts, err := f.client.Facts(ctx)
+	if err != nil || facts.NTPServers != "ntp.cloud.aliyuncs.com 100.100.3.1 ntp2.example.com" {
+		t.Errorf("NTPServers = %q, %v", facts.NTPServers, err)
+	}
+
+	inst.NTPServers = nil
+	g := newFixture(t, inst, hardened())
+	if facts, err := g.client.Facts(ctx); err != nil || facts.NTPServers != "" || g.log.count("ntp-conf/ntp-servers: none (404)") != 1 {
+		t.Errorf("without ntp-conf: %+v, %v\n%s", facts, err, g.log)
+	}
+
+	inst.NTPServers = []string{"10.0.0.1"}
+	h := newFixture(t, inst, hardened())
+	h.srv.SetFaults(ecsmeta.Faults{FailNext: 1 << 20, FailPaths: []string{"/latest/meta-data/ntp-conf/"}})
+	start := h.clock.Now()
+	facts, err = h.client.Facts(ctx)
+	if err != nil || facts.NTPServers != "" || facts.InstanceID != inst.InstanceID {
+		t.Errorf("ntp-conf failing: %+v, %v; want the other facts and no servers", facts, err)
+	}
+	if spent := h.clock.Now().Sub(start); spent > ntpTimeout+DefaultAttemptTimeout {
+		t.Errorf("a failing ntp-conf held Facts for %s", spent)
+	}
+
+	servers, bad := ParseNTPServers("10.0.0.1\n[Time]\nFallbackNTP=x , ntp.aliyun.com\n")
+	if strings.Join(servers, " ") != "10.0.0.1 ntp.aliyun.com" || len(bad) != 2 {
+		t.Errorf("ParseNTPServers = %q, bad %q", servers, bad)
 	}
 }

@@ -179,7 +179,7 @@ func parseFacts(b []byte) (Facts, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
 		return Facts{}, fmt.Errorf("parsing facts JSON (keys: instance-id, region-id, zone-id, "+
-			"instance-type, hostname, private-ipv4, mac): %w", err)
+			"instance-type, hostname, private-ipv4, mac, ntp-servers): %w", err)
 	}
 	return f, nil
 }

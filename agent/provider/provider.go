@@ -61,6 +61,10 @@ type Facts struct {
 	Hostname     string `json:"hostname,omitempty"`
 	PrivateIPv4  string `json:"private-ipv4,omitempty"`
 	MAC          string `json:"mac,omitempty"`
+	// NTPServers are the platform's time servers (ECS ntp-conf/ntp-servers),
+	// blank-separated host names or addresses (see ParseNTPServers); empty
+	// when the platform names none, which is not an error.
+	NTPServers string `json:"ntp-servers,omitempty"`
 }
 
 // ProviderID is the Kubernetes node providerID the Alibaba cloud-controller-manager

@@ -24,46 +24,9 @@ func ReadStatus(ctx context.Context, c *qemu.Config) (*status.Status, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	raw := filepath.Join(dir, "disk.raw")
-	if out, err := exec.CommandContext(ctx, "qemu-img", "convert", "-O", "raw", c.Overlay(), raw).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("qemu-img convert: %v: %s", err, out)
-	}
-	f, err := os.Open(raw)
+	varImg, err := varImage(ctx, c, dir)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	fi, _ := f.Stat()
-	layout, _, err := gpt.ReadLayout(f, fi.Size())
-	if err != nil {
-		return nil, fmt.Errorf("reading the disk's GPT: %w", err)
-	}
-	var part *gpt.Placed
-	for i := range layout.Parts {
-		if strings.EqualFold(layout.Parts[i].Type, gpt.TypeVar) {
-			part = &layout.Parts[i]
-		}
-	}
-	if part == nil {
-		return nil, fmt.Errorf("no var partition on the disk: drover-init did not get that far")
-	}
-	varImg := filepath.Join(dir, "var.img")
-	out, err := os.Create(varImg)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := io.Copy(out, io.NewSectionReader(f, part.Offset, part.Length)); err != nil {
-		out.Close()
-		return nil, err
-	}
-	out.Close()
-	// A VM stopped without a clean shutdown leaves its last writes in the
-	// ext4 journal (fsync commits there first), and debugfs does not replay
-	// it: replay it on the copy, as the kernel would when mounting.
-	if out, err := exec.CommandContext(ctx, "e2fsck", "-E", "journal_only", "-y", varImg).CombinedOutput(); err != nil {
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() > 1 { // 1: the journal was replayed
-			return nil, fmt.Errorf("replaying the var partition's journal (e2fsck -E journal_only): %v: %s", err, out)
-		}
 	}
 	var stderr strings.Builder
 	cmd := exec.CommandContext(ctx, "debugfs", "-R", "cat "+strings.TrimPrefix(status.LastBootPath, "/var"), varImg)
@@ -78,4 +41,52 @@ func ReadStatus(ctx context.Context, c *qemu.Config) (*status.Status, error) {
 		return nil, fmt.Errorf("status file %s on the disk: %w (%q; debugfs: %s)", status.LastBootPath, err, strings.TrimSpace(string(data)), strings.TrimSpace(stderr.String()))
 	}
 	return &st, nil
+}
+
+// varImage copies a stopped instance's var partition out of its disk into
+// dir (the overlay converted to raw, the partition found in the GPT, its
+// ext4 journal replayed) and returns the copy's path.
+func varImage(ctx context.Context, c *qemu.Config, dir string) (string, error) {
+	raw := filepath.Join(dir, "disk.raw")
+	if out, err := exec.CommandContext(ctx, "qemu-img", "convert", "-O", "raw", c.Overlay(), raw).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("qemu-img convert: %v: %s", err, out)
+	}
+	f, err := os.Open(raw)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, _ := f.Stat()
+	layout, _, err := gpt.ReadLayout(f, fi.Size())
+	if err != nil {
+		return "", fmt.Errorf("reading the disk's GPT: %w", err)
+	}
+	var part *gpt.Placed
+	for i := range layout.Parts {
+		if strings.EqualFold(layout.Parts[i].Type, gpt.TypeVar) {
+			part = &layout.Parts[i]
+		}
+	}
+	if part == nil {
+		return "", fmt.Errorf("no var partition on the disk: drover-init did not get that far")
+	}
+	varImg := filepath.Join(dir, "var.img")
+	out, err := os.Create(varImg)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(out, io.NewSectionReader(f, part.Offset, part.Length)); err != nil {
+		out.Close()
+		return "", err
+	}
+	out.Close()
+	// A VM stopped without a clean shutdown leaves its last writes in the
+	// ext4 journal (fsync commits there first), and debugfs does not replay
+	// it: replay it on the copy, as the kernel would when mounting.
+	if out, err := exec.CommandContext(ctx, "e2fsck", "-E", "journal_only", "-y", varImg).CombinedOutput(); err != nil {
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() > 1 { // 1: the journal was replayed
+			return "", fmt.Errorf("replaying the var partition's journal (e2fsck -E journal_only): %v: %s", err, out)
+		}
+	}
+	return varImg, nil
 }

@@ -54,6 +54,7 @@ type Env struct {
 	Registry *registry.Registry
 	Metadata *ecsmeta.Server
 	metaLn   net.Listener
+	sntp     *sntpServer // nil: another NTP server answers on the host
 	// Images maps the harness image references to their digests.
 	Images map[string]string
 }
@@ -106,6 +107,12 @@ func StartECS(ctx context.Context, o Options, withCluster bool) (_ *Env, err err
 	}
 	go e.Metadata.Serve(e.metaLn)
 	e.logf("ECS metadata emulator on %s, reached by the guest at %s", e.metaLn.Addr(), MetadataAddr)
+	if e.sntp, err = startSNTP(); err != nil {
+		return nil, fmt.Errorf("SNTP server for the guest on %s: %w", sntpListen, err)
+	}
+	if e.sntp == nil {
+		e.logf("%s is taken (an NTP server on this host): it answers the guest's timesyncd", sntpListen)
+	}
 	return e, nil
 }
 
@@ -115,6 +122,10 @@ func ECSInstance() ecsmeta.Instance {
 	in.PrivateIPv4, in.Gateway, in.Netmask = GuestIP, HostFromVM, "255.192.0.0"
 	in.VSwitchCIDR = GuestNet
 	in.Hostname = "izbp1drover0smoke0z"
+	// The host (its SNTP server, ntp.go) comes first, so timesyncd really
+	// synchronises during the run; the ECS name after it cannot resolve
+	// here.
+	in.NTPServers = []string{HostFromVM, "ntp.cloud.aliyuncs.com"}
 	return in
 }
 
@@ -176,6 +187,7 @@ func (e *Env) VMConfig(image, stateDir string, nvme bool) *qemu.Config {
 
 // Close stops everything.
 func (e *Env) Close() {
+	e.sntp.Close()
 	if e.metaLn != nil {
 		e.Metadata.Close()
 	}

@@ -82,6 +82,16 @@ func allowed(s Socket) (bool, string) {
 	// (comm is cut to 15 characters: "systemd-network".)
 	case strings.HasPrefix(s.Proto, "udp") && port == 68 && strings.HasPrefix(s.Process, "systemd-network"):
 		return true, "DHCP client"
+	// systemd-timesyncd's SNTP client binds a socket of the server's
+	// family to the wildcard address and port 0 (an ephemeral port) and
+	// sends with sendto, so the socket is unconnected; it drops every
+	// datagram whose source is not the server it asked, and closes the
+	// socket on the first valid reply (src/timesync/timesyncd-manager.c:
+	// manager_listen_setup, manager_receive_response, manager_listen_stop).
+	// It stays open only while a server is slow or silent. A client, not a
+	// service: never port 123.
+	case strings.HasPrefix(s.Proto, "udp") && s.Process == "systemd-timesyn" && port >= 1024:
+		return true, "SNTP client"
 	}
 	return false, ""
 }

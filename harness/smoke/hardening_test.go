@@ -48,6 +48,15 @@ func TestHardeningRules(t *testing.T) {
 		}, "receives on udp 0.0.0.0:5355"},
 		{"port 68 held by something other than networkd", func(r *ProbeResult) { r.Sockets[4].Process = "dhclient" },
 			"receives on udp 100.64.0.15:68 (pid 250 dhclient)"},
+		{"timesyncd's SNTP client socket", func(r *ProbeResult) {
+			r.Sockets = append(r.Sockets, Socket{Proto: "udp", Local: "0.0.0.0:41234", Inode: 11, PID: 410, Process: "systemd-timesyn"})
+		}, ""},
+		{"timesyncd serving NTP", func(r *ProbeResult) {
+			r.Sockets = append(r.Sockets, Socket{Proto: "udp", Local: "0.0.0.0:123", Inode: 12, PID: 410, Process: "systemd-timesyn"})
+		}, "receives on udp 0.0.0.0:123 (pid 410 systemd-timesyn)"},
+		{"ephemeral UDP socket of another process", func(r *ProbeResult) {
+			r.Sockets = append(r.Sockets, Socket{Proto: "udp", Local: "0.0.0.0:41234", Inode: 13, PID: 411, Process: "chronyd"})
+		}, "receives on udp 0.0.0.0:41234 (pid 411 chronyd)"},
 		{"offender without an owner", func(r *ProbeResult) {
 			r.Sockets = append(r.Sockets, Socket{Proto: "tcp", Local: "0.0.0.0:111", Inode: 4242})
 		}, "listens on tcp 0.0.0.0:111 (no process holds socket inode 4242)"},

@@ -114,8 +114,11 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	}
 	// bootfast: no failed unit on this boot (units.go).
 	e.checkNoFailedUnits(ctx, r, in, "first boot", "probe-units-1")
+	e.checkTimeSync(ctx, r, in, "first boot", "probe-time-1")
 	if p.Reboot {
 		e.reboot(ctx, r, in, p)
+	} else {
+		e.checkNoSecret(ctx, r, in, "first boot")
 	}
 	in.VM.Stop()
 	if p.PolicyCheck {
@@ -140,6 +143,7 @@ func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan) {
 	changed := in.Meta
 	changed.UserData = append(append([]byte(nil), in.Meta.UserData...), ' ')
 	e.Metadata.SetInstance(changed)
+	e.checkNoSecret(ctx, r, in, "first boot")
 	s = time.Now()
 	nvme := !p.NVMe
 	if err := e.Restart(ctx, in, nvme); !r.add("reboot with the disk on "+busName(nvme), s, err, "") {
@@ -179,6 +183,8 @@ func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan) {
 	r.add("/etc edit gone, no re-provisioning", s, err, "")
 	// bootfast: no failed unit after the reboot either (units.go).
 	e.checkNoFailedUnits(ctx, r, in, "after the reboot", "probe-units-2")
+	e.checkTimeSync(ctx, r, in, "after the reboot", "probe-time-2")
+	e.checkNoSecret(ctx, r, in, "after the reboot")
 }
 
 // policy boots a fresh instance whose user-data writes outside /etc and

@@ -13,6 +13,8 @@
 //	                      through /proc/1/root/etc; exit 1 if either fails
 //	probe units           failed systemd units and each one's journal lines
 //	probe chain           systemd-analyze critical-chain of drover-agent.service and kubelet.service
+//	probe time            the node's timesyncd drop-in (as PID 1 sees /etc), the unit's state,
+//	                      whether it has synchronised the clock
 //
 // units and chain run the node's own systemctl, journalctl and
 // systemd-analyze chrooted into /host (the hostPath mount is recursive, so
@@ -92,8 +94,10 @@ func main() {
 		out, _ = json.Marshal(failedUnits())
 	case "chain":
 		out, _ = json.Marshal(criticalChain())
+	case "time":
+		out, _ = json.Marshal(timeSync())
 	default:
-		out = []byte(fmt.Sprintf(`{"error":"unknown mode %q: want inspect, edit-etc, units or chain"}`, mode))
+		out = []byte(fmt.Sprintf(`{"error":"unknown mode %q: want inspect, edit-etc, units, chain or time"}`, mode))
 		code = 2
 	}
 	fmt.Println(string(out))
@@ -409,6 +413,46 @@ func criticalChain() chainReport {
 	}
 	if len(r.Chain) > terminationLimit-len(r.Time)-200 {
 		r.Chain = r.Chain[:terminationLimit-len(r.Time)-200]
+	}
+	return r
+}
+
+// TimesyncdDropIn is the drop-in drover-agent renders (agent/nodeconfig).
+const TimesyncdDropIn = "/etc/systemd/timesyncd.conf.d/80-drover.conf"
+
+type timeReport struct {
+	DropIn *string `json:"dropIn"` // the drop-in's content; null: absent
+	Active string  `json:"active"` // systemd-timesyncd.service ActiveState
+	Sub    string  `json:"sub"`    // and SubState
+	// Synced: timesyncd has synchronised the clock this boot (it creates
+	// /run/systemd/timesync/synchronized then).
+	Synced bool   `json:"synchronized"`
+	Error  string `json:"error,omitempty"`
+}
+
+func timeSync() timeReport {
+	var r timeReport
+	if b, err := os.ReadFile(filepath.Join(hostRoot, TimesyncdDropIn)); err == nil {
+		s := string(b)
+		r.DropIn = &s
+	} else if !os.IsNotExist(err) {
+		r.Error = err.Error()
+	}
+	_, err := os.Stat(filepath.Join(hostRoot, "/run/systemd/timesync/synchronized"))
+	r.Synced = err == nil
+	out, err := hostCommand("/usr/bin/systemctl", "show", "--no-pager", "-p", "ActiveState", "-p", "SubState", "systemd-timesyncd.service")
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	for _, line := range strings.Split(out, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), "=")
+		switch k {
+		case "ActiveState":
+			r.Active = v
+		case "SubState":
+			r.Sub = v
+		}
 	}
 	return r
 }

@@ -1,0 +1,136 @@
+package smoke
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/drover-os/drover/agent/nodeconfig"
+	"github.com/drover-os/drover/harness/qemu"
+	"github.com/drover-os/drover/internal/secretscan"
+)
+
+// storedConfig is the agent's stored user-data relative to /var: the scan
+// must have found it, or an empty dump would pass.
+const storedConfig = "lib/drover/config.ign"
+
+// VarScan is what ScanVar found.
+type VarScan struct {
+	Files int              // regular files read
+	Hits  []secretscan.Hit // files holding the secret, as /var/... paths
+	// Raw are offsets in the partition where the secret's plain or base64
+	// form lies outside any file's data ScanVar read (free blocks).
+	Raw []int64
+	// RawOwners says, for the first few of Raw, which inode owns the
+	// block (debugfs icheck): "<block not found>" is a free block.
+	RawOwners []string
+}
+
+// ScanVar dumps a stopped instance's var partition (debugfs rdump: no
+// mounts) and looks for secret in every file: plain, or inside the data:
+// URLs, base64 runs and gzip streams it holds (internal/secretscan). It
+// also reads the whole partition for the secret's plain and base64 forms,
+// which finds copies in blocks no file owns any more.
+func ScanVar(ctx context.Context, c *qemu.Config, secret []byte) (*VarScan, error) {
+	dir, err := os.MkdirTemp(c.StateDir, "scan-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	varImg, err := varImage(ctx, c, dir)
+	if err != nil {
+		return nil, err
+	}
+	img, err := os.Open(varImg)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := secretscan.Raw(img, secret)
+	img.Close()
+	if err != nil {
+		return nil, fmt.Errorf("reading the var partition: %w", err)
+	}
+	// The disk's raw copy is no longer needed and may be large.
+	os.Remove(filepath.Join(dir, "disk.raw"))
+	tree := filepath.Join(dir, "var")
+	if err := os.Mkdir(tree, 0o700); err != nil {
+		return nil, err
+	}
+	if out, err := exec.CommandContext(ctx, "debugfs", "-R", "rdump / "+tree, varImg).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("debugfs rdump of the var partition: %v: %s", err, out)
+	}
+	if fi, err := os.Stat(filepath.Join(tree, storedConfig)); err != nil || fi.Size() == 0 {
+		return nil, fmt.Errorf("the dump of /var has no /var/%s (%v): nothing to judge", storedConfig, err)
+	}
+	files := 0
+	filepath.WalkDir(tree, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			files++
+		}
+		return nil
+	})
+	hits, err := secretscan.Tree(tree, secret)
+	for i := range hits {
+		hits[i].Path = "/var/" + hits[i].Path
+	}
+	sc := &VarScan{Files: files, Hits: hits, Raw: raw}
+	bs := int64(4096)
+	if out, err := exec.CommandContext(ctx, "debugfs", "-R", "stats", varImg).Output(); err == nil {
+		for _, l := range strings.Split(string(out), "\n") {
+			if v, ok := strings.CutPrefix(l, "Block size:"); ok {
+				fmt.Sscan(strings.TrimSpace(v), &bs)
+			}
+		}
+	}
+	for i, off := range raw {
+		if i == 5 {
+			break
+		}
+		block := off / bs
+		out, _ := exec.CommandContext(ctx, "debugfs", "-R", fmt.Sprintf("icheck %d", block), varImg).Output()
+		owner := strings.TrimSpace(string(out))
+		if lines := strings.Split(owner, "\n"); len(lines) > 1 {
+			owner = strings.Join(strings.Fields(lines[len(lines)-1]), " ")
+		}
+		sc.RawOwners = append(sc.RawOwners, fmt.Sprintf("offset %d: block/inode %s", off, owner))
+	}
+	return sc, err
+}
+
+// checkNoSecret shuts the joined node down cleanly and checks that no file
+// in its /var holds the bootstrap token's secret.
+func (e *Env) checkNoSecret(ctx context.Context, r *Report, in *Instance, when string) {
+	s := time.Now()
+	name := "no bootstrap token secret in /var after a clean shutdown (" + when + ")"
+	if err := in.VM.Shutdown(3 * time.Minute); err != nil {
+		r.add(name, s, err, "")
+		return
+	}
+	secret := nodeconfig.TokenSecret(e.Cluster.BootstrapToken())
+	if secret == "" {
+		r.add(name, s, fmt.Errorf("the local cluster's bootstrap token is not <id>.<secret>: no secret to look for"), "")
+		return
+	}
+	sc, err := ScanVar(ctx, in.Config, []byte(secret))
+	if err != nil {
+		r.add(name, s, err, "")
+		return
+	}
+	var probs []string
+	if len(sc.Hits) > 0 {
+		names := make([]string, len(sc.Hits))
+		for i, h := range sc.Hits {
+			names[i] = h.String()
+		}
+		probs = append(probs, "the bootstrap token's secret is in "+strings.Join(names, "; "))
+	}
+	if len(sc.Hits) == 0 && len(sc.Raw) > 0 {
+		// No file holds it, so these are blocks no file owns any more.
+		probs = append(probs, fmt.Sprintf("the secret's plain or base64 form is on the var partition outside every file: %s", strings.Join(sc.RawOwners, "; ")))
+	}
+	r.add(name, s, errIf(probs), fmt.Sprintf("%d files scanned (plain, data: URLs, base64, gzip); the partition's %s read for plain and base64 forms: %d found", sc.Files, "blocks", len(sc.Raw)))
+}

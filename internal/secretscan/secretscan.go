@@ -1,0 +1,223 @@
+// Package secretscan finds a secret in files the way someone holding a
+// copy of a disk would: in plain text, and inside the encodings configs
+// carry — data: URLs, base64 runs (also line-wrapped) and gzip streams,
+// nested. A grep for the plain secret misses a token in a base64 data: URL
+// of an Ignition config, or in a gzip-compressed one.
+package secretscan
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/vincent-petithory/dataurl"
+)
+
+// maxDepth bounds nesting (base64 inside gzip inside a data: URL is three);
+// maxInflate bounds one decompressed stream.
+const (
+	maxDepth   = 4
+	maxInflate = 64 << 20
+)
+
+// base64Run is a run of base64 characters, possibly wrapped over lines
+// (PEM, MIME), at least long enough to hold a short secret.
+var base64Run = regexp.MustCompile(`[A-Za-z0-9+/_-][A-Za-z0-9+/_\-\r\n]{14,}[A-Za-z0-9+/_-]={0,2}`)
+
+// Find says where secret is in data ("" if nowhere): "plain", or the chain
+// of encodings it was found under, e.g. "data: URL at 120 → gzip at 0".
+func Find(data, secret []byte) string {
+	if len(secret) == 0 {
+		return ""
+	}
+	where, _ := find(data, secret, maxDepth)
+	return where
+}
+
+func find(data, secret []byte, depth int) (string, bool) {
+	if bytes.Contains(data, secret) {
+		return "plain", true
+	}
+	if depth == 0 {
+		return "", false
+	}
+	// data: URLs (base64 or percent-encoded).
+	for off := 0; ; {
+		i := bytes.Index(data[off:], []byte("data:"))
+		if i < 0 {
+			break
+		}
+		start := off + i
+		end := start + bytes.IndexAny(data[start:], "\"' \t\r\n<>`")
+		if end < start {
+			end = len(data)
+		}
+		if du, err := dataurl.DecodeString(string(data[start:end])); err == nil {
+			if w, ok := find(du.Data, secret, depth-1); ok {
+				return fmt.Sprintf("data: URL at %d → %s", start, w), true
+			}
+		}
+		off = start + 5
+	}
+	// gzip streams anywhere (a compressed data: URL's payload is found by
+	// the base64 pass; a .gz file or a gzip member in a blob here).
+	for off := 0; ; {
+		i := bytes.Index(data[off:], []byte{0x1f, 0x8b, 0x08})
+		if i < 0 {
+			break
+		}
+		start := off + i
+		if zr, err := gzip.NewReader(bytes.NewReader(data[start:])); err == nil {
+			zr.Multistream(false)
+			out, _ := io.ReadAll(io.LimitReader(zr, maxInflate)) // a truncated stream still shows its start
+			if w, ok := find(out, secret, depth-1); ok {
+				return fmt.Sprintf("gzip at %d → %s", start, w), true
+			}
+		}
+		off = start + 3
+	}
+	// base64 runs, standard or URL alphabet, padded or not, from each of
+	// the four alignments (a run may begin with a character that is not
+	// part of the encoding).
+	for _, loc := range base64Run.FindAllIndex(data, -1) {
+		run := strings.Map(func(r rune) rune {
+			switch r {
+			case '\r', '\n':
+				return -1
+			case '-':
+				return '+'
+			case '_':
+				return '/'
+			}
+			return r
+		}, string(data[loc[0]:loc[1]]))
+		run = strings.TrimRight(run, "=")
+		for shift := 0; shift < 4 && shift < len(run); shift++ {
+			s := run[shift:]
+			if len(s)%4 == 1 {
+				s = s[:len(s)-1] // no encoding ends so: the last character is not part of it
+			}
+			dec, err := base64.RawStdEncoding.DecodeString(s)
+			if err != nil {
+				continue
+			}
+			if w, ok := find(dec, secret, depth-1); ok {
+				return fmt.Sprintf("base64 at %d → %s", loc[0]+shift, w), true
+			}
+		}
+	}
+	return "", false
+}
+
+// Hit is one file holding the secret.
+type Hit struct {
+	Path  string // relative to the tree scanned, slash-separated
+	Where string // as Find says
+}
+
+func (h Hit) String() string { return h.Path + " (" + h.Where + ")" }
+
+// Tree scans every regular file under dir.
+func Tree(dir string, secret []byte) ([]Hit, error) {
+	var hits []Hit
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if w := Find(data, secret); w != "" {
+			rel, _ := filepath.Rel(dir, p)
+			hits = append(hits, Hit{Path: filepath.ToSlash(rel), Where: w})
+		}
+		return nil
+	})
+	return hits, err
+}
+
+// RawPatterns are byte strings that appear in any copy of secret that is
+// plain or base64-encoded (standard or URL alphabet, at any of the three
+// alignments: the part of the encoding that depends on the secret alone),
+// so a scan of raw blocks — a filesystem's free space, where no file
+// boundary or encoding context is left — can still find it.
+func RawPatterns(secret []byte) [][]byte {
+	out := [][]byte{secret}
+	for k := 0; k < 3; k++ {
+		enc := base64.StdEncoding.EncodeToString(append(make([]byte, k), secret...))
+		skip := (k*8 + 5) / 6 // characters holding bits of the k bytes before
+		end := 4 * ((k + len(secret)) / 3)
+		if end-skip < 8 {
+			continue // too short to mean anything
+		}
+		p := enc[skip:end]
+		out = append(out, []byte(p))
+		if u := strings.NewReplacer("+", "-", "/", "_").Replace(p); u != p {
+			out = append(out, []byte(u))
+		}
+	}
+	return out
+}
+
+// Raw reads r to the end and returns the offsets where any of RawPatterns
+// of secret starts.
+func Raw(r io.Reader, secret []byte) ([]int64, error) {
+	pats := RawPatterns(secret)
+	keep := 0
+	for _, p := range pats {
+		keep = max(keep, len(p)-1)
+	}
+	var hits []int64
+	buf := make([]byte, 0, 4<<20+keep)
+	var base int64 // offset of buf[0]
+	chunk := make([]byte, 4<<20)
+	for {
+		n, err := r.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		for _, p := range pats {
+			for off := 0; ; {
+				i := bytes.Index(buf[off:], p)
+				if i < 0 {
+					break
+				}
+				// A match wholly inside the kept tail was counted in the
+				// previous round.
+				if at := base + int64(off+i); len(hits) == 0 || !containsOffset(hits, at) {
+					hits = append(hits, at)
+				}
+				off += i + 1
+			}
+		}
+		if err == io.EOF {
+			return hits, nil
+		}
+		if err != nil {
+			return hits, err
+		}
+		if len(buf) > keep {
+			drop := len(buf) - keep
+			base += int64(drop)
+			buf = append(buf[:0], buf[drop:]...)
+		}
+	}
+}
+
+func containsOffset(list []int64, at int64) bool {
+	for _, x := range list {
+		if x == at {
+			return true
+		}
+	}
+	return false
+}

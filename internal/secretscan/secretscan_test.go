@@ -1,0 +1,94 @@
+package secretscan
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const secret = "0123456789abcdef"
+
+func gz(b []byte) []byte {
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	w.Write(b)
+	w.Close()
+	return buf.Bytes()
+}
+
+// escapeAll percent-encodes every byte, as a data: URL may.
+func escapeAll(b []byte) string {
+	var s strings.Builder
+	for _, c := range b {
+		s.WriteString("%" + strings.ToUpper(hex.EncodeToString([]byte{c})))
+	}
+	return s.String()
+}
+
+func TestFind(t *testing.T) {
+	node := []byte("cluster:\n  bootstrapToken: abcdef." + secret + "\n")
+	wrapped := base64.StdEncoding.EncodeToString(append(bytes.Repeat([]byte("x"), 100), node...))
+	var lines []string
+	for len(wrapped) > 76 {
+		lines, wrapped = append(lines, wrapped[:76]), wrapped[76:]
+	}
+	lines = append(lines, wrapped)
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		{"plain", string(node), "plain"},
+		{"percent data URL", `{"source":"data:,` + escapeAll(node) + `"}`, "data: URL at 11 → plain"},
+		{"base64 data URL", `{"source":"data:;base64,` + base64.StdEncoding.EncodeToString(node) + `"}`, "data: URL at 11 → plain"},
+		{"gzip base64 data URL", `{"compression":"gzip","source":"data:;base64,` + base64.StdEncoding.EncodeToString(gz(node)) + `"}`, "data: URL at 32 → gzip at 0 → plain"},
+		{"gzip file", string(gz(node)), "gzip at 0 → plain"},
+		{"url-safe base64 unpadded, off alignment", "token=" + base64.RawURLEncoding.EncodeToString(append([]byte("ab"), node...)), "base64"},
+		{"line-wrapped base64", "blob: |\n  " + strings.Join(lines, "\n  ") + "\n", "base64"},
+		{"base64 of gzip of base64", base64.StdEncoding.EncodeToString(gz([]byte(base64.StdEncoding.EncodeToString(node)))), "gzip at 0 → base64 at 0 → plain"},
+	} {
+		got := Find([]byte(tc.data), []byte(secret))
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("%s: Find = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	redacted := bytes.ReplaceAll(node, []byte(secret), []byte("redacted"))
+	for _, clean := range [][]byte{redacted, gz(redacted), []byte("data:;base64," + base64.StdEncoding.EncodeToString(redacted))} {
+		if got := Find(clean, []byte(secret)); got != "" {
+			t.Errorf("a redacted copy was found: %q", got)
+		}
+	}
+}
+
+func TestTreeNamesTheFile(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "lib/drover"), 0o755)
+	os.WriteFile(filepath.Join(dir, "lib/drover/config.ign"), []byte(`{"source":"data:;base64,`+base64.StdEncoding.EncodeToString([]byte("t: x."+secret))+`"}`), 0o600)
+	os.WriteFile(filepath.Join(dir, "lib/drover/clean"), []byte("nothing here"), 0o600)
+	hits, err := Tree(dir, []byte(secret))
+	if err != nil || len(hits) != 1 || hits[0].Path != "lib/drover/config.ign" {
+		t.Fatalf("hits %v, err %v", hits, err)
+	}
+}
+
+func TestRaw(t *testing.T) {
+	node := []byte("cluster:\n  bootstrapToken: abcdef." + secret + "\n")
+	var disk bytes.Buffer
+	disk.Write(bytes.Repeat([]byte{0}, 5<<20-7)) // across a read boundary
+	disk.WriteString("data:;base64," + base64.StdEncoding.EncodeToString(node))
+	disk.Write(bytes.Repeat([]byte{0}, 4096))
+	for k := 0; k < 3; k++ {
+		disk.WriteString(base64.URLEncoding.EncodeToString(append(bytes.Repeat([]byte("y"), k), node...)) + "\x00")
+	}
+	disk.WriteString("plain " + secret)
+	hits, err := Raw(bytes.NewReader(disk.Bytes()), []byte(secret))
+	if err != nil || len(hits) != 5 {
+		t.Errorf("Raw = %v, %v; want 5 copies (one base64, three URL base64 alignments, one plain)", hits, err)
+	}
+	if hits, _ := Raw(bytes.NewReader(bytes.Repeat([]byte{0}, 1<<20)), []byte(secret)); len(hits) != 0 {
+		t.Errorf("zeros: %v", hits)
+	}
+}
