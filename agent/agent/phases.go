@@ -88,6 +88,13 @@ func (a *Agent) apply(ctx context.Context) (string, error) {
 		return "", err
 	}
 	a.managed = applied.Managed
+	a.start = plan.Start
+	// Before READY=1: units ordered after the agent, and the image units
+	// the agent starts itself (containerd, kubelet), must see the config's
+	// units and drop-ins.
+	if err := a.env.Systemd.Reload(ctx); err != nil {
+		return "", err
+	}
 	node, err := nodeconfig.Parse(mustRead(a.path(NodeFile)), NodeFile)
 	if err != nil {
 		return "", err
@@ -200,8 +207,8 @@ func (a *Agent) writeFiles(files []nodeconfig.File) error {
 }
 
 // startContainerd writes containerd's configuration, which depends on the
-// node file alone, reloads systemd (the config may carry units) and starts
-// containerd. The agent runs it as its own phase beside network and runtime,
+// node file alone, and starts containerd (systemd was reloaded in apply, so
+// the config's drop-ins for it apply). The agent runs it as its own phase beside network and runtime,
 // so containerd's start (seconds under emulation) overlaps the network wait
 // and the kubelet's configuration; runtime waits for its result.
 func (a *Agent) startContainerd(ctx context.Context) (string, error) {
@@ -210,9 +217,6 @@ func (a *Agent) startContainerd(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if err := a.writeFiles(files); err != nil {
-		return "", err
-	}
-	if err := a.env.Systemd.Reload(ctx); err != nil {
 		return "", err
 	}
 	if err := a.env.Systemd.Start(ctx, "containerd.service"); err != nil {
