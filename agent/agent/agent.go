@@ -123,6 +123,9 @@ type Agent struct {
 	secureBoot string
 	primary    Primary
 	managed    []ignition.Managed
+	// watch is what the guard checks: the config's paths and the files
+	// the agent renders, as the agent left them.
+	watch watchList
 	// start is the config's enabled units, started by the units phase.
 	start    []string
 	nodeName string

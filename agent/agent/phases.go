@@ -88,6 +88,9 @@ func (a *Agent) apply(ctx context.Context) (string, error) {
 		return "", err
 	}
 	a.managed = applied.Managed
+	for _, m := range a.managed {
+		a.watch.add(a.env.Root, m, "user-data")
+	}
 	a.start = plan.Start
 	// Before READY=1: units ordered after the agent, and the image units
 	// the agent starts itself (containerd, kubelet), must see the config's
@@ -202,6 +205,7 @@ func (a *Agent) writeFiles(files []nodeconfig.File) error {
 		if err := atomicfile.Write(a.path(f.Path), f.Data, f.Mode); err != nil {
 			return err
 		}
+		a.watch.add(a.env.Root, ignition.Managed{Path: f.Path, Kind: "file", SHA256: digest(f.Data)}, "agent")
 	}
 	return nil
 }
@@ -274,6 +278,7 @@ func (a *Agent) cleanup(ctx context.Context) (string, error) {
 	if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
 		return "", fmt.Errorf("deleting the bootstrap kubeconfig: %w", err)
 	}
+	a.watch.remove(nodeconfig.BootstrapKubeconfigPath)
 	return "bootstrap kubeconfig deleted", nil
 }
 
