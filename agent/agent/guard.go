@@ -204,12 +204,19 @@ type report struct {
 func (a *Agent) Guard(ctx context.Context, period time.Duration) {
 	var cur *report
 	accepted := "" // the last drift state the API server holds
+	noted := fmt.Sprint([]Drift(nil))
+	// What the status said when the guard took over (e.g. a refused
+	// user-data): drift adds to it, a restore brings it back.
+	base := a.rec.Snapshot().Error
 	for {
 		drift := CheckDrift(a.env.Root, a.watch.list())
 		key := fmt.Sprint(drift)
+		if key != noted {
+			a.noteDrift(drift, base)
+			noted = key
+		}
 		if key != accepted && (cur == nil || cur.key != key) {
 			cur = &report{key: key, drift: drift}
-			a.noteDrift(drift)
 		}
 		wait := period
 		if cur != nil {
@@ -237,18 +244,20 @@ func driftMessage(drift []Drift) string {
 	return "local change to what the node is meant to hold: " + strings.Join(parts, "; ") + " — the node is immutable; replace the instance"
 }
 
-// noteDrift records a new drift state on the console and in the status file.
-func (a *Agent) noteDrift(drift []Drift) {
+// noteDrift records a changed drift state on the console and in the status
+// file, on top of base (the status error before the guard started).
+func (a *Agent) noteDrift(drift []Drift, base string) {
 	if len(drift) == 0 {
-		if a.rec.Snapshot().Error != "" {
-			a.rec.Note("DRIFT cleared: everything watched matches the applied configuration again")
-		}
-		a.rec.SetState("joined", "")
+		a.rec.Note("DRIFT cleared: everything watched matches the applied configuration again")
+		a.rec.SetState("joined", base)
 		return
 	}
-	msg := driftMessage(drift)
-	a.rec.Note("DRIFT: " + msg)
-	a.rec.SetState("joined", "drift: "+msg)
+	msg := "drift: " + driftMessage(drift)
+	a.rec.Note("DRIFT: " + driftMessage(drift))
+	if base != "" {
+		msg = base + "; " + msg
+	}
+	a.rec.SetState("joined", msg)
 }
 
 // send delivers what of r the API server has not accepted yet.

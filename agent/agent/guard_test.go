@@ -82,6 +82,9 @@ func TestGuardRetriesReportsOnceAndClears(t *testing.T) {
 	if err := a.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	// A refusal the status already holds stays through drift and restore.
+	const refused = "user-data refused: configuration is immutable; replace the instance"
+	a.rec.SetState("joined", refused)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { a.Guard(ctx, 20*time.Millisecond); close(done) }()
@@ -124,10 +127,16 @@ func TestGuardRetriesReportsOnceAndClears(t *testing.T) {
 		t.Errorf("no console line for the refused report:\n%s", strings.Join(r.log, "\n"))
 	}
 
+	if st := a.rec.Snapshot(); !strings.HasPrefix(st.Error, refused+"; drift: ") {
+		t.Errorf("status error while drifted: %q", st.Error)
+	}
 	must(t, os.WriteFile(p, orig, 0o644))
 	waitFor("the condition cleared", func() bool { c, _ := snapshot(); return slices.Equal(c, []string{"False", "True", "False"}) })
 	cancel()
 	<-done
+	if st := a.rec.Snapshot(); st.Error != refused {
+		t.Errorf("status error after the restore: %q, want the refusal back", st.Error)
+	}
 	if _, e := snapshot(); e != 1 {
 		t.Errorf("restoring posted another event: %v", r.api.events)
 	}
