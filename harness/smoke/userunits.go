@@ -27,6 +27,12 @@ const (
 	TimerService   = "smoke-tick.service"
 )
 
+// The kubelet.service drop-in's setting.
+const (
+	DropinEnv   = "DROVER_SMOKE_DROPIN"
+	DropinValue = "applied-before-start"
+)
+
 // SmokeUnits are the units SmokeUnits adds, the ones the evidence check asks
 // systemctl about.
 var SmokeUnits = []string{OneshotUnit, LongUnit, TimerUnit, TimerService}
@@ -52,6 +58,10 @@ func smokeUnits() []any {
 		unit(LongUnit, "[Unit]\nDescription=drover smoke: a long-running service from the launch template\n\n[Service]\nExecStart=/bin/sh "+EvidenceScript+" long stay\n\n[Install]\nWantedBy=multi-user.target\n", true),
 		unit(TimerUnit, "[Unit]\nDescription=drover smoke: a timer from the launch template\n\n[Timer]\nOnActiveSec=2s\nAccuracySec=1s\n\n[Install]\nWantedBy=timers.target\n", true),
 		unit(TimerService, "[Unit]\nDescription=drover smoke: what the timer runs\n\n[Service]\nType=oneshot\nExecStart=/bin/sh "+EvidenceScript+" tick\n", false),
+		// A drop-in for an image unit: in the kubelet's environment only
+		// if systemd loaded it before starting the kubelet.
+		map[string]any{"name": "kubelet.service", "dropins": []any{map[string]any{"name": "50-drover-smoke.conf",
+			"contents": "[Service]\nEnvironment=" + DropinEnv + "=" + DropinValue + "\n"}}},
 	}
 }
 
@@ -106,7 +116,10 @@ type Evidence struct {
 	BootID string                   `json:"bootId"`
 	Runs   map[string][]EvidenceRun `json:"runs"`
 	Units  map[string]UnitState     `json:"units"`
-	Errors []string                 `json:"errors"`
+	// KubeletEnv is DROVER_SMOKE_DROPIN in the running kubelet's
+	// environment; nil: not set.
+	KubeletEnv *string  `json:"kubeletEnv"`
+	Errors     []string `json:"errors"`
 }
 
 // ReadEvidence runs the probe's evidence mode on the node.
@@ -169,6 +182,9 @@ func (ev *Evidence) Judge(boots []string) error {
 			probs = append(probs, fmt.Sprintf("systemctl show %s: %+v, want %+v", u, got, w))
 		}
 	}
+	if ev.KubeletEnv == nil || *ev.KubeletEnv != DropinValue {
+		probs = append(probs, fmt.Sprintf("the running kubelet's environment lacks %s=%s: the kubelet.service drop-in was not in effect when it started (got %v)", DropinEnv, DropinValue, ev.KubeletEnv))
+	}
 	if len(ev.Errors) > 0 {
 		probs = append(probs, "probe errors: "+strings.Join(ev.Errors, "; "))
 	}
@@ -200,7 +216,7 @@ func (e *Env) checkUserUnits(ctx context.Context, r *Report, in *Instance, boot,
 		detail = string(b)
 		boots = append(boots, ev.BootID)
 	}
-	r.add("launch template units ran: oneshot, long-running, timer ("+boot+")", s, err, detail)
+	r.add("launch template units ran: oneshot, long-running, timer; kubelet drop-in in effect ("+boot+")", s, err, detail)
 	return boots
 }
 

@@ -47,6 +47,8 @@ func goodEvidence(boots ...string) *Evidence {
 			ev.Runs[f] = append(ev.Runs[f], EvidenceRun{BootID: b, PID: 100})
 		}
 	}
+	v := DropinValue
+	ev.KubeletEnv = &v
 	last := &ev.Runs["long"][len(boots)-1]
 	last.Alive, last.Comm = true, "sleep"
 	return ev
@@ -73,8 +75,9 @@ func TestEvidenceJudge(t *testing.T) {
 			ev.Units[OneshotUnit] = UnitState{"failed", "failed", "exit-code"}
 			return []string{"b1", "b2"}
 		},
-		"no reboot happened":      func(ev *Evidence) []string { return []string{"b2", "b2"} },
-		"another boot is current": func(ev *Evidence) []string { ev.BootID = "b3"; return []string{"b1", "b2"} },
+		"the kubelet started without its drop-in": func(ev *Evidence) []string { ev.KubeletEnv = nil; return []string{"b1", "b2"} },
+		"no reboot happened":                      func(ev *Evidence) []string { return []string{"b2", "b2"} },
+		"another boot is current":                 func(ev *Evidence) []string { ev.BootID = "b3"; return []string{"b1", "b2"} },
 	}
 	for name, breakIt := range cases {
 		ev := goodEvidence("b1", "b2")

@@ -28,7 +28,35 @@ type evidenceReport struct {
 	BootID string               `json:"bootId"` // /proc/sys/kernel/random/boot_id now
 	Runs   map[string][]run     `json:"runs"`   // file name -> its lines
 	Units  map[string]unitState `json:"units"`
-	Errors []string             `json:"errors,omitempty"`
+	// KubeletEnv is the value of DROVER_SMOKE_DROPIN in the running
+	// kubelet's environment (/proc/<pid>/environ): set only if the
+	// user-data's drop-in was loaded before systemd started it.
+	KubeletEnv *string  `json:"kubeletEnv"`
+	Errors     []string `json:"errors,omitempty"`
+}
+
+// processEnv returns the value of key in the environment of the process
+// called comm (the first found), or nil.
+func processEnv(comm, key string) (*string, error) {
+	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
+	for _, c := range comms {
+		b, err := os.ReadFile(c)
+		if err != nil || strings.TrimSpace(string(b)) != comm {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join(filepath.Dir(c), "environ"))
+		if err != nil {
+			return nil, err
+		}
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if v, ok := bytes.CutPrefix(kv, []byte(key+"=")); ok {
+				s := string(v)
+				return &s, nil
+			}
+		}
+		return nil, nil
+	}
+	return nil, fmt.Errorf("no %s process", comm)
 }
 
 // evidence reads what the smoke's units wrote under the node's /var/dir.
@@ -64,6 +92,9 @@ func evidence(dir string, units []string) evidenceReport {
 			runs = append(runs, rn)
 		}
 		r.Runs[e.Name()] = runs
+	}
+	if r.KubeletEnv, err = processEnv("kubelet", "DROVER_SMOKE_DROPIN"); err != nil {
+		r.Errors = append(r.Errors, err.Error())
 	}
 	for _, u := range units {
 		out, err := hostCommand("/usr/bin/systemctl", "show", "--no-pager", "-p", "ActiveState,SubState,Result", u)
