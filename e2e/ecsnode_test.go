@@ -48,6 +48,10 @@ var smokeChecks = []string{
 	"changed user-data refused", "disk attached as NVMe after the reboot", "/etc edit gone",
 	"refusal on the console", "refusal in the status file", "refused node does not join",
 	"no failed systemd units (first boot)", "no failed systemd units (after the reboot)",
+	"launch template units ran: oneshot, long-running, timer; kubelet drop-in in effect (first boot)",
+	"launch template units ran: oneshot, long-running, timer; kubelet drop-in in effect (after the reboot",
+	"systemd-analyze security drover-agent.service", "drift guard runs with CAP_DAC_READ_SEARCH only",
+	"DroverConfigDrift condition and one ConfigDrift Event", "DroverConfigDrift back to False after the restore",
 }
 
 func checkSmokeJUnit(t *testing.T, path string) {

@@ -106,6 +106,8 @@ if has boot; then
   # the medians are printed against bench/timeline-previous.txt (commit the
   # new $work/timeline.txt there when a change moves the figures on
   # purpose). BENCH_CACHE: where the control plane binaries are cached.
+  # It also prints systemd-analyze security drover-agent.service from the
+  # booted node (systemd's own score; worse than MEDIUM fails the section).
   boots=${BENCH_BOOTS:-3}
   echo "== boot timeline: $name under QEMU, first boot and reboot to Node Ready, median of $boots (load: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
   [ -f "$work/out-warm/$name.raw" ] || "$DROVER" -q build "$RECIPE" -o "$work/out-warm" >/dev/null

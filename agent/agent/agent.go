@@ -95,11 +95,14 @@ type Env struct {
 // Deadlines per phase.
 type Deadlines struct {
 	Config, Apply, Network, Runtime, Kubelet, Certificate, Ready time.Duration
+	// Units bounds the wait for the config's own enabled units.
+	Units time.Duration
 }
 
 // DefaultDeadlines are generous for software-emulated test VMs and real ECS alike.
 var DefaultDeadlines = Deadlines{Config: 5 * time.Minute, Apply: time.Minute, Network: 3 * time.Minute,
-	Runtime: 3 * time.Minute, Kubelet: 5 * time.Minute, Certificate: 10 * time.Minute, Ready: 15 * time.Minute}
+	Runtime: 3 * time.Minute, Kubelet: 5 * time.Minute, Certificate: 10 * time.Minute, Ready: 15 * time.Minute,
+	Units: 10 * time.Minute}
 
 // DefaultPoll is how often the agent re-checks what it waits for (kubelet
 // healthz, its certificate, the Node's Ready condition): each check is a
@@ -122,7 +125,12 @@ type Agent struct {
 	secureBoot string
 	primary    Primary
 	managed    []ignition.Managed
-	nodeName   string
+	// watch is what the guard checks: the config's paths and the files
+	// the agent renders, as the agent left them.
+	watch watchList
+	// start is the config's enabled units, started by the units phase.
+	start    []string
+	nodeName string
 	// containerd receives the result of the containerd phase, which runs
 	// beside network and runtime; kernel that of the kernel phase, which
 	// runs beside config, apply and network.
@@ -199,6 +207,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			return err
 		}
 		if s.name == "apply" {
+			// The config's enabled units start beside the join: they
+			// may be ordered after anything, the agent included.
+			bg.Go(func() { a.phase(ctx, "units", a.dl.Units, a.startUnits) })
 			// The node's configuration is in place: boot may go on while
 			// the join proceeds (STATUS= tells each phase).
 			a.env.Notify("READY=1")

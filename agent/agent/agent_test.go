@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,8 +46,20 @@ func (f *fakeProvider) Facts(context.Context) (provider.Facts, error) {
 }
 
 type fakeAPI struct {
+	mu     sync.Mutex
 	conds  []kube.Condition
 	events []string
+	// refuse makes the next refuse calls of SetCondition and Event fail,
+	// as an API server that is down would.
+	refuse int
+}
+
+func (f *fakeAPI) refused() bool {
+	if f.refuse > 0 {
+		f.refuse--
+		return true
+	}
+	return false
 }
 
 func (f *fakeAPI) GetNode(ctx context.Context, name string) (*kube.Node, error) {
@@ -56,10 +69,20 @@ func (f *fakeAPI) GetNode(ctx context.Context, name string) (*kube.Node, error) 
 	return n, nil
 }
 func (f *fakeAPI) SetCondition(ctx context.Context, name string, c kube.Condition) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refused() {
+		return errors.New("503 Service Unavailable")
+	}
 	f.conds = append(f.conds, c)
 	return nil
 }
 func (f *fakeAPI) Event(ctx context.Context, node, uid, reason, msg string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refused() {
+		return errors.New("503 Service Unavailable")
+	}
 	f.events = append(f.events, reason+": "+msg)
 	return nil
 }
@@ -145,7 +168,7 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
 	}
 	st, _ := status.Read(r.root)
-	if st.State != "joined" || len(st.Phases) != 10 {
+	if st.State != "joined" || len(st.Phases) != 11 {
 		t.Fatalf("status %+v", st)
 	}
 	names := map[string]status.Phase{}
@@ -282,20 +305,20 @@ func TestDriftIsReported(t *testing.T) {
 	if err := a.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if d := CheckDrift(r.root, a.managed); len(d) != 0 {
+	if d := CheckDrift(r.root, a.watch.list()); len(d) != 0 {
 		t.Fatalf("drift right after apply: %v", d)
 	}
 	os.WriteFile(filepath.Join(r.root, "/etc/motd"), []byte("edited"), 0o644)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	a.Guard(ctx, 10*time.Millisecond)
-	if len(r.api.events) != 1 || !strings.Contains(r.api.events[0], "/etc/motd") {
+	if len(r.api.events) != 1 || !strings.Contains(r.api.events[0], "/etc/motd contents") {
 		t.Errorf("events %v", r.api.events)
 	}
 	if len(r.api.conds) != 1 || r.api.conds[0].Status != "True" {
 		t.Errorf("conditions %+v", r.api.conds)
 	}
-	if !strings.Contains(strings.Join(r.log, "\n"), "DRIFT: local change to managed files: /etc/motd") {
+	if !strings.Contains(strings.Join(r.log, "\n"), "DRIFT: local change to what the node is meant to hold: /etc/motd contents") {
 		t.Errorf("console:\n%s", strings.Join(r.log, "\n"))
 	}
 }

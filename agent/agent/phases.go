@@ -120,6 +120,16 @@ func (a *Agent) apply(ctx context.Context) (string, error) {
 		return "", err
 	}
 	a.managed = applied.Managed
+	for _, m := range a.managed {
+		a.watch.add(a.env.Root, m, "user-data")
+	}
+	a.start = plan.Start
+	// Before READY=1: units ordered after the agent, and the image units
+	// the agent starts itself (containerd, kubelet), must see the config's
+	// units and drop-ins.
+	if err := a.env.Systemd.Reload(ctx); err != nil {
+		return "", err
+	}
 	node, err := parse(mustRead(a.path(NodeFile)), NodeFile)
 	if err != nil {
 		return "", err
@@ -221,8 +231,8 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 	case <-ctx.Done():
 		return "", fmt.Errorf("waiting for containerd, started after apply: %w", ctx.Err())
 	}
-	// After the containerd phase's daemon-reload, so that a user-data
-	// drop-in for timesyncd's unit applies too.
+	// After apply's daemon-reload, so that a user-data drop-in for
+	// timesyncd's unit applies too.
 	ntp, err := a.startTimesyncd(ctx, facts)
 	if err != nil {
 		return "", err
@@ -254,13 +264,14 @@ func (a *Agent) writeFiles(files []nodeconfig.File) error {
 		if err := atomicfile.Write(a.path(f.Path), f.Data, f.Mode); err != nil {
 			return err
 		}
+		a.watch.add(a.env.Root, ignition.Managed{Path: f.Path, Kind: "file", SHA256: digest(f.Data)}, "agent")
 	}
 	return nil
 }
 
 // startContainerd writes containerd's configuration, which depends on the
-// node file alone, reloads systemd (the config may carry units) and starts
-// containerd. The agent runs it as its own phase beside network and runtime,
+// node file alone, and starts containerd (systemd was reloaded in apply, so
+// the config's drop-ins for it apply). The agent runs it as its own phase beside network and runtime,
 // so containerd's start (seconds under emulation) overlaps the network wait
 // and the kubelet's configuration; runtime waits for its result.
 func (a *Agent) startContainerd(ctx context.Context) (string, error) {
@@ -269,9 +280,6 @@ func (a *Agent) startContainerd(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if err := a.writeFiles(files); err != nil {
-		return "", err
-	}
-	if err := a.env.Systemd.Reload(ctx); err != nil {
 		return "", err
 	}
 	if err := a.env.Systemd.Start(ctx, "containerd.service"); err != nil {
@@ -337,6 +345,7 @@ func (a *Agent) cleanup(ctx context.Context) (string, error) {
 	if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
 		return "", fmt.Errorf("deleting the bootstrap kubeconfig: %w", err)
 	}
+	a.watch.remove(nodeconfig.BootstrapKubeconfigPath)
 	return "bootstrap kubeconfig deleted", nil
 }
 

@@ -133,6 +133,7 @@ func (a *Agent) redactSecrets() (string, error) {
 			if m.SHA256 != "" {
 				a.managed[i].SHA256 = sum
 			}
+			a.watch.add(a.env.Root, a.managed[i], "user-data")
 			changedManaged = true
 			done = append(done, m.Path)
 		}

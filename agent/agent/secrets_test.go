@@ -58,7 +58,7 @@ func TestTokenRedactedAfterJoin(t *testing.T) {
 	if !strings.Contains(string(node), "bootstrapToken: abcdef.redacted") {
 		t.Errorf("node file not redacted:\n%s", node)
 	}
-	if d := CheckDrift(r.root, a.managed); len(d) != 0 {
+	if d := CheckDrift(r.root, a.watch.list()); len(d) != 0 {
 		t.Errorf("the redaction is reported as drift: %v", d)
 	}
 	st, _ := os.ReadFile(filepath.Join(r.root, ManagedFile))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +24,12 @@ type NodePlan struct {
 	Steps   []Step
 	// Managed lists every path the plan writes, in step order.
 	Managed []Managed
+	// Start lists the units the config enables, in config order, for the
+	// agent to start once systemd has reloaded: the enable links appear
+	// after the boot transaction was queued, and systemd does not add new
+	// dependencies to queued jobs, so otherwise they would not run until
+	// the target is started again — never, as /etc is rebuilt every boot.
+	Start []string
 }
 
 // Step is one change to the node's /etc or /var.
@@ -284,8 +291,12 @@ func planUnit(p *NodePlan, u types.Unit, all []types.Unit, at []any) {
 	}
 	switch {
 	case util.IsTrue(u.Enabled):
-		for _, l := range enableLinks(u, all) {
+		links := enableLinks(u, all)
+		for _, l := range links {
 			p.add(&LinkStep{Path: l.path, Target: l.target, Overwrite: true, Why: "enable " + u.Name, From: from})
+		}
+		if name := startName(links); name != "" && !slices.Contains(p.Start, name) {
+			p.Start = append(p.Start, name)
 		}
 	case u.Enabled != nil:
 		p.add(&DisableStep{Unit: u.Name, From: from})

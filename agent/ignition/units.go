@@ -1,6 +1,7 @@
 package ignition
 
 import (
+	"path"
 	"strings"
 
 	"github.com/coreos/go-systemd/v22/unit"
@@ -64,6 +65,30 @@ func enableLinks(u types.Unit, all []types.Unit) []enableLink {
 		out = append(out, enableLink{systemdDir + "/" + t + ".requires/" + name, targetDir + "/" + file})
 	}
 	return out
+}
+
+// notBootTargets are targets a normal boot never reaches: a unit enabled
+// only for them is not started by the agent either.
+var notBootTargets = map[string]bool{
+	"rescue.target": true, "emergency.target": true, "shutdown.target": true, "halt.target": true,
+	"poweroff.target": true, "reboot.target": true, "kexec.target": true, "soft-reboot.target": true,
+	"final.target": true, "umount.target": true, "sleep.target": true, "suspend.target": true,
+	"hibernate.target": true, "hybrid-sleep.target": true, "suspend-then-hibernate.target": true,
+	"initrd.target": true, "initrd-switch-root.target": true, "initrd-fs.target": true, "initrd-root-fs.target": true,
+}
+
+// startName is the unit the enable links make a boot start (an instance
+// for a template), or "" when every link is for a target a normal boot
+// does not reach.
+func startName(links []enableLink) string {
+	for _, l := range links {
+		dir := path.Base(path.Dir(l.path)) // "<target>.wants" or "<target>.requires"
+		target := strings.TrimSuffix(strings.TrimSuffix(dir, ".wants"), ".requires")
+		if !notBootTargets[target] {
+			return path.Base(l.path)
+		}
+	}
+	return ""
 }
 
 // splitInstance splits "getty@tty1.service" into the template

@@ -214,13 +214,21 @@ func (c *ECSClient) forgetToken(token string) {
 	}
 }
 
-// backoff is the wait before attempt+1.
-func (c *ECSClient) backoff(attempt int, o outcome) time.Duration {
+// Backoff is the agent's one retry policy: the wait before attempt+1
+// (attempt counts from 1), exponential from retryBase, capped at retryCap,
+// with equal jitter from jitter in [0,1). The metadata client and the drift
+// guard's reports to the API server use it.
+func Backoff(attempt int, jitter float64) time.Duration {
 	d := retryCap
 	if attempt < 16 { // beyond that the shift would only overflow past the cap
-		d = min(retryBase<<(attempt-1), retryCap)
+		d = min(retryBase<<(max(attempt, 1)-1), retryCap)
 	}
-	wait := d/2 + time.Duration(c.rand()*float64(d/2))
+	return d/2 + time.Duration(jitter*float64(d/2))
+}
+
+// backoff is the wait before attempt+1.
+func (c *ECSClient) backoff(attempt int, o outcome) time.Duration {
+	wait := Backoff(attempt, c.rand())
 	if ra := min(o.retryAfter, retryCap); ra > wait {
 		wait = ra
 	}

@@ -48,7 +48,24 @@ type Status struct {
 	SecureBoot       *bool   `json:"secureBoot,omitempty"`
 	SecureBootSource string  `json:"secureBootSource,omitempty"`
 	Phases           []Phase `json:"phases"`
-	Updated          string  `json:"updated"`
+	// Units is the result of each unit the config enables, as systemd
+	// reported it after the agent started them (the units phase); nil
+	// until that phase ends.
+	Units   []Unit `json:"units,omitempty"`
+	Updated string `json:"updated"`
+}
+
+// Unit is one enabled unit of the config after the agent started it.
+type Unit struct {
+	Name string `json:"name"`
+	// State is "ok" (the start job completed and the unit is active, or a
+	// oneshot exited successfully) or "failed".
+	State       string `json:"state"`
+	Job         string `json:"job,omitempty"`         // the start job's result: done, failed, dependency, timeout, …
+	ActiveState string `json:"activeState,omitempty"` // systemd's ActiveState afterwards
+	SubState    string `json:"subState,omitempty"`    // running, exited, waiting, listening, dead, …
+	Result      string `json:"result,omitempty"`      // the unit's Result: success, exit-code, signal, timeout, …
+	Error       string `json:"error,omitempty"`
 }
 
 // Recorder updates the status file and prints console lines.
@@ -133,6 +150,14 @@ func (r *Recorder) SetSecureBoot(on bool, source string) {
 	r.save()
 }
 
+// SetUnits records the results of the config's enabled units.
+func (r *Recorder) SetUnits(units []Unit) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st.Units = units
+	r.save()
+}
+
 // Note prints a console line and keeps it in the current phase's detail.
 func (r *Recorder) Note(msg string) {
 	r.mu.Lock()
@@ -190,6 +215,13 @@ func Format(s *Status) string {
 	}
 	if s.Error != "" {
 		fmt.Fprintf(&b, "error: %s\n", s.Error)
+	}
+	for _, u := range s.Units {
+		fmt.Fprintf(&b, "unit %s: %s (job %s, %s/%s, result %s)", u.Name, u.State, u.Job, u.ActiveState, u.SubState, u.Result)
+		if u.Error != "" {
+			fmt.Fprintf(&b, "  error: %s", u.Error)
+		}
+		b.WriteByte('\n')
 	}
 	for _, p := range s.Phases {
 		fmt.Fprintf(&b, "  %-10s %-8s %7.2fs → %7.2fs", p.Name, p.Result, p.UptimeS, p.UptimeE)

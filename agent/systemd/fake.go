@@ -3,6 +3,7 @@ package systemd
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 )
 
@@ -42,6 +43,33 @@ func (f *Fake) Start(ctx context.Context, unit string) error {
 		return fmt.Errorf("%s failed; see journalctl -u %s", unit, unit)
 	}
 	return nil
+}
+
+// StartAll records one "start-all A B …" call and reports each unit as
+// Start would leave it: done and active, or failed with result exit-code
+// for a unit in Fail or with a state other than active.
+func (f *Fake) StartAll(ctx context.Context, units []string) []UnitResult {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Calls = append(f.Calls, "start-all "+strings.Join(units, " "))
+	if f.States == nil {
+		f.States = map[string]string{}
+	}
+	out := make([]UnitResult, len(units))
+	for i, u := range units {
+		if _, ok := f.States[u]; !ok {
+			f.States[u] = "active"
+		}
+		if f.Fail[u] != nil {
+			f.States[u] = "failed"
+		}
+		r := UnitResult{Unit: u, Job: "done", Active: f.States[u], Result: "success"}
+		if r.Active == "failed" {
+			r.Job, r.Result = "failed", "exit-code"
+		}
+		out[i] = r
+	}
+	return out
 }
 
 // ActiveState returns the recorded state ("inactive" if never started).

@@ -19,6 +19,9 @@ type Manager interface {
 	// Start starts a unit and waits until its job finished and the unit is
 	// active (or, for Type=oneshot units, has exited successfully).
 	Start(ctx context.Context, unit string) error
+	// StartAll queues start jobs for all units at once, so that systemd
+	// orders them by their dependencies, and waits for every result.
+	StartAll(ctx context.Context, units []string) []UnitResult
 	// ActiveState returns e.g. "active", "failed", "inactive".
 	ActiveState(ctx context.Context, unit string) (string, error)
 	Close()

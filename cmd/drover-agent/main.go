@@ -14,9 +14,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/drover-os/drover/agent/agent"
+	"github.com/drover-os/drover/agent/caps"
 	"github.com/drover-os/drover/agent/ignition"
 	"github.com/drover-os/drover/agent/kube"
 	"github.com/drover-os/drover/agent/network"
@@ -152,6 +152,13 @@ func run(ctx context.Context) error {
 	if a.Status().Snapshot().State != "joined" {
 		return nil
 	}
-	a.Guard(ctx, 30*time.Second)
+	// The guard needs none of provisioning's privileges: reading the
+	// watched files (of any mode) and talking to the API server.
+	if err := caps.Drop(caps.DACReadSearch); err != nil {
+		a.Status().Note("least privilege: could not drop capabilities before the drift guard: " + err.Error())
+	} else {
+		a.Status().Note("drift guard running with CAP_DAC_READ_SEARCH only (all other capabilities dropped, bounding set included)")
+	}
+	a.Guard(ctx, agent.GuardPeriod)
 	return nil
 }

@@ -23,6 +23,22 @@ type Node struct {
 	// posted in status.nodeInfo (v1.37.2, containerd://2.4.2).
 	KubeletVersion          string
 	ContainerRuntimeVersion string
+	// Conditions are all of the Node's conditions by type (the kubelet's
+	// and drover-agent's DroverConfigDrift).
+	Conditions map[string]Condition
+}
+
+// Condition is one Node condition.
+type Condition struct {
+	Status, Reason, Message string
+}
+
+// Event is what the smoke tests look at on an Event.
+type Event struct {
+	Name, Type, Reason, Message string
+	// InvolvedKind and InvolvedName name the object the event is about.
+	InvolvedKind, InvolvedName string
+	Source                     string // source.component
 }
 
 // Pod is what the smoke tests look at on a Pod object.
@@ -59,9 +75,10 @@ type apiNode struct {
 }
 
 func (n *apiNode) node() Node {
-	out := Node{Name: n.Metadata.Name, ProviderID: n.Spec.ProviderID, Labels: n.Metadata.Labels,
+	out := Node{Name: n.Metadata.Name, ProviderID: n.Spec.ProviderID, Labels: n.Metadata.Labels, Conditions: map[string]Condition{},
 		KubeletVersion: n.Status.NodeInfo.KubeletVersion, ContainerRuntimeVersion: n.Status.NodeInfo.ContainerRuntimeVersion}
 	for _, c := range n.Status.Conditions {
+		out.Conditions[c.Type] = Condition{Status: c.Status, Reason: c.Reason, Message: c.Message}
 		if c.Type == "Ready" {
 			out.Ready, out.ReadyReason, out.ReadyMessage = c.Status == "True", c.Reason, c.Message
 		}
@@ -169,6 +186,37 @@ func (c *Cluster) Pod(ctx context.Context, ns, name string) (*Pod, error) {
 	}
 	pod := p.pod()
 	return &pod, nil
+}
+
+// Events lists the events of namespace ns about the object kind/name.
+func (c *Cluster) Events(ctx context.Context, ns, kind, name string) ([]Event, error) {
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Type           string `json:"type"`
+			Reason         string `json:"reason"`
+			Message        string `json:"message"`
+			InvolvedObject struct {
+				Kind string `json:"kind"`
+				Name string `json:"name"`
+			} `json:"involvedObject"`
+			Source struct {
+				Component string `json:"component"`
+			} `json:"source"`
+		}
+	}
+	sel := url.QueryEscape("involvedObject.kind=" + kind + ",involvedObject.name=" + name)
+	if err := c.client.do(ctx, http.MethodGet, "/api/v1/namespaces/"+url.PathEscape(ns)+"/events?fieldSelector="+sel, nil, &list); err != nil {
+		return nil, fmt.Errorf("listing events in %s about %s %s: %w", ns, kind, name, err)
+	}
+	out := make([]Event, 0, len(list.Items))
+	for _, e := range list.Items {
+		out = append(out, Event{Name: e.Metadata.Name, Type: e.Type, Reason: e.Reason, Message: e.Message,
+			InvolvedKind: e.InvolvedObject.Kind, InvolvedName: e.InvolvedObject.Name, Source: e.Source.Component})
+	}
+	return out, nil
 }
 
 func podsPath(ns string) string {

@@ -16,6 +16,9 @@ import (
 type BenchBoot struct {
 	First, Reboot           timeline.Timeline
 	FirstChain, RebootChain *ChainResult
+	// Security is systemd-analyze security drover-agent.service on the
+	// first boot, with the resident guard's capabilities.
+	Security *Security
 }
 
 // Bench boots n fresh instances one after the other; each is booted until
@@ -71,6 +74,12 @@ func (e *Env) benchOne(ctx context.Context, in *Instance, i int, timeout time.Du
 			b.Reboot, b.RebootChain = tl, chain
 		} else {
 			b.First, b.FirstChain = tl, chain
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+			b.Security, err = e.ProbeSecurity(sctx, in, fmt.Sprintf("bench-security-%d", i), "drover-agent.service")
+			cancel()
+			if err != nil {
+				return b, fmt.Errorf("boot %d: systemd-analyze security: %w", i, err)
+			}
 		}
 	}
 	return b, nil

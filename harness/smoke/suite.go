@@ -56,11 +56,17 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	ud := p.UserData
 	if ud == nil {
 		var err error
-		if ud, err = e.UserData(); err != nil {
+		if ud, err = e.UserData(); err == nil {
+			// A launch template's own units: the checks below look for
+			// what they wrote on each boot.
+			ud, err = WithSmokeUnits(ud)
+		}
+		if err != nil {
 			r.add("render user-data", time.Now(), err, "")
 			return r
 		}
 	}
+	units := HasSmokeUnits(ud)
 	meta := ECSInstance()
 	meta.UserData = ud
 	start := time.Now()
@@ -112,11 +118,19 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	if first != nil {
 		r.add("disk attached as "+busName(p.NVMe), time.Now(), DiskBus(first.VarSource, p.NVMe), "/var on "+first.VarSource)
 	}
+	var boots []string
+	if units {
+		boots = e.checkUserUnits(ctx, r, in, "first boot", "probe-evidence-1", nil)
+	}
+	e.checkSecurity(ctx, r, in, "probe-security")
+	if units {
+		e.checkDrift(ctx, r, in)
+	}
 	// bootfast: no failed unit on this boot (units.go).
 	e.checkNoFailedUnits(ctx, r, in, "first boot", "probe-units-1")
 	e.checkTimeSync(ctx, r, in, "first boot", "probe-time-1")
 	if p.Reboot {
-		e.reboot(ctx, r, in, p)
+		e.reboot(ctx, r, in, p, boots)
 	} else {
 		e.checkNoSecret(ctx, r, in, "first boot")
 	}
@@ -130,7 +144,7 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 // reboot edits /etc, changes the user-data, and reboots with the disk on
 // the other controller: the node must come back Ready from its stored
 // config, without the edit, refusing the new user-data.
-func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan) {
+func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan, boots []string) {
 	s := time.Now()
 	mark := fmt.Sprintf("drover smoke edit %d", s.UnixNano())
 	msg, err := e.RunPod(ctx, in, "edit-etc", registry.ProbeImage, []string{"edit-etc", mark}, true)
@@ -181,6 +195,9 @@ func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan) {
 		r.add("disk attached as "+busName(nvme)+" after the reboot", s, DiskBus(pr.VarSource, nvme), "/var on "+pr.VarSource)
 	}
 	r.add("/etc edit gone, no re-provisioning", s, err, "")
+	if boots != nil {
+		e.checkUserUnits(ctx, r, in, "after the reboot: each once per boot, different boot ids", "probe-evidence-2", boots)
+	}
 	// bootfast: no failed unit after the reboot either (units.go).
 	e.checkNoFailedUnits(ctx, r, in, "after the reboot", "probe-units-2")
 	e.checkTimeSync(ctx, r, in, "after the reboot", "probe-time-2")

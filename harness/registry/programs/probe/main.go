@@ -15,6 +15,15 @@
 //	probe chain           systemd-analyze critical-chain of drover-agent.service and kubelet.service
 //	probe time            the node's timesyncd drop-in (as PID 1 sees /etc), the unit's state,
 //	                      whether it has synchronised the clock
+//	probe evidence DIR UNIT…
+//	                      the node's boot id, the files the smoke's own units wrote in /var/DIR
+//	                      (one "BOOT-ID PID" line per run), whether each PID is alive and its
+//	                      comm, and systemctl's ActiveState/SubState/Result of each UNIT
+//	probe security UNIT   systemd-analyze security UNIT (its overall line and every ✗ line)
+//	                      and the capability lines of /proc/<MainPID>/status
+//	probe put-etc REL B64 MODE
+//	                      write the base64 content to /host-etc/REL with octal MODE and read
+//	                      it back through /proc/1/root/etc
 //
 // units and chain run the node's own systemctl, journalctl and
 // systemd-analyze chrooted into /host (the hostPath mount is recursive, so
@@ -96,8 +105,19 @@ func main() {
 		out, _ = json.Marshal(criticalChain())
 	case "time":
 		out, _ = json.Marshal(timeSync())
+	case "evidence":
+		out, _ = json.Marshal(evidence(os.Args[2], os.Args[3:]))
+	case "security":
+		out, _ = json.Marshal(security(os.Args[2]))
+	case "put-etc":
+		res := map[string]any{"written": true}
+		if err := putEtc(os.Args[2], os.Args[3], os.Args[4]); err != nil {
+			res = map[string]any{"written": false, "error": err.Error()}
+			code = 1
+		}
+		out, _ = json.Marshal(res)
 	default:
-		out = []byte(fmt.Sprintf(`{"error":"unknown mode %q: want inspect, edit-etc, units, chain or time"}`, mode))
+		out = []byte(fmt.Sprintf(`{"error":"unknown mode %q: want inspect, edit-etc, units, chain, time, evidence, security or put-etc"}`, mode))
 		code = 2
 	}
 	fmt.Println(string(out))
