@@ -84,6 +84,12 @@ type Env struct {
 	Console    func(string)
 	Uptime     func() float64
 	Notify     func(string)
+	// Exec and Main are when the agent's process was exec'd and when its
+	// main began, in seconds since boot (0: unknown). Run records them as
+	// the "start" phase: the start-up before the first phase (page-in of
+	// the binary through dm-verity, Go runtime and package init, the
+	// platform probe and the systemd connection).
+	Exec, Main float64
 	Poll       time.Duration // how often waits re-check (default 250ms)
 	// MetadataOverNetwork says the provider is reached over the network
 	// (ECS metadata): the config phase waits for a default route first,
@@ -159,6 +165,10 @@ func (a *Agent) phase(ctx context.Context, name string, d time.Duration, fn func
 
 // Run provisions the node and returns once it is Ready (or failed).
 func (a *Agent) Run(ctx context.Context) error {
+	if a.env.Exec > 0 {
+		a.rec.Span("start", a.env.Exec, fmt.Sprintf("exec at %.2fs, main at %.2fs (runtime and package init %.2fs), then platform probe and systemd connection %.2fs",
+			a.env.Exec, a.env.Main, a.env.Main-a.env.Exec, a.env.Uptime()-a.env.Main))
+	}
 	a.readSecureBoot()
 	steps := []struct {
 		name string
