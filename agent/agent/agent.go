@@ -90,7 +90,13 @@ type Env struct {
 	// the binary through dm-verity, Go runtime and package init, the
 	// platform probe and the systemd connection).
 	Exec, Main float64
-	Poll       time.Duration // how often waits re-check (default 250ms)
+	// Prefetch are the binaries the join executes (containerd, its shim,
+	// runc, the kubelet); the prefetch phase reads them into the page
+	// cache from the agent's start, beside config, apply and network,
+	// so that their page-in through dm-verity is not spent when
+	// containerd and the kubelet start.
+	Prefetch []string
+	Poll     time.Duration // how often waits re-check (default 250ms)
 	// MetadataOverNetwork says the provider is reached over the network
 	// (ECS metadata): the config phase waits for a default route first,
 	// rather than spending its first requests, and backoff, on an
@@ -191,6 +197,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer bg.Wait()
 	a.kernel = make(chan error, 1)
 	bg.Go(func() { a.kernel <- a.phase(ctx, "kernel", a.dl.Network, a.kernelPrep) })
+	if len(a.env.Prefetch) > 0 {
+		bg.Go(func() { a.phase(ctx, "prefetch", a.dl.Runtime, a.prefetch) })
+	}
 	for _, s := range steps {
 		if s.name == "containerd" {
 			a.containerd = make(chan error, 1)

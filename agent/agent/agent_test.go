@@ -139,7 +139,8 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 	if c, r := names["containerd"], names["runtime"]; c.Result != "ok" || c.Started.Before(names["apply"].Ended) || c.Ended.After(r.Ended) {
 		t.Errorf("containerd phase %+v must run after apply and end before runtime %+v", c, r)
 	}
-	if got := strings.Join(r.sd.Calls, ","); got != "reload,start containerd.service,start kubelet.service" {
+	// The config writes no unit: no daemon-reload before containerd.
+	if got := strings.Join(r.sd.Calls, ","); got != "start containerd.service,start kubelet.service" {
 		t.Errorf("systemd calls %s", got)
 	}
 	for _, p := range []string{"/etc/motd", "/etc/containerd/config.toml", "/etc/containerd/certs.d/100.64.0.2:5000/hosts.toml", "/etc/kubernetes/kubelet-config.yaml", "/etc/default/kubelet", StoredConfig} {
@@ -490,3 +491,56 @@ func TestSecureBootReachesStatusAndLabel(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestReloadOnlyForUnits: a config that carries a unit gets a daemon-reload
+// before containerd starts, so systemd sees the unit.
+func TestReloadOnlyForUnits(t *testing.T) {
+	var cfg map[string]any
+	if err := json.Unmarshal(userData(t, "hello"), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["systemd"] = map[string]any{"units": []any{map[string]any{"name": "hello.service", "contents": "[Service]\nExecStart=/bin/true\n"}}}
+	data, _ := json.Marshal(cfg)
+	r := newRig(t, data)
+	if err := r.agent().Run(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
+	}
+	if got := strings.Join(r.sd.Calls, ","); got != "reload,start containerd.service,start kubelet.service" {
+		t.Errorf("systemd calls %s", got)
+	}
+	if !fileExists(filepath.Join(r.root, "/etc/systemd/system/hello.service")) {
+		t.Error("hello.service not written")
+	}
+}
+
+// TestPrefetch: the join's binaries are read beside the other phases; one
+// that is missing is named in the phase's detail and does not stop the join.
+func TestPrefetch(t *testing.T) {
+	r := newRig(t, userData(t, "hello"))
+	if err := os.MkdirAll(filepath.Join(r.root, "usr/bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(r.root, "usr/bin/containerd"), make([]byte, 3<<20), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a := r.agent()
+	a.env.Prefetch = []string{"/usr/bin/containerd", "/usr/bin/kubelet"}
+	if err := a.Run(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
+	}
+	st, _ := status.Read(r.root)
+	var p *status.Phase
+	for i := range st.Phases {
+		if st.Phases[i].Name == "prefetch" {
+			p = &st.Phases[i]
+		}
+	}
+	if st.State != "joined" || p == nil || p.Result != "ok" {
+		t.Fatalf("state %s, prefetch phase %+v", st.State, p)
+	}
+	for _, want := range []string{"3.0 MiB read into the page cache", "containerd 3.0 MiB", "/usr/bin/kubelet: open "} {
+		if !strings.Contains(p.Detail, want) {
+			t.Errorf("prefetch detail %q lacks %q", p.Detail, want)
+		}
+	}
+}
