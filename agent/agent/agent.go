@@ -92,9 +92,9 @@ type Env struct {
 	Exec, Main float64
 	// Prefetch are the binaries the join executes (containerd, its shim,
 	// runc, the kubelet); the prefetch phase reads them into the page
-	// cache from the agent's start, beside config, apply and network,
-	// so that their page-in through dm-verity is not spent when
-	// containerd and the kubelet start.
+	// cache from the end of config, beside apply, network, containerd
+	// and runtime, so that the kubelet's page-in through dm-verity is
+	// done while containerd starts, in large sequential reads.
 	Prefetch []string
 	Poll     time.Duration // how often waits re-check (default 250ms)
 	// MetadataOverNetwork says the provider is reached over the network
@@ -197,9 +197,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer bg.Wait()
 	a.kernel = make(chan error, 1)
 	bg.Go(func() { a.kernel <- a.phase(ctx, "kernel", a.dl.Network, a.kernelPrep) })
-	if len(a.env.Prefetch) > 0 {
-		bg.Go(func() { a.phase(ctx, "prefetch", a.dl.Runtime, a.prefetch) })
-	}
 	for _, s := range steps {
 		if s.name == "containerd" {
 			a.containerd = make(chan error, 1)
@@ -214,6 +211,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		if err != nil {
 			return err
+		}
+		if s.name == "config" && len(a.env.Prefetch) > 0 {
+			// Not earlier: dm-verity hashes what is read in
+			// high-priority kernel workers, and reading 160 MiB beside
+			// udevd, networkd and DHCP (under emulation) delayed the
+			// config phase by more than it saved later.
+			bg.Go(func() { a.phase(ctx, "prefetch", a.dl.Runtime, a.prefetch) })
 		}
 		if s.name == "apply" {
 			// The node's configuration is in place: boot may go on while
