@@ -47,6 +47,7 @@ var smokeChecks = []string{
 	"changed user-data refused", "disk attached as NVMe after the reboot", "/etc edit gone",
 	"refusal on the console", "refusal in the status file", "refused node does not join",
 	"no failed systemd units (first boot)", "no failed systemd units (after the reboot)",
+	"serial console clean (first boot)", "serial console clean (after the reboot)",
 }
 
 func checkSmokeJUnit(t *testing.T, path string) {
