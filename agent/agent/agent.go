@@ -157,7 +157,21 @@ func (a *Agent) path(p string) string { return filepath.Join(a.env.Root, p) }
 
 // phase runs fn under a deadline, recording it.
 func (a *Agent) phase(ctx context.Context, name string, d time.Duration, fn func(ctx context.Context) (string, error)) error {
+	return a.begin(name)(ctx, d, fn)
+}
+
+// begin records the start of a phase now and returns the function that
+// runs and finishes it. A background phase is begun before its goroutine
+// starts, so the status file and the console show it starting where the
+// agent started it, however late the goroutine is scheduled.
+func (a *Agent) begin(name string) func(context.Context, time.Duration, func(ctx context.Context) (string, error)) error {
 	i := a.rec.Begin(name)
+	return func(ctx context.Context, d time.Duration, fn func(ctx context.Context) (string, error)) error {
+		return a.runPhase(ctx, i, name, d, fn)
+	}
+}
+
+func (a *Agent) runPhase(ctx context.Context, i int, name string, d time.Duration, fn func(ctx context.Context) (string, error)) error {
 	a.env.Notify("STATUS=" + name)
 	pctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -196,11 +210,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	var bg sync.WaitGroup
 	defer bg.Wait()
 	a.kernel = make(chan error, 1)
-	bg.Go(func() { a.kernel <- a.phase(ctx, "kernel", a.dl.Network, a.kernelPrep) })
+	kernel := a.begin("kernel")
+	bg.Go(func() { a.kernel <- kernel(ctx, a.dl.Network, a.kernelPrep) })
 	for _, s := range steps {
 		if s.name == "containerd" {
 			a.containerd = make(chan error, 1)
-			bg.Go(func() { a.containerd <- a.phase(ctx, s.name, s.d, a.startContainerd) })
+			run := a.begin(s.name)
+			bg.Go(func() { a.containerd <- run(ctx, s.d, a.startContainerd) })
 			continue
 		}
 		err := a.phase(ctx, s.name, s.d, s.fn)
@@ -217,7 +233,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			// high-priority kernel workers, and reading 160 MiB beside
 			// udevd, networkd and DHCP (under emulation) delayed the
 			// config phase by more than it saved later.
-			bg.Go(func() { a.phase(ctx, "prefetch", a.dl.Runtime, a.prefetch) })
+			run := a.begin("prefetch")
+			bg.Go(func() { run(ctx, a.dl.Runtime, a.prefetch) })
 		}
 		if s.name == "apply" {
 			// The node's configuration is in place: boot may go on while
