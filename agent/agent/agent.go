@@ -90,13 +90,7 @@ type Env struct {
 	// the binary through dm-verity, Go runtime and package init, the
 	// platform probe and the systemd connection).
 	Exec, Main float64
-	// Prefetch are the binaries the join executes (containerd, its shim,
-	// runc, the kubelet); the prefetch phase reads them into the page
-	// cache from the end of config, beside apply, network, containerd
-	// and runtime, so that the kubelet's page-in through dm-verity is
-	// done while containerd starts, in large sequential reads.
-	Prefetch []string
-	Poll     time.Duration // how often waits re-check (default 250ms)
+	Poll       time.Duration // how often waits re-check (default 250ms)
 	// MetadataOverNetwork says the provider is reached over the network
 	// (ECS metadata): the config phase waits for a default route first,
 	// rather than spending its first requests, and backoff, on an
@@ -227,14 +221,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		if err != nil {
 			return err
-		}
-		if s.name == "config" && len(a.env.Prefetch) > 0 {
-			// Not earlier: dm-verity hashes what is read in
-			// high-priority kernel workers, and reading 160 MiB beside
-			// udevd, networkd and DHCP (under emulation) delayed the
-			// config phase by more than it saved later.
-			run := a.begin("prefetch")
-			bg.Go(func() { run(ctx, a.dl.Runtime, a.prefetch) })
 		}
 		if s.name == "apply" {
 			// The node's configuration is in place: boot may go on while

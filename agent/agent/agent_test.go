@@ -512,35 +512,3 @@ func TestReloadOnlyForUnits(t *testing.T) {
 		t.Error("hello.service not written")
 	}
 }
-
-// TestPrefetch: the join's binaries are read beside the other phases; one
-// that is missing is named in the phase's detail and does not stop the join.
-func TestPrefetch(t *testing.T) {
-	r := newRig(t, userData(t, "hello"))
-	if err := os.MkdirAll(filepath.Join(r.root, "usr/bin"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(r.root, "usr/bin/containerd"), make([]byte, 3<<20), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	a := r.agent()
-	a.env.Prefetch = []string{"/usr/bin/containerd", "/usr/bin/kubelet"}
-	if err := a.Run(context.Background()); err != nil {
-		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
-	}
-	st, _ := status.Read(r.root)
-	var p *status.Phase
-	for i := range st.Phases {
-		if st.Phases[i].Name == "prefetch" {
-			p = &st.Phases[i]
-		}
-	}
-	if st.State != "joined" || p == nil || p.Result != "ok" {
-		t.Fatalf("state %s, prefetch phase %+v", st.State, p)
-	}
-	for _, want := range []string{"3.0 MiB read into the page cache", "containerd 3.0 MiB", "/usr/bin/kubelet: open "} {
-		if !strings.Contains(p.Detail, want) {
-			t.Errorf("prefetch detail %q lacks %q", p.Detail, want)
-		}
-	}
-}

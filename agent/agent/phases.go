@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/drover-os/drover/agent/ignition"
@@ -150,54 +148,6 @@ func (a *Agent) kernelPrep(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return "modules and sysctls in place", nil
-}
-
-// prefetch reads the join's binaries once, so that containerd and the
-// kubelet start from the page cache. A binary it cannot read is noted, not
-// fatal: the service that needs it will say why it cannot start.
-func (a *Agent) prefetch(ctx context.Context) (string, error) {
-	buf := make([]byte, 1<<20)
-	var total int64
-	var parts []string
-	t0 := a.env.Uptime()
-	for _, p := range a.env.Prefetch {
-		if ctx.Err() != nil {
-			break
-		}
-		t := a.env.Uptime()
-		n, err := readAll(a.path(p), buf)
-		total += n
-		if err != nil {
-			parts = append(parts, fmt.Sprintf("%s: %v", p, err))
-			continue
-		}
-		parts = append(parts, fmt.Sprintf("%s %.1f MiB %.1fs", filepath.Base(p), float64(n)/(1<<20), a.env.Uptime()-t))
-	}
-	rate := ""
-	if d := a.env.Uptime() - t0; d > 0 {
-		rate = fmt.Sprintf(", %.1f MiB/s", float64(total)/(1<<20)/d)
-	}
-	return fmt.Sprintf("%.1f MiB read into the page cache%s (%s)", float64(total)/(1<<20), rate, strings.Join(parts, ", ")), nil
-}
-
-// readAll reads the file at p to its end and returns how many bytes it read.
-func readAll(p string, buf []byte) (int64, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	var n int64
-	for {
-		m, err := f.Read(buf)
-		n += int64(m)
-		if err == io.EOF {
-			return n, nil
-		}
-		if err != nil {
-			return n, err
-		}
-	}
 }
 
 func (a *Agent) nodeFacts() nodeconfig.Facts {

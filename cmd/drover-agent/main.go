@@ -147,9 +147,6 @@ func run(ctx context.Context) error {
 		Notify:     func(s string) { systemd.Notify(s) },
 		Exec:       execAt,
 		Main:       mainAt,
-		// What containerd.service and kubelet.service execute, in the
-		// order they start.
-		Prefetch: []string{"/usr/bin/containerd", "/usr/bin/containerd-shim-runc-v2", "/usr/sbin/runc", "/usr/bin/kubelet"},
 		// The ECS metadata service is reached over the primary NIC;
 		// fw_cfg and a local file need no network.
 		MetadataOverNetwork: platform == provider.PlatformECS,
