@@ -52,6 +52,7 @@ var smokeChecks = []string{
 	"launch template units ran: oneshot, long-running, timer; kubelet drop-in in effect (after the reboot",
 	"systemd-analyze security drover-agent.service", "drift guard runs with CAP_DAC_READ_SEARCH only",
 	"DroverConfigDrift condition and one ConfigDrift Event", "DroverConfigDrift back to False after the restore",
+	"serial console clean (first boot)", "serial console clean (after the reboot)",
 }
 
 func checkSmokeJUnit(t *testing.T, path string) {

@@ -84,6 +84,12 @@ type Env struct {
 	Console    func(string)
 	Uptime     func() float64
 	Notify     func(string)
+	// Exec and Main are when the agent's process was exec'd and when its
+	// main began, in seconds since boot (0: unknown). Run records them as
+	// the "start" phase: the start-up before the first phase (page-in of
+	// the binary through dm-verity, Go runtime and package init, the
+	// platform probe and the systemd connection).
+	Exec, Main float64
 	Poll       time.Duration // how often waits re-check (default 250ms)
 	// MetadataOverNetwork says the provider is reached over the network
 	// (ECS metadata): the config phase waits for a default route first,
@@ -155,7 +161,21 @@ func (a *Agent) path(p string) string { return filepath.Join(a.env.Root, p) }
 
 // phase runs fn under a deadline, recording it.
 func (a *Agent) phase(ctx context.Context, name string, d time.Duration, fn func(ctx context.Context) (string, error)) error {
+	return a.begin(name)(ctx, d, fn)
+}
+
+// begin records the start of a phase now and returns the function that
+// runs and finishes it. A background phase is begun before its goroutine
+// starts, so the status file and the console show it starting where the
+// agent started it, however late the goroutine is scheduled.
+func (a *Agent) begin(name string) func(context.Context, time.Duration, func(ctx context.Context) (string, error)) error {
 	i := a.rec.Begin(name)
+	return func(ctx context.Context, d time.Duration, fn func(ctx context.Context) (string, error)) error {
+		return a.runPhase(ctx, i, name, d, fn)
+	}
+}
+
+func (a *Agent) runPhase(ctx context.Context, i int, name string, d time.Duration, fn func(ctx context.Context) (string, error)) error {
 	a.env.Notify("STATUS=" + name)
 	pctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -169,6 +189,10 @@ func (a *Agent) phase(ctx context.Context, name string, d time.Duration, fn func
 
 // Run provisions the node and returns once it is Ready (or failed).
 func (a *Agent) Run(ctx context.Context) error {
+	if a.env.Exec > 0 {
+		a.rec.Span("start", a.env.Exec, fmt.Sprintf("exec at %.2fs, main at %.2fs (runtime and package init %.2fs), then platform probe and systemd connection %.2fs",
+			a.env.Exec, a.env.Main, a.env.Main-a.env.Exec, a.env.Uptime()-a.env.Main))
+	}
 	a.readSecureBoot()
 	steps := []struct {
 		name string
@@ -190,11 +214,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	var bg sync.WaitGroup
 	defer bg.Wait()
 	a.kernel = make(chan error, 1)
-	bg.Go(func() { a.kernel <- a.phase(ctx, "kernel", a.dl.Network, a.kernelPrep) })
+	kernel := a.begin("kernel")
+	bg.Go(func() { a.kernel <- kernel(ctx, a.dl.Network, a.kernelPrep) })
 	for _, s := range steps {
 		if s.name == "containerd" {
 			a.containerd = make(chan error, 1)
-			bg.Go(func() { a.containerd <- a.phase(ctx, s.name, s.d, a.startContainerd) })
+			run := a.begin(s.name)
+			bg.Go(func() { a.containerd <- run(ctx, s.d, a.startContainerd) })
 			continue
 		}
 		err := a.phase(ctx, s.name, s.d, s.fn)

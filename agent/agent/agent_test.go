@@ -179,7 +179,8 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 	if c, r := names["containerd"], names["runtime"]; c.Result != "ok" || c.Started.Before(names["apply"].Ended) || c.Ended.After(r.Ended) {
 		t.Errorf("containerd phase %+v must run after apply and end before runtime %+v", c, r)
 	}
-	if got := strings.Join(r.sd.Calls, ","); got != "reload,start containerd.service,start systemd-timesyncd.service,start kubelet.service" {
+	// The config writes no unit: no daemon-reload.
+	if got := strings.Join(r.sd.Calls, ","); got != "start containerd.service,start systemd-timesyncd.service,start kubelet.service" {
 		t.Errorf("systemd calls %s", got)
 	}
 	for _, p := range []string{"/etc/motd", "/etc/containerd/config.toml", "/etc/containerd/certs.d/100.64.0.2:5000/hosts.toml", "/etc/kubernetes/kubelet-config.yaml", "/etc/default/kubelet", StoredConfig} {
@@ -530,3 +531,24 @@ func TestSecureBootReachesStatusAndLabel(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestReloadOnlyForUnits: a config that carries a unit gets a daemon-reload
+// at the end of apply, before containerd starts, so systemd sees the unit.
+func TestReloadOnlyForUnits(t *testing.T) {
+	var cfg map[string]any
+	if err := json.Unmarshal(userData(t, "hello"), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["systemd"] = map[string]any{"units": []any{map[string]any{"name": "hello.service", "contents": "[Service]\nExecStart=/bin/true\n"}}}
+	data, _ := json.Marshal(cfg)
+	r := newRig(t, data)
+	if err := r.agent().Run(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
+	}
+	if got := strings.Join(r.sd.Calls, ","); got != "reload,start containerd.service,start systemd-timesyncd.service,start kubelet.service" {
+		t.Errorf("systemd calls %s", got)
+	}
+	if !fileExists(filepath.Join(r.root, "/etc/systemd/system/hello.service")) {
+		t.Error("hello.service not written")
+	}
+}

@@ -126,9 +126,15 @@ func (a *Agent) apply(ctx context.Context) (string, error) {
 	a.start = plan.Start
 	// Before READY=1: units ordered after the agent, and the image units
 	// the agent starts itself (containerd, kubelet), must see the config's
-	// units and drop-ins.
-	if err := a.env.Systemd.Reload(ctx); err != nil {
-		return "", err
+	// units and drop-ins. A daemon-reload re-runs every generator and
+	// re-reads every unit (a second or more under emulation); systemd
+	// needs it only to see units the config wrote. The agent's own files
+	// (containerd's and the kubelet's configuration, /etc/default/kubelet)
+	// are read by the services when they start.
+	if a.wroteSystemd() {
+		if err := a.env.Systemd.Reload(ctx); err != nil {
+			return "", err
+		}
 	}
 	node, err := parse(mustRead(a.path(NodeFile)), NodeFile)
 	if err != nil {
@@ -270,10 +276,12 @@ func (a *Agent) writeFiles(files []nodeconfig.File) error {
 }
 
 // startContainerd writes containerd's configuration, which depends on the
-// node file alone, and starts containerd (systemd was reloaded in apply, so
-// the config's drop-ins for it apply). The agent runs it as its own phase beside network and runtime,
-// so containerd's start (seconds under emulation) overlaps the network wait
-// and the kubelet's configuration; runtime waits for its result.
+// node file alone, and starts containerd (apply reloaded systemd if the
+// config wrote units or drop-ins, so those for containerd apply). The agent
+// runs it as its own phase beside network and runtime, so containerd's start
+// (seconds under emulation) overlaps the network wait and the kubelet's
+// configuration; runtime waits for its result. The detail says how long it
+// took.
 func (a *Agent) startContainerd(ctx context.Context) (string, error) {
 	files, err := nodeconfig.RenderContainerd(a.node)
 	if err != nil {
@@ -282,23 +290,37 @@ func (a *Agent) startContainerd(ctx context.Context) (string, error) {
 	if err := a.writeFiles(files); err != nil {
 		return "", err
 	}
+	t := a.env.Uptime()
 	if err := a.env.Systemd.Start(ctx, "containerd.service"); err != nil {
 		return "", err
 	}
-	return "containerd active", nil
+	return fmt.Sprintf("containerd active after %.1fs", a.env.Uptime()-t), nil
+}
+
+// wroteSystemd says whether the applied config manages anything under
+// /etc/systemd (units, drop-ins, enable links).
+func (a *Agent) wroteSystemd() bool {
+	for _, m := range a.managed {
+		if strings.HasPrefix(m.Path, "/etc/systemd/") {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *Agent) kubelet(ctx context.Context) (string, error) {
+	t := a.env.Uptime()
 	if err := a.env.Systemd.Start(ctx, "kubelet.service"); err != nil {
 		return "", err
 	}
+	started := a.env.Uptime()
 	if err := a.waitFor(ctx, "kubelet healthz", func() (bool, error) {
 		err := a.env.Healthz(ctx)
 		return err == nil, err
 	}); err != nil {
 		return "", err
 	}
-	return "kubelet healthy", nil
+	return fmt.Sprintf("kubelet healthy (kubelet.service started after %.1fs, healthz answered %.1fs later)", started-t, a.env.Uptime()-started), nil
 }
 
 // certificate waits for a valid client certificate of the kubelet, then

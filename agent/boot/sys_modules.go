@@ -57,6 +57,10 @@ func loadModule(path string) (string, error) {
 		return "loaded", nil
 	case errors.Is(err, unix.EEXIST):
 		return "already loaded", nil
+	case errors.Is(err, unix.ENODEV):
+		// A CPU-feature module (the SHA-256 accelerators) on a CPU
+		// without the feature: the kernel keeps its generic code.
+		return "skipped: no device or CPU feature for it (ENODEV)", nil
 	case errors.Is(err, unix.ENOSYS) || compressed && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP)):
 		// The kernel cannot read this file itself (no in-kernel
 		// decompression, or no finit_module): hand it the bytes.

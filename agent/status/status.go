@@ -98,6 +98,21 @@ func (r *Recorder) Begin(name string) int {
 	return len(r.st.Phases) - 1
 }
 
+// Span records a phase that began before the recorder existed, at uptime
+// start (seconds since boot), and ends now: the agent's own start-up, from
+// the process's exec to its first phase. The started line carries the
+// earlier stamp, so the console timeline orders it where it happened.
+func (r *Recorder) Span(name string, start float64, detail string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	up, now := r.uptime(), r.now().UTC()
+	began := now.Add(-time.Duration((up - start) * float64(time.Second)))
+	r.st.Phases = append(r.st.Phases, Phase{Name: name, Started: began, Ended: now, UptimeS: start, UptimeE: up, Result: "ok", Detail: detail})
+	r.line(fmt.Sprintf("drover-agent: [%7.2fs] %s: started", start, name))
+	r.line(fmt.Sprintf("drover-agent: [%7.2fs] %s: ok (%.1fs): %s", up, name, up-start, detail))
+	r.save()
+}
+
 // End finishes the phase begun last; err nil means ok.
 func (r *Recorder) End(detail string, err error) { r.Finish(-1, detail, err) }
 
@@ -234,6 +249,32 @@ func Format(s *Status) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// ProcessStart returns when the calling process was exec'd, in seconds since
+// boot: field 22 of /proc/self/stat under root (starttime, in clock ticks;
+// USER_HZ is 100 on every Linux architecture drover builds for).
+func ProcessStart(root string) (float64, error) {
+	data, err := os.ReadFile(filepath.Join(root, "/proc/self/stat"))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces:
+	// count the fields after its closing one.
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/self/stat: no command name in %q", data)
+	}
+	f := strings.Fields(string(data[i+1:]))
+	const starttime = 22 - 3 // fields 3.. follow the command name
+	if len(f) <= starttime {
+		return 0, fmt.Errorf("/proc/self/stat: %d fields after the command name, want more than %d", len(f), starttime)
+	}
+	var ticks uint64
+	if _, err := fmt.Sscanf(f[starttime], "%d", &ticks); err != nil {
+		return 0, fmt.Errorf("/proc/self/stat: starttime %q: %w", f[starttime], err)
+	}
+	return float64(ticks) / 100, nil
 }
 
 // Uptime reads /proc/uptime under root (seconds since boot), or 0.

@@ -2,6 +2,8 @@ package status
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,5 +40,43 @@ func TestRecorder(t *testing.T) {
 	}
 	if out := Format(s); !strings.Contains(out, "state: failed (phase apply)") {
 		t.Errorf("format:\n%s", out)
+	}
+}
+
+func TestSpanAndProcessStart(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "proc/self"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A command name with a space and a parenthesis, as the kernel allows.
+	stat := "252 (drover agent) S 1 252 252 0 -1 4194560 1520 0 0 0 21 9 0 0 20 0 6 0 1422 1300000000 3000 18446744073709551615\n"
+	if err := os.WriteFile(filepath.Join(root, "proc/self/stat"), []byte(stat), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exec, err := ProcessStart(root)
+	if err != nil || exec != 14.22 {
+		t.Fatalf("ProcessStart = %v, %v; want 14.22 (starttime 1422 ticks)", exec, err)
+	}
+	var lines []string
+	r := NewRecorder(root, func(s string) { lines = append(lines, s) }, func() float64 { return 15.9 })
+	r.now = func() time.Time { return time.Unix(1764000000, 0) }
+	r.Span("start", exec, "exec at 14.22s")
+	s, err := Read(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := s.Phases[0]
+	if p.Name != "start" || p.Result != "ok" || p.UptimeS != 14.22 || p.UptimeE != 15.9 || p.Ended.Sub(p.Started).Round(time.Millisecond) != 1680*time.Millisecond {
+		t.Errorf("phase %+v", p)
+	}
+	want := "drover-agent: [  14.22s] start: started\ndrover-agent: [  15.90s] start: ok (1.7s): exec at 14.22s"
+	if got := strings.Join(lines, "\n"); got != want {
+		t.Errorf("console:\n%s\nwant:\n%s", got, want)
+	}
+	if err := os.WriteFile(filepath.Join(root, "proc/self/stat"), []byte("252 (drover-agent) S 1 252\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ProcessStart(root); err == nil || !strings.Contains(err.Error(), "fields after the command name") {
+		t.Errorf("short stat: err %v", err)
 	}
 }

@@ -93,6 +93,11 @@ func validate(ctx context.Context, path string) int {
 func console(s string) { fmt.Println(s) }
 
 func run(ctx context.Context) error {
+	mainAt := status.Uptime("/")()
+	execAt, err := status.ProcessStart("/")
+	if err != nil {
+		console("drover-agent: start time unknown: " + err.Error())
+	}
 	probes, err := provider.ReadProbes("/")
 	if err != nil {
 		return err
@@ -140,6 +145,8 @@ func run(ctx context.Context) error {
 		Console:    console,
 		Uptime:     status.Uptime("/"),
 		Notify:     func(s string) { systemd.Notify(s) },
+		Exec:       execAt,
+		Main:       mainAt,
 		// The ECS metadata service is reached over the primary NIC;
 		// fw_cfg and a local file need no network.
 		MetadataOverNetwork: platform == provider.PlatformECS,

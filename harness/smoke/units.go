@@ -56,10 +56,45 @@ func (u *UnitsResult) Err() error {
 	return fmt.Errorf("%s", b.String())
 }
 
-// checkNoFailedUnits adds the check "no failed systemd units (boot)": a
-// node must come up with `systemctl --failed` empty, on every boot.
+// consoleRules are what a boot's serial console must not show: systemd's
+// status line of a failed unit, a database rebuilt at boot (the image ships
+// them built, issue 15), and dm-verity hashing with the kernel's generic
+// C code (the initrd loads the CPU's SHA-256 module first, image/build).
+var consoleRules = []struct{ match, problem string }{
+	{"[FAILED]", "a unit failed"},
+	{"Rebuild Hardware Database", "the udev hwdb is rebuilt at boot"},
+	{"Rebuild Journal Catalog", "the journal catalog is rebuilt at boot"},
+	{"Rebuild Dynamic Linker Cache", "ld.so.cache is rebuilt at boot"},
+	{`device-mapper: verity: sha256 using shash "sha256-generic"`, "dm-verity hashes with sha256-generic: the initrd did not load the CPU's SHA-256 module (crypto-sha256) before the verity target"},
+}
+
+// ConsoleProblems reads the last boot in a serial console log (from its
+// last "Linux version" line) against consoleRules: one problem per
+// offending line, with the line.
+func ConsoleProblems(log string) []string {
+	if i := strings.LastIndex(log, "Linux version"); i >= 0 {
+		log = log[i:]
+	}
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		line = strings.TrimRight(line, "\r")
+		for _, rule := range consoleRules {
+			if strings.Contains(line, rule.match) {
+				out = append(out, rule.problem+": "+strings.TrimSpace(line))
+			}
+		}
+	}
+	return out
+}
+
+// checkNoFailedUnits adds the checks "no failed systemd units (boot)": a
+// node must come up with `systemctl --failed` empty, on every boot; and
+// "serial console clean (boot)": no [FAILED] line, no database rebuilt, no
+// sha256-generic under dm-verity (ConsoleProblems).
 func (e *Env) checkNoFailedUnits(ctx context.Context, r *Report, in *Instance, boot, pod string) {
 	s := time.Now()
+	r.add("serial console clean ("+boot+")", s, errIf(ConsoleProblems(in.VM.Log())),
+		"no [FAILED], no Rebuild Hardware Database / Journal Catalog / Dynamic Linker Cache, dm-verity not on sha256-generic")
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	u, err := e.FailedUnits(sctx, in, pod)

@@ -51,6 +51,10 @@ func Parse(log string) Timeline {
 		if m := agent.FindStringSubmatch(line); m != nil {
 			up, _ := strconv.ParseFloat(m[1], 64)
 			switch {
+			case m[2] == "start" && m[3] == "started":
+				// The agent's start phase is stamped with the exec of its
+				// process: when systemd started drover-agent.
+				add("agent exec", up)
 			case m[2] == "kubelet" && m[3] == "started":
 				add("kubelet starting", up)
 			case m[2] == "ready" && m[3] == "ok":

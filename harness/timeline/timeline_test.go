@@ -11,6 +11,8 @@ const sample = `BdsDxe: loading Boot0001
 [    5.186365] drover-init: mount-api (+0.004s)
 [    6.385891] drover-init: verity (+1.245s)
 [    7.677467] drover-init: exec /usr/lib/systemd/systemd (+2.536s)
+drover-agent: [  12.30s] start: started
+drover-agent: [  14.00s] start: ok (1.7s): exec at 12.30s
 drover-agent: [  14.10s] config: started
 drover-agent: [  14.90s] config: ok (0.8s): user-data from ecs
 drover-agent: [  15.20s] apply: ok (0.3s): 3 paths managed
@@ -26,6 +28,8 @@ func TestParse(t *testing.T) {
       5.19s  initrd (drover-init)
       6.39s  verity root
       7.68s  systemd
+     12.30s  agent exec
+     14.00s  agent start
      14.10s  agent started
      14.90s  agent config
      15.20s  agent apply

@@ -21,9 +21,16 @@ import (
 // devices (virtio-blk, virtio-scsi, NVMe), device-mapper + verity, and the
 // filesystems it mounts, and efivarfs, through which it reads whether
 // Secure Boot was on. Modules the kernel has built in are skipped.
+//
+// crypto-sha256 is the alias of the CPU's SHA-256 implementations
+// (sha256_ssse3 on amd64: SHA-NI, AVX2, AVX, SSSE3; sha2_ce on arm64). It
+// is loaded before dm_verity's target is created: dm-verity picks the best
+// implementation registered at that moment, and without it every block the
+// node reads is hashed by sha256-generic for the whole uptime (the kernel
+// says which: "device-mapper: verity: sha256 using shash ...").
 var InitrdModules = []string{
 	"virtio_pci", "virtio_blk", "virtio_scsi", "sd_mod", "nvme",
-	"dm_mod", "dm_verity", "erofs", "overlay", "ext4", "crc32c_generic", "efivarfs",
+	"crypto-sha256", "dm_mod", "dm_verity", "erofs", "overlay", "ext4", "crc32c_generic", "efivarfs",
 }
 
 // Plan is what a build will do, computed from the recipe and lock alone.
