@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"reflect"
 
+	"github.com/drover-os/drover/image/arch"
+
 	"gopkg.in/yaml.v3"
 )
 
@@ -104,7 +106,6 @@ type Image struct {
 const (
 	DefaultSuite   = "trixie"
 	DefaultArch    = "amd64"
-	DefaultKernel  = "linux-image-cloud-amd64"
 	DefaultESPSize = "64MiB"
 )
 
@@ -151,7 +152,10 @@ func (r *Recipe) applyDefaults() {
 		r.Debian.Components = []string{"main"}
 	}
 	if r.Kernel == "" {
-		r.Kernel = DefaultKernel
+		// An unknown arch fails validation; its kernel stays empty.
+		if a, err := arch.Lookup(r.Arch); err == nil {
+			r.Kernel = a.Kernel
+		}
 	}
 	if r.Image.ESPSize == "" {
 		r.Image.ESPSize = DefaultESPSize
