@@ -74,7 +74,7 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 		return r.add(name, s, err, d)
 	}
 	step("providerID and ECS labels", func(ctx context.Context) (string, error) {
-		return meta.RegionID + "." + meta.InstanceID, e.CheckNode(ctx, in)
+		return meta.RegionID + "." + meta.InstanceID + ", kubernetes.io/arch=" + in.Config.Arch, e.CheckNode(ctx, in)
 	})
 	step("pod from the local registry runs to completion", func(ctx context.Context) (string, error) {
 		_, err := e.RunPod(ctx, in, "hello", registry.HelloImage, nil, false)
