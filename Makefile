@@ -5,10 +5,10 @@ RECIPE    ?= recipes/ecs-node.yaml
 BIN       := bin
 GOFLAGS_BUILD := -trimpath -buildvcs=false -ldflags="-s -w"
 
-.PHONY: help image test unit integration e2e bench fuzz fuzz-short lint build clean demo smoke
+.PHONY: help image test unit integration e2e bench fuzz fuzz-short lint build clean demo smoke smoke-arm64
 
 help: ## List the targets and what they do
-	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN{FS=":.*## "} /^[a-z0-9-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## Build drover, drover-agent and drover-init into bin/
 	@mkdir -p $(BIN)
@@ -42,6 +42,13 @@ demo: image ## Boot out/ecs-node.raw as an ECS instance joining a local control 
 
 smoke: image ## The pipeline gate: drover smoke on out/ecs-node.raw with every check, JUnit in out/
 	$(BIN)/drover smoke $(OUT)/ecs-node.raw --reboot --policy-check --metadata-errors 0.3 --metadata-delay 2s --metadata-token-ttl 1s --junit $(OUT)/smoke.xml
+
+smoke-arm64: build ## Build recipes/ecs-node-arm64.yaml and drover smoke it under qemu-system-aarch64 (TCG); prints the wall time
+	./scripts/host-setup.sh
+	@start=$$(date +%s); \
+	$(BIN)/drover build recipes/ecs-node-arm64.yaml -o $(OUT) && \
+	$(BIN)/drover smoke $(OUT)/ecs-node-arm64.raw --junit $(OUT)/smoke-arm64.xml; rc=$$?; \
+	echo "smoke-arm64: exit $$rc after $$(( $$(date +%s) - start ))s"; exit $$rc
 
 fuzz-short: ## Every fuzz target for a few seconds (part of make test)
 	./scripts/fuzz.sh 5000x
