@@ -5,10 +5,10 @@ RECIPE    ?= recipes/ecs-node.yaml
 BIN       := bin
 GOFLAGS_BUILD := -trimpath -buildvcs=false -ldflags="-s -w"
 
-.PHONY: help image host-tools test unit integration e2e bench fuzz fuzz-short lint build clean demo smoke smoke-matrix
+.PHONY: help image host-tools test unit integration e2e bench fuzz fuzz-short lint build clean demo smoke smoke-matrix smoke-arm64
 
 help: ## List the targets and what they do
-	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN{FS=":.*## "} /^[a-z0-9-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## Build drover, drover-agent and drover-init into bin/
 	CGO_ENABLED=0 $(GO) build $(GOFLAGS_BUILD) -o $(BIN)/ ./cmd/...
@@ -50,6 +50,12 @@ smoke: image host-tools ## The pipeline gate: drover smoke on out/ecs-node.raw w
 
 smoke-matrix: build ## Build every per-minor ecs-node recipe, smoke it against a control plane of its minor (and one skew case); print the table
 	./scripts/smoke-matrix.sh
+
+smoke-arm64: build host-tools ## Build recipes/ecs-node-arm64.yaml and drover smoke it under qemu-system-aarch64 (TCG); prints the wall time
+	@start=$$(date +%s); \
+	$(BIN)/drover build recipes/ecs-node-arm64.yaml -o $(OUT) && \
+	$(BIN)/drover smoke $(OUT)/ecs-node-arm64.raw --junit $(OUT)/smoke-arm64.xml; rc=$$?; \
+	echo "smoke-arm64: exit $$rc after $$(( $$(date +%s) - start ))s"; exit $$rc
 
 fuzz-short: ## Every fuzz target for a few seconds (part of make test)
 	./scripts/fuzz.sh 5000x

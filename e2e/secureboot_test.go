@@ -15,10 +15,15 @@ import (
 
 	"github.com/drover-os/drover/harness/qemu"
 	"github.com/drover-os/drover/harness/smoke"
+	"github.com/drover-os/drover/image/arch"
 	"github.com/drover-os/drover/image/build"
 	"github.com/drover-os/drover/image/diff"
 	"github.com/drover-os/drover/image/esp"
 )
+
+// loaderPath is systemd-boot's place on the ESP of the amd64 images the
+// Secure Boot tests build.
+var loaderPath = arch.AMD64.RemovableMediaPath()
 
 // secureBootRecipe is recipes/minimal.yaml with the agent enabled, so a
 // status file records what drover-init found, and the shipped lock (units
@@ -75,9 +80,9 @@ func TestSecureBoot(t *testing.T) {
 	t.Logf("reproducible: signed minimal.raw sha256 %s", fileSHA(t, signed))
 
 	mf := readManifest(t, filepath.Join(work, "signed", "minimal.manifest.json"))
-	files := espFiles(t, signed, mf, esp.LoaderPath, esp.UKIPath)
+	files := espFiles(t, signed, mf, loaderPath, esp.UKIPath)
 	t.Run("sbverify", func(t *testing.T) {
-		for _, name := range []string{esp.LoaderPath, esp.UKIPath} {
+		for _, name := range []string{loaderPath, esp.UKIPath} {
 			t.Log(run(t, "sbverify", "--cert", cert, files[name]))
 		}
 		unsignedUKI := espFiles(t, unsigned, readManifest(t, filepath.Join(work, "unsigned", "minimal.manifest.json")), esp.UKIPath)[esp.UKIPath]
@@ -235,8 +240,8 @@ func diffNamesBootFilesOnly(t *testing.T, unsigned, signed string) {
 			t.Errorf("%s: %s %q, want changed and signed by the snakeoil certificate", e.Path, e.Change, e.Details)
 		}
 	}
-	if got := strings.Join(names, " "); got != esp.LoaderPath+" "+esp.UKIPath {
-		t.Errorf("drover diff names boot files %q, want %s and %s", got, esp.LoaderPath, esp.UKIPath)
+	if got := strings.Join(names, " "); got != loaderPath+" "+esp.UKIPath {
+		t.Errorf("drover diff names boot files %q, want %s and %s", got, loaderPath, esp.UKIPath)
 	}
 	d.ESP = nil
 	if !d.Equal() {

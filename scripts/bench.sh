@@ -3,12 +3,12 @@
 # (scripts/host-setup.sh), root for the peer pipeline (mmdebstrap) and the
 # boots, and network access to the Debian mirror and the Go module proxy.
 # Work files go to $BENCH_DIR (default: a temp dir). Sections can be picked
-# with BENCH="sources build agent boot" (default: all).
+# with BENCH="sources build agent boot arm64" (default: all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DROVER=${DROVER:-$PWD/bin/drover}
 RECIPE=${RECIPE:-recipes/ecs-node.yaml}
-SECTIONS=${BENCH:-sources build agent boot}
+SECTIONS=${BENCH:-sources build agent boot arm64}
 work=${BENCH_DIR:-$(mktemp -d /tmp/drover-bench.XXXXXX)}
 mkdir -p "$work"
 name=$(basename "$RECIPE" .yaml)
@@ -116,6 +116,28 @@ if has boot; then
     --bench-previous bench/timeline-previous.txt --bench-record "$work/timeline.txt" 2>"$work/boot.log" | sed 's/^/  /' \
     || { echo "  boot bench failed (see $work/boot.log)"; tail -5 "$work/boot.log" | sed 's/^/  /'; }
   echo "  recorded: $work/timeline.txt"
+fi
+
+if has arm64; then
+  # The arm64 recipe beside the amd64 one, both built with the shared drover
+  # cache (the arm64 kubelet is a 15-minute cross-compile once), then
+  # BENCH_ARM64_BOOTS emulated boots (qemu-system-aarch64 under TCG).
+  arm_recipe=${ARM64_RECIPE:-recipes/ecs-node-arm64.yaml}; arm=$(basename "$arm_recipe" .yaml); out="$work/out-arch"
+  echo "== arm64: $arm_recipe beside $RECIPE"
+  for r in "$RECIPE" "$arm_recipe"; do "$DROVER" -q build "$r" -o "$out" >/dev/null; done
+  both() { printf "  %-40s %14s %14s\n" "$1" "$2" "$3"; }
+  size() { mib "$(stat -c %s "$out/$1")"; }
+  both "" "$name" "$arm"
+  both "raw image" "$(size "$name.raw")" "$(size "$arm.raw")"
+  both "qcow2 (compressed)" "$(size "$name.qcow2")" "$(size "$arm.qcow2")"
+  for f in "root filesystem (erofs):.rootfs.size" "ESP:(.partitions[] | select(.name == \"esp\") | .size)"; do
+    both "${f%%:*}" "$(mib "$(jq "${f#*:}" "$out/$name.manifest.json")")" "$(mib "$(jq "${f#*:}" "$out/$arm.manifest.json")")"
+  done
+  both "packages" "$(jq '.packages | length' "$out/$name.manifest.json")" "$(jq '.packages | length' "$out/$arm.manifest.json")"
+  echo "== boot timeline: $arm under qemu-system-aarch64 (TCG), median of ${BENCH_ARM64_BOOTS:-1} (amd64's is above)"
+  cache_args=(); [ -n "${BENCH_CACHE:-}" ] && cache_args=(--cache "$BENCH_CACHE")
+  "$DROVER" smoke "$out/$arm.raw" --bench "${BENCH_ARM64_BOOTS:-1}" --work "$work/boot-arm64" "${cache_args[@]}" 2>"$work/boot-arm64.log" \
+    | sed 's/^/  /' || { echo "  arm64 boot bench failed (see $work/boot-arm64.log)"; tail -5 "$work/boot-arm64.log" | sed 's/^/  /'; }
 fi
 
 echo "== go benchmarks (parsers, cache, verity, formats, rootfs)"

@@ -10,7 +10,8 @@ set -euo pipefail
 pkgs=(ca-certificates cryptsetup-bin erofs-utils dosfstools fdisk qemu-utils
       qemu-system-x86 ovmf mmdebstrap e2fsprogs zstd xz-utils cpio iproute2
       debian-archive-keyring util-linux mount containerd runc python3 kmod jq shellcheck vagrant ruby openssl
-      binutils sbsigntool efitools)
+      binutils sbsigntool efitools
+      qemu-system-arm qemu-efi-aarch64 file)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

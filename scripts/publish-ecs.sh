@@ -28,7 +28,8 @@ usage() {
   --object-prefix P     object key prefix (default drover/)
   --image-name NAME     ECS image name (default <name>-<version> from the manifest)
   --copy-to R1,R2       copy the image to these regions too (CopyImage), and wait
-  --architecture A      x86_64 (default) or arm64
+  --architecture A      x86_64 or arm64 (default: the arch in the manifest, amd64 being
+                        x86_64; an image of the other architecture is refused)
   --platform P          ECS Platform (default Debian)
   --boot-mode UEFI      the only mode drover images boot with
   --secure-boot         the image was built with --secure-boot-key: check that the
@@ -71,7 +72,7 @@ cmdline() {
 	printf '%s' "$out"
 }
 
-image="" region="" bucket="" prefix="drover/" image_name="" copy_to="" arch="x86_64"
+image="" region="" bucket="" prefix="drover/" image_name="" copy_to="" arch=""
 platform="Debian" boot_mode="UEFI" wait_timeout="1h" poll_interval=15 dry_run=0 dry_copy_region="" quiet=0 secure_boot=0
 while [ $# -gt 0 ]; do
 	opt=$1
@@ -115,7 +116,7 @@ region_re='^[a-z]{2,}(-[a-z0-9]+)+$'
 [[ $prefix =~ ^([A-Za-z0-9._-]+/)*[A-Za-z0-9._-]*$ ]] ||
 	usage_error "--object-prefix $(quote "$prefix"): use letters, digits, . _ - and / (no leading /)"
 [ -z "$prefix" ] || [[ $prefix == */ ]] || prefix+=/
-case $arch in x86_64 | arm64) ;; *) usage_error "--architecture $(quote "$arch"): want x86_64 or arm64" ;; esac
+case $arch in "" | x86_64 | arm64) ;; *) usage_error "--architecture $(quote "$arch"): want x86_64 or arm64" ;; esac
 [[ $platform =~ ^[A-Za-z][A-Za-z0-9\ ]*$ ]] || usage_error "--platform $(quote "$platform"): want an ECS Platform such as Debian"
 [ "$boot_mode" = UEFI ] || usage_error "--boot-mode $(quote "$boot_mode"): drover images boot by UEFI only"
 [[ $poll_interval =~ ^[1-9][0-9]*$|^0$ ]] || usage_error "--poll-interval $(quote "$poll_interval"): want whole seconds"
@@ -172,6 +173,19 @@ m_disk=$(field diskSize)
 [[ $m_build =~ ^[0-9A-Za-z._-]{1,128}$ ]] || die "manifest $(quote "$manifest"): buildID $(quote "$m_build") is malformed"
 [[ $m_disk =~ ^[0-9]+$ ]] || die "manifest $(quote "$manifest"): diskSize $(quote "$m_disk") is not a byte count"
 
+# The manifest's arch is the image's (Debian names); a manifest written
+# before drover built arm64 has none and is amd64. ImportImage would take
+# any Architecture, and an instance of the wrong one never boots.
+m_arch=$(jq -r '.arch // "amd64"' "$manifest")
+case $m_arch in
+amd64) image_arch=x86_64 loader=EFI/BOOT/BOOTX64.EFI ;;
+arm64) image_arch=arm64 loader=EFI/BOOT/BOOTAA64.EFI ;;
+*) die "manifest $(quote "$manifest"): arch $(quote "$m_arch") is neither amd64 nor arm64" ;;
+esac
+[ -n "$arch" ] || arch=$image_arch
+[ "$arch" = "$image_arch" ] ||
+	usage_error "--architecture $arch: $(quote "$manifest") is an $m_arch image ($image_arch); drop --architecture or publish the $arch build"
+
 # DiskImageSize is the image's size in whole GiB, 1-2048; the instance's
 # system disk (the launch template's, at least 20 GiB) may be larger, and the
 # node's var partition grows into the rest.
@@ -183,7 +197,7 @@ secure_tags=()
 if [ "$secure_boot" = 1 ]; then
 	# Both boot binaries must be signed, or firmware with Secure Boot on
 	# refuses the image (systemd-boot first, then the UKI).
-	for f in EFI/BOOT/BOOTX64.EFI EFI/Linux/drover.efi; do
+	for f in "$loader" EFI/Linux/drover.efi; do
 		jq -e --arg p "$f" '(.esp // [])[] | select(.path == $p) | .signedBy | select(. != null and . != "")' "$manifest" >/dev/null ||
 			die "--secure-boot: $f is not signed in $(quote "$manifest"): build with drover build --secure-boot-key KEY --secure-boot-cert CERT"
 	done
@@ -269,7 +283,7 @@ image_id_of() {
 	printf '%s' "$id"
 }
 
-log "publishing $image_name ($format, $gib GiB, root hash $m_root) to oss://$bucket/$object in $region"
+log "publishing $image_name ($format, $arch, $gib GiB, root hash $m_root) to oss://$bucket/$object in $region"
 if [ "$dry_run" = 1 ]; then
 	run ossutil cp -f "$image" "oss://$bucket/$object"
 else

@@ -44,7 +44,14 @@ It stops cleanly on Ctrl-C, on --timeout, or when the console shows the
 				os.RemoveAll(c.StateDir)
 			}
 			c.Console = cmd.OutOrStdout()
-			if kvm, why := qemu.KVMUsable(); kvm {
+			if c.Arch == "" {
+				a, err := qemu.ImageArch(c.Image)
+				if err != nil {
+					return err
+				}
+				c.Arch = a
+			}
+			if kvm, why := c.KVM(); kvm {
 				fmt.Fprintln(cmd.ErrOrStderr(), "run: KVM is usable")
 			} else {
 				fmt.Fprintf(cmd.ErrOrStderr(), "run: KVM not usable (%s): software emulation, expect a slow boot\n", why)

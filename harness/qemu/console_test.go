@@ -30,6 +30,7 @@ func fakeVM(t *testing.T, script string) (*VM, *Config) {
 	}
 	c := &Config{
 		Image:    write("img.raw", strings.Repeat("\x00", 1<<16), 0o644),
+		Arch:     "amd64",
 		StateDir: filepath.Join(dir, "state"),
 		QEMU:     write("fake-qemu", "#!/bin/sh\necho \"$@\" > \"$(dirname \"$0\")/args\"\n"+script, 0o755),
 		OVMFCode: write("CODE.fd", "code", 0o644),

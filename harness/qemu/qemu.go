@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +25,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/drover-os/drover/image/arch"
+	"github.com/drover-os/drover/image/gpt"
 )
 
 // Config describes one VM.
@@ -49,8 +53,8 @@ type Config struct {
 	ProductName string
 	FwCfg       map[string]string // name -> file
 	Console     io.Writer         // serial console copy (e.g. os.Stdout); the log is always written
-	QEMU        string            // default qemu-system-x86_64
-	OVMFCode    string            // default /usr/share/OVMF/OVMF_CODE_4M.fd (or OVMF_CODE.fd)
+	QEMU        string            // default qemu-system-x86_64, qemu-system-aarch64 for arm64
+	OVMFCode    string            // default /usr/share/OVMF/OVMF_CODE_4M.fd (or OVMF_CODE.fd), /usr/share/AAVMF/AAVMF_CODE.fd for arm64
 	OVMFVars    string            // template, default beside the code (the snakeoil one with SecureBoot)
 	// SecureBoot boots with Secure Boot enforced: the firmware build with
 	// SMM-protected variables (OVMF_CODE_4M.secboot.fd, on a q35 machine
@@ -59,6 +63,11 @@ type Config struct {
 	// certificate /usr/share/ovmf/PkKek-1-snakeoil.pem (SnakeoilKey and
 	// SnakeoilCert): images signed with it boot, others are refused.
 	SecureBoot bool
+	// Arch is the image's Debian architecture: amd64 boots a q35 machine
+	// with OVMF, arm64 a virt machine with AAVMF (Debian's
+	// qemu-efi-aarch64), emulated (TCG) on any other host. Empty: read
+	// from the image's DPS root partition type (ImageArch).
+	Arch string
 }
 
 // Debian's ovmf test key pair enrolled in OVMF_VARS_4M.snakeoil.fd. The key
@@ -93,6 +102,15 @@ func KVMUsable() (bool, string) {
 	}
 	unix.Close(vm)
 	return probeQEMU()
+}
+
+// KVM reports whether this VM can use KVM: only an image of the host's
+// own architecture can, and only when KVMUsable.
+func (c *Config) KVM() (bool, string) {
+	if c.Arch != "" && c.Arch != hostArch {
+		return false, fmt.Sprintf("%s image on this %s host", c.Arch, hostArch)
+	}
+	return KVMUsable()
 }
 
 var probe struct {
@@ -141,11 +159,53 @@ func firstExisting(paths ...string) string {
 }
 
 func (c *Config) defaults() error {
+	if c.Arch == "" && c.Image != "" {
+		a, err := ImageArch(c.Image)
+		if err != nil {
+			return err
+		}
+		c.Arch = a
+	}
 	if err := c.defaultsNoDir(); err != nil {
 		return err
 	}
 	return os.MkdirAll(c.StateDir, 0o755)
 }
+
+// ImageArch reads the Debian architecture of a drover disk image from its
+// GPT: the Discoverable Partitions Specification root partition type
+// (root-x86-64 → amd64, root-arm64 → arm64).
+func ImageArch(image string) (string, error) {
+	f, err := os.Open(image)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	layout, _, err := gpt.ReadLayout(f, fi.Size())
+	if err != nil {
+		return "", fmt.Errorf("reading the GPT of %s: %w", image, err)
+	}
+	for _, name := range arch.Names() {
+		a, _ := arch.Lookup(name)
+		root, _, _ := gpt.RootTypes(gpt.Arch(a.DPS))
+		for _, p := range layout.Parts {
+			if strings.EqualFold(p.Type, root) {
+				return a.Debian, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("%s has no DPS root partition of a known architecture (%s): is it a drover image?", image, strings.Join(arch.Names(), ", "))
+}
+
+// arm64 reports whether the VM is an Arm one.
+func (c *Config) arm64() bool { return c.Arch == arch.ARM64.Debian }
+
+// hostArch is the Debian architecture of this machine.
+var hostArch = runtime.GOARCH
 
 func (c *Config) defaultsNoDir() error {
 	if c.DiskSize == 0 {
@@ -156,6 +216,9 @@ func (c *Config) defaultsNoDir() error {
 	}
 	if c.CPUs == 0 {
 		c.CPUs = 2
+	}
+	if c.arm64() {
+		return c.defaultsArm64()
 	}
 	if c.QEMU == "" {
 		c.QEMU = "qemu-system-x86_64"
@@ -185,6 +248,30 @@ func (c *Config) defaultsNoDir() error {
 	}
 	if _, err := exec.LookPath(c.QEMU); err != nil {
 		return fmt.Errorf("%s not found: install the Debian package qemu-system-x86 (scripts/host-setup.sh)", c.QEMU)
+	}
+	return nil
+}
+
+// defaultsArm64 picks qemu-system-aarch64 and Debian's AAVMF (EDK II for
+// QEMU's virt machine, 64 MiB flash images).
+func (c *Config) defaultsArm64() error {
+	if c.SecureBoot {
+		return errors.New("Secure Boot boots are amd64 only (OVMF with SMM); boot the arm64 image without --secure-boot")
+	}
+	if c.QEMU == "" {
+		c.QEMU = "qemu-system-aarch64"
+	}
+	if c.OVMFCode == "" {
+		c.OVMFCode = firstExisting("/usr/share/AAVMF/AAVMF_CODE.fd")
+	}
+	if c.OVMFVars == "" {
+		c.OVMFVars = firstExisting("/usr/share/AAVMF/AAVMF_VARS.fd")
+	}
+	if c.OVMFCode == "" || c.OVMFVars == "" {
+		return errors.New("no AAVMF firmware in /usr/share/AAVMF: install the Debian package qemu-efi-aarch64 (scripts/host-setup.sh)")
+	}
+	if _, err := exec.LookPath(c.QEMU); err != nil {
+		return fmt.Errorf("%s not found: install the Debian package qemu-system-arm (scripts/host-setup.sh)", c.QEMU)
 	}
 	return nil
 }
@@ -227,6 +314,14 @@ func (c *Config) Args(kvm bool) []string {
 		accel, cpu = "kvm", "host"
 	}
 	machine := "q35"
+	if c.arm64() {
+		// The virt machine has PCIe, so the disk, NIC and RNG are the same
+		// PCI devices as on q35; its serial port is a PL011 (ttyAMA0).
+		// pauth-impdef: TCG's QARMA pointer authentication dominates an
+		// emulated arm64 boot; the implementation-defined algorithm is
+		// many times faster and invisible to the guest.
+		machine, cpu = "virt", "max,pauth-impdef=on"
+	}
 	if c.SecureBoot {
 		// The secboot firmware keeps its variables in SMM; without SMM and
 		// a secure flash it stops at once.
@@ -297,7 +392,7 @@ func Start(ctx context.Context, c *Config) (*VM, error) {
 	if err := c.Prepare(ctx); err != nil {
 		return nil, err
 	}
-	kvm, _ := KVMUsable()
+	kvm, _ := c.KVM()
 	cmd := exec.Command(c.QEMU, c.Args(kvm)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	logf, err := os.OpenFile(c.SerialLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

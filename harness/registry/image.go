@@ -63,13 +63,17 @@ func programNames() ([]string, error) {
 	return names, nil
 }
 
-// BuildPrograms compiles every embedded program into a static linux/amd64
-// binary with goBin (the go command) and returns the binaries by program
-// name. The throwaway module lives in a temporary directory under workDir
+// Arches are the architectures every harness image is built for, so
+// that nodes of each architecture drover builds pull the same references.
+var Arches = []string{"amd64", "arm64"}
+
+// BuildPrograms compiles every embedded program into a static
+// linux/<goarch> binary with goBin (the go command) and returns the
+// binaries by program name. The throwaway module lives in a temporary directory under workDir
 // ("" means the system default) and is removed afterwards. -trimpath keeps
 // that directory out of the binaries, so equal sources and toolchain give
 // equal bytes.
-func BuildPrograms(ctx context.Context, goBin, workDir string) (map[string][]byte, error) {
+func BuildPrograms(ctx context.Context, goBin, workDir, goarch string) (map[string][]byte, error) {
 	dir, err := os.MkdirTemp(workDir, "drover-programs-")
 	if err != nil {
 		return nil, fmt.Errorf("creating a build directory for the harness images in %q: %w", workDir, err)
@@ -102,12 +106,12 @@ func BuildPrograms(ctx context.Context, goBin, workDir string) (map[string][]byt
 	// pinned because a caller's GOFLAGS, GOOS or workspace would change or
 	// break the build.
 	cmd.Env = append(os.Environ(),
-		"CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64", "GOAMD64=v1",
+		"CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch, "GOAMD64=v1", "GOARM64=v8.0",
 		"GOTOOLCHAIN=local", "GOWORK=off", "GOFLAGS=-buildvcs=false", "GOEXPERIMENT=",
 	)
 	if outp, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building the harness image programs (%s %v in %s): %w\n%s (check that %s is a working Go toolchain)",
-			goBin, args, src, err, outp, goBin)
+		return nil, fmt.Errorf("building the harness image programs for linux/%s (%s %v in %s): %w\n%s (check that %s is a working Go toolchain)",
+			goarch, goBin, args, src, err, outp, goBin)
 	}
 	bins := make(map[string][]byte, len(names))
 	for _, n := range names {
@@ -135,10 +139,11 @@ func writeModule(dir string) error {
 	return nil
 }
 
-// ProgramImage wraps a static binary into a single-layer linux/amd64 OCI
-// image: the binary at /<name> (mode 0755, owned by root) is the entrypoint.
-// Every timestamp is epoch, so the digest is a function of the inputs.
-func ProgramImage(name string, binary []byte, epoch time.Time) (v1.Image, error) {
+// ProgramImage wraps a static binary into a single-layer linux/<goarch>
+// OCI image: the binary at /<name> (mode 0755, owned by root) is the
+// entrypoint. Every timestamp is epoch, so the digest is a function of the
+// inputs.
+func ProgramImage(name string, binary []byte, epoch time.Time, goarch string) (v1.Image, error) {
 	layerTar, err := singleFileTar(name, binary, epoch)
 	if err != nil {
 		return nil, err
@@ -153,7 +158,7 @@ func ProgramImage(name string, binary []byte, epoch time.Time) (v1.Image, error)
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	img, err = mutate.ConfigFile(img, &v1.ConfigFile{
-		Architecture: "amd64",
+		Architecture: goarch,
 		OS:           "linux",
 		Created:      created,
 		RootFS:       v1.RootFS{Type: "layers"},
@@ -207,33 +212,67 @@ var pushes = []struct{ ref, repo, tag, program string }{
 	{ProbeImage, "drover/probe", "v1", "probe"},
 }
 
-// BuildAndPush builds the harness images (see the package doc) with goBin,
-// stamped with Epoch, and pushes them to reg. It returns the digest
-// ("sha256:…") of each reference, keyed by the reference relative to the
-// registry (PauseImage, DroverPauseImage, HelloImage).
-func BuildAndPush(ctx context.Context, reg *Registry, goBin, workDir string) (map[string]string, error) {
-	bins, err := BuildPrograms(ctx, goBin, workDir)
-	if err != nil {
-		return nil, err
-	}
-	images := make(map[string]v1.Image, len(bins))
-	for name, bin := range bins {
-		img, err := ProgramImage(name, bin, Epoch)
+// ProgramIndex is the multi-architecture OCI image index of one program:
+// one ProgramImage per architecture of bins (goarch → binary), in Arches
+// order, each with its platform, as registry.k8s.io publishes pause. A
+// node's containerd picks the manifest of its own architecture.
+func ProgramIndex(name string, bins map[string][]byte, epoch time.Time) (v1.ImageIndex, error) {
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for _, goarch := range Arches {
+		bin, ok := bins[goarch]
+		if !ok {
+			return nil, fmt.Errorf("image index for %s: no linux/%s binary", name, goarch)
+		}
+		img, err := ProgramImage(name, bin, epoch, goarch)
 		if err != nil {
 			return nil, err
 		}
-		images[name] = img
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{
+			Add:        img,
+			Descriptor: v1.Descriptor{MediaType: types.OCIManifestSchema1, Platform: &v1.Platform{OS: "linux", Architecture: goarch}},
+		})
+	}
+	return idx, nil
+}
+
+// BuildAndPush builds the harness images (see the package doc) for every
+// architecture in Arches with goBin, stamped with Epoch, and pushes each
+// as a multi-architecture image index to reg. It returns the index digest
+// ("sha256:…") of each reference — what the kubelet reports as a Pod's
+// imageID — keyed by the reference relative to the registry (PauseImage,
+// DroverPauseImage, HelloImage, ProbeImage).
+func BuildAndPush(ctx context.Context, reg *Registry, goBin, workDir string) (map[string]string, error) {
+	byArch := map[string]map[string][]byte{} // program → goarch → binary
+	for _, goarch := range Arches {
+		bins, err := BuildPrograms(ctx, goBin, workDir, goarch)
+		if err != nil {
+			return nil, err
+		}
+		for name, bin := range bins {
+			if byArch[name] == nil {
+				byArch[name] = map[string][]byte{}
+			}
+			byArch[name][goarch] = bin
+		}
+	}
+	indexes := make(map[string]v1.ImageIndex, len(byArch))
+	for name, bins := range byArch {
+		idx, err := ProgramIndex(name, bins, Epoch)
+		if err != nil {
+			return nil, err
+		}
+		indexes[name] = idx
 	}
 	digests := make(map[string]string, len(pushes))
 	for _, p := range pushes {
-		img, ok := images[p.program]
+		idx, ok := indexes[p.program]
 		if !ok {
 			return nil, fmt.Errorf("pushing %s: program %q is not embedded in harness/registry/programs", p.ref, p.program)
 		}
-		if err := Push(ctx, reg, p.repo, p.tag, img); err != nil {
+		if err := PushIndex(ctx, reg, p.repo, p.tag, idx); err != nil {
 			return nil, err
 		}
-		d, err := img.Digest()
+		d, err := idx.Digest()
 		if err != nil {
 			return nil, fmt.Errorf("computing the digest of %s: %w", p.ref, err)
 		}

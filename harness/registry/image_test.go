@@ -60,14 +60,42 @@ func TestBuildAndPushPullBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		img, err := remote.Image(ref, remote.WithContext(ctx))
+		idx, err := remote.Index(ref, remote.WithContext(ctx))
 		if err != nil {
-			t.Fatalf("pulling %s: %v", ref, err)
+			t.Fatalf("pulling the index %s: %v", ref, err)
 		}
-		if d, _ := img.Digest(); d.String() != digests[c.ref] {
+		if d, _ := idx.Digest(); d.String() != digests[c.ref] {
 			t.Errorf("%s: pulled digest %s, pushed %s", c.ref, d, digests[c.ref])
 		}
-		bins[c.program] = checkProgramImage(t, c.ref, img, c.program)
+		if mt, _ := idx.MediaType(); mt != types.OCIImageIndex {
+			t.Errorf("%s: media type %s, want %s", c.ref, mt, types.OCIImageIndex)
+		}
+		im, err := idx.IndexManifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var platforms []string
+		for _, m := range im.Manifests {
+			if m.Platform == nil {
+				t.Fatalf("%s: manifest %s has no platform", c.ref, m.Digest)
+			}
+			platforms = append(platforms, m.Platform.String())
+			// Pulled by platform, as a node's containerd does.
+			img, err := remote.Image(ref, remote.WithContext(ctx), remote.WithPlatform(*m.Platform))
+			if err != nil {
+				t.Fatalf("pulling %s for %s: %v", ref, m.Platform, err)
+			}
+			if d, _ := img.Digest(); d != m.Digest {
+				t.Errorf("%s for %s: pulled %s, the index names %s", c.ref, m.Platform, d, m.Digest)
+			}
+			bin := checkProgramImage(t, c.ref, img, c.program, m.Platform.Architecture)
+			if m.Platform.Architecture == runtime.GOARCH {
+				bins[c.program] = bin
+			}
+		}
+		if got := strings.Join(platforms, " "); got != "linux/amd64 linux/arm64" {
+			t.Errorf("%s: index platforms %q, want linux/amd64 linux/arm64", c.ref, got)
+		}
 	}
 
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
@@ -86,7 +114,7 @@ func TestBuildAndPushPullBack(t *testing.T) {
 
 // checkProgramImage verifies the manifest, config and single layer of a
 // harness image and returns the binary it carries.
-func checkProgramImage(t *testing.T, ref string, img v1.Image, program string) []byte {
+func checkProgramImage(t *testing.T, ref string, img v1.Image, program, goarch string) []byte {
 	t.Helper()
 	if mt, _ := img.MediaType(); mt != types.OCIManifestSchema1 {
 		t.Errorf("%s: manifest media type %s, want %s", ref, mt, types.OCIManifestSchema1)
@@ -95,8 +123,8 @@ func checkProgramImage(t *testing.T, ref string, img v1.Image, program string) [
 	if err != nil {
 		t.Fatalf("%s: reading config: %v", ref, err)
 	}
-	if cfg.OS != "linux" || cfg.Architecture != "amd64" {
-		t.Errorf("%s: platform %s/%s, want linux/amd64", ref, cfg.OS, cfg.Architecture)
+	if cfg.OS != "linux" || cfg.Architecture != goarch {
+		t.Errorf("%s: platform %s/%s, want linux/%s", ref, cfg.OS, cfg.Architecture, goarch)
 	}
 	if want := []string{"/" + program}; !slices.Equal(cfg.Config.Entrypoint, want) {
 		t.Errorf("%s: entrypoint %q, want %q", ref, cfg.Config.Entrypoint, want)
@@ -130,18 +158,18 @@ func checkProgramImage(t *testing.T, ref string, img v1.Image, program string) [
 	if _, err := tr.Next(); err != io.EOF {
 		t.Errorf("%s: layer has more than one entry (next: %v)", ref, err)
 	}
-	checkStaticELF(t, ref, bin)
+	checkStaticELF(t, ref, bin, goarch)
 	return bin
 }
 
-func checkStaticELF(t *testing.T, ref string, bin []byte) {
+func checkStaticELF(t *testing.T, ref string, bin []byte, goarch string) {
 	t.Helper()
 	f, err := elf.NewFile(bytes.NewReader(bin))
 	if err != nil {
 		t.Fatalf("%s: binary is not ELF: %v", ref, err)
 	}
-	if f.Machine != elf.EM_X86_64 {
-		t.Errorf("%s: binary machine %v, want x86-64", ref, f.Machine)
+	if want := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[goarch]; f.Machine != want {
+		t.Errorf("%s: %s binary machine %v, want %v", ref, goarch, f.Machine, want)
 	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
@@ -204,34 +232,36 @@ func TestImagesReproducible(t *testing.T) {
 			t.Errorf("%s: digest %s then %s", prog, d, second[prog])
 		}
 	}
-	if len(first) != 3 || len(second) != 3 {
-		t.Errorf("built %d and %d programs, want pause, hello and probe", len(first), len(second))
+	if len(first) != 6 || len(second) != 6 {
+		t.Errorf("built %d and %d program images, want pause, hello and probe for amd64 and arm64", len(first), len(second))
 	}
 }
 
 func imageDigests(t *testing.T, ctx context.Context, workDir string) map[string]string {
 	t.Helper()
-	bins, err := BuildPrograms(ctx, goBin(t), workDir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]string{}
-	for prog, b := range bins {
-		img, err := ProgramImage(prog, b, Epoch)
+	for _, goarch := range Arches {
+		bins, err := BuildPrograms(ctx, goBin(t), workDir, goarch)
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := img.Digest()
-		if err != nil {
-			t.Fatal(err)
+		for prog, b := range bins {
+			img, err := ProgramImage(prog, b, Epoch, goarch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := img.Digest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[prog+" linux/"+goarch] = d.String()
 		}
-		out[prog] = d.String()
 	}
 	return out
 }
 
 func TestBuildProgramsBadGo(t *testing.T) {
-	_, err := BuildPrograms(context.Background(), filepath.Join(t.TempDir(), "no-go"), t.TempDir())
+	_, err := BuildPrograms(context.Background(), filepath.Join(t.TempDir(), "no-go"), t.TempDir(), "amd64")
 	if err == nil || !strings.Contains(err.Error(), "no-go") {
 		t.Fatalf("BuildPrograms with a missing go command: err = %v, want an error naming it", err)
 	}
@@ -245,7 +275,7 @@ func TestBuildProgramsRelativeWorkDir(t *testing.T) {
 	if err := os.Mkdir("work", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	bins, err := BuildPrograms(context.Background(), goBin(t), "work")
+	bins, err := BuildPrograms(context.Background(), goBin(t), "work", "amd64")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,8 @@
 // go-containerregistry's pkg/registry) holding images that the harness builds
 // itself from the tiny Go programs under programs/.
 //
-// Images (see BuildAndPush):
+// Images (see BuildAndPush), each an OCI image index for linux/amd64 and
+// linux/arm64 (the node's containerd pulls its own architecture):
 //
 //	pause:3.10          the sandbox image, under the repository name that
 //	                    registry.k8s.io/pause:3.10 maps to through a mirror
@@ -121,6 +122,19 @@ func Push(ctx context.Context, reg *Registry, repo, tag string, img v1.Image) er
 	}
 	if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
 		return fmt.Errorf("pushing image %s to the harness registry: %w", ref, err)
+	}
+	return nil
+}
+
+// PushIndex uploads a multi-architecture image index (and every image it
+// names) to reg as repo:tag.
+func PushIndex(ctx context.Context, reg *Registry, repo, tag string, idx v1.ImageIndex) error {
+	ref, err := name.NewTag(reg.Addr()+"/"+repo+":"+tag, name.Insecure, name.StrictValidation)
+	if err != nil {
+		return fmt.Errorf("pushing image index %s:%s: invalid reference: %w", repo, tag, err)
+	}
+	if err := remote.WriteIndex(ref, idx, remote.WithContext(ctx)); err != nil {
+		return fmt.Errorf("pushing image index %s to the harness registry: %w", ref, err)
 	}
 	return nil
 }

@@ -125,7 +125,7 @@ func lastMatch(log, pat string) string {
 	return ""
 }
 
-// CheckNode verifies providerID and the ECS labels.
+// CheckNode verifies providerID, the ECS labels and the architecture.
 func (e *Env) CheckNode(ctx context.Context, in *Instance) error {
 	n, err := e.Cluster.Node(ctx, in.NodeName)
 	if err != nil {
@@ -136,8 +136,11 @@ func (e *Env) CheckNode(ctx context.Context, in *Instance) error {
 	if n.ProviderID != want {
 		probs = append(probs, fmt.Sprintf("providerID %q, want %q", n.ProviderID, want))
 	}
+	// The kubelet labels kubernetes.io/arch with its own GOARCH: the node
+	// runs a kubelet of the image's architecture (arm64 under emulation).
 	for k, v := range map[string]string{"topology.kubernetes.io/region": in.Meta.RegionID,
-		"topology.kubernetes.io/zone": in.Meta.ZoneID, "node.kubernetes.io/instance-type": in.Meta.InstanceType} {
+		"topology.kubernetes.io/zone": in.Meta.ZoneID, "node.kubernetes.io/instance-type": in.Meta.InstanceType,
+		"kubernetes.io/arch": in.Config.Arch} {
 		if n.Labels[k] != v {
 			probs = append(probs, fmt.Sprintf("label %s=%q, want %q", k, n.Labels[k], v))
 		}

@@ -96,7 +96,7 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 		return r.add(name, s, err, d)
 	}
 	step("providerID and ECS labels", func(ctx context.Context) (string, error) {
-		return meta.RegionID + "." + meta.InstanceID, e.CheckNode(ctx, in)
+		return meta.RegionID + "." + meta.InstanceID + ", kubernetes.io/arch=" + in.Config.Arch, e.CheckNode(ctx, in)
 	})
 	step("Node reports the image's kubelet and containerd", func(ctx context.Context) (string, error) {
 		return e.CheckVersions(ctx, in, p.Want)

@@ -22,7 +22,7 @@ func (b *builder) bootFiles(cmdline string, initrd []byte) ([]esp.File, error) {
 	}
 	image, err := uki.Build(b.stub, uki.Parts{OSRelease: osrel.Data, Cmdline: cmdline, Uname: b.man.Kernel, Initrd: initrd, Linux: b.kernel})
 	if err != nil {
-		return nil, fmt.Errorf("UKI from %s: %w", stubPath, err)
+		return nil, fmt.Errorf("UKI from %s: %w", b.arch.Stub(), err)
 	}
 	loader := b.systemdBoot
 	var keys map[string][]byte
@@ -31,9 +31,9 @@ func (b *builder) bootFiles(cmdline string, initrd []byte) ([]esp.File, error) {
 			return nil, fmt.Errorf("signing the UKI: %w", err)
 		}
 		if loader, err = s.Sign(loader); err != nil {
-			return nil, fmt.Errorf("signing systemd-boot (%s): %w", systemdBootPath, err)
+			return nil, fmt.Errorf("signing systemd-boot (%s): %w", b.arch.SystemdBoot(), err)
 		}
-		b.logf("build: signed %s and %s with %s", esp.UKIPath, esp.LoaderPath, certName(s))
+		b.logf("build: signed %s and %s with %s", esp.UKIPath, b.arch.RemovableMediaPath(), certName(s))
 		if b.o.SecureBootEnroll {
 			if keys, err = s.EnrollmentFiles(b.epoch); err != nil {
 				return nil, fmt.Errorf("secure boot keys for enrolment: %w", err)
@@ -43,7 +43,7 @@ func (b *builder) bootFiles(cmdline string, initrd []byte) ([]esp.File, error) {
 	} else if b.o.SecureBootEnroll {
 		return nil, fmt.Errorf("enrolling Secure Boot keys needs the signing key: give --secure-boot-key and --secure-boot-cert")
 	}
-	return esp.LoaderFiles(image, loader, keys), nil
+	return esp.LoaderFiles(b.arch.RemovableMediaPath(), image, loader, keys), nil
 }
 
 // certName names a signing certificate in the manifest and the log:

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/drover-os/drover/agent/units"
+	"github.com/drover-os/drover/image/arch"
 	"github.com/drover-os/drover/image/authenticode"
 	"github.com/drover-os/drover/image/deb"
 	"github.com/drover-os/drover/image/finalize"
@@ -69,6 +70,7 @@ type builder struct {
 	tmp     string
 	// taken from the tree for the ESP and initrd
 	kernel, systemdBoot, stub []byte
+	arch                      arch.Arch // the recipe's
 	modules                   *kmod.Index
 	// leftOut maps each path of an excluded package or a remove entry to
 	// what left it out, for the needs check.
@@ -105,7 +107,11 @@ func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
 		return nil, fmt.Errorf("creating work directory: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	b := &builder{p: p, o: o, epoch: time.Unix(p.Lock.Epoch, 0).UTC(), tree: tree.New(), tmp: tmp}
+	a, err := arch.Lookup(p.Recipe.Arch)
+	if err != nil {
+		return nil, fmt.Errorf("recipe %s: %w", p.Recipe.Path, err)
+	}
+	b := &builder{p: p, o: o, epoch: time.Unix(p.Lock.Epoch, 0).UTC(), tree: tree.New(), tmp: tmp, arch: a}
 	b.tree.Prefer = p.Recipe.Prefer
 	b.man = newManifest(p, o.Version)
 
@@ -193,7 +199,7 @@ func (b *builder) goComponents(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		bin, cached, err := gomod.BuildCached(ctx, env, b.o.Sources.Cache, locked, "linux", b.p.Recipe.Arch)
+		bin, cached, err := gomod.BuildCached(ctx, env, b.o.Sources.Cache, locked, "linux", b.arch.GOARCH)
 		if err != nil {
 			return fmt.Errorf("go component %s: %w", lg.Name, err)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/drover-os/drover/image/recipe"
 	"github.com/drover-os/drover/image/rootfs"
 	"github.com/drover-os/drover/image/tree"
+	"github.com/drover-os/drover/image/uki"
 	"github.com/drover-os/drover/image/verity"
 	"github.com/drover-os/drover/internal/bytesize"
 )
@@ -43,23 +44,19 @@ func (b *builder) takeBootFiles(kver string) error {
 		return fmt.Errorf("kernel image /boot/vmlinuz-%s not in the tree: check the recipe's kernel package", kver)
 	}
 	var boot [2][]byte
-	for i, p := range []string{systemdBootPath, stubPath} {
+	for i, p := range []string{b.arch.SystemdBoot(), b.arch.Stub()} {
 		n := b.tree.Get(p)
 		if n == nil || n.Kind != tree.Regular {
 			return fmt.Errorf("%s not in the tree: add systemd-boot-efi to the recipe's packages and run drover lock", p)
+		}
+		if err := uki.CheckMachine(n.Data, b.arch.PE); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
 		}
 		boot[i] = n.Data
 	}
 	b.kernel, b.systemdBoot, b.stub = k.Data, boot[0], boot[1]
 	return nil
 }
-
-// The EFI binaries of the systemd-boot-efi package: the boot loader and
-// the stub that becomes the UKI.
-const (
-	systemdBootPath = "/usr/lib/systemd/boot/efi/systemd-bootx64.efi"
-	stubPath        = "/usr/lib/systemd/boot/efi/linuxx64.efi.stub"
-)
 
 // image writes erofs, verity, initrd, ESP and the GPT disk.
 func (b *builder) image(ctx context.Context) (*diskResult, error) {
@@ -162,7 +159,7 @@ func (b *builder) image(ctx context.Context) (*diskResult, error) {
 	}
 
 	// GPT disk.
-	arch := map[string]gpt.Arch{"amd64": gpt.ArchX86_64, "arm64": gpt.ArchARM64}[r.Arch]
+	arch := gpt.Arch(b.arch.DPS)
 	rootPart, ok := gpt.Root(arch, verity.FormatGUID(rootUUID), st.Size)
 	verityPart, ok2 := gpt.RootVerity(arch, verity.FormatGUID(verityUUID), vr.HashSize)
 	if !ok || !ok2 {

@@ -20,6 +20,7 @@ import (
 type Manifest struct {
 	Schema       string       `json:"schema"`
 	Name         string       `json:"name"`
+	Arch         string       `json:"arch"` // Debian architecture: amd64, arm64
 	Version      string       `json:"version"`
 	BuildID      string       `json:"buildID"`
 	Builder      string       `json:"builder"`
@@ -150,7 +151,7 @@ func sha(b []byte) string {
 }
 
 func newManifest(p *Plan, version string) *Manifest {
-	m := &Manifest{Schema: "drover.dev/manifest/v1", Name: p.Recipe.Name, Builder: "drover " + version,
+	m := &Manifest{Schema: "drover.dev/manifest/v1", Name: p.Recipe.Name, Arch: p.Recipe.Arch, Builder: "drover " + version,
 		RecipeSHA256: p.Recipe.Digest(), LockSHA256: sha(p.Lock.Format("")), Epoch: p.Lock.Epoch,
 		Suites: p.Lock.Suites, URLs: p.Lock.URLs, Version: time.Unix(p.Lock.Epoch, 0).UTC().Format("20060102.150405")}
 	left := map[string]bool{}

@@ -54,7 +54,7 @@ func (b *builder) droverBinaries(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			bin, err := gomod.BuildLocal(ctx, env, b.o.Source, ob.pkg, "linux", b.p.Recipe.Arch, b.tmp)
+			bin, err := gomod.BuildLocal(ctx, env, b.o.Source, ob.pkg, "linux", b.arch.GOARCH, b.tmp)
 			if err != nil {
 				return err
 			}

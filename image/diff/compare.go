@@ -46,7 +46,7 @@ func comparePackages(old, new []build.Package) []PackageChange {
 		case !inNew:
 			out = append(out, PackageChange{Name: name, Old: o.Version})
 		case o.Arch != n.Arch:
-			out = append(out, PackageChange{Name: name, Old: o.Version + " " + o.Arch, New: n.Version + " " + n.Arch})
+			out = append(out, PackageChange{Name: name, Old: o.Version + " " + o.Arch, New: n.Version + " " + n.Arch, SameVersion: o.Version == n.Version})
 		case o.Version != n.Version:
 			out = append(out, PackageChange{Name: name, Old: o.Version, New: n.Version})
 		case o.SHA256 != n.SHA256:

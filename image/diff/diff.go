@@ -27,7 +27,11 @@ type Diff struct {
 	// Inputs are changes of the build's inputs that are not themselves
 	// image content: recipe and lock digests, builder version, Debian
 	// suite snapshots.
-	Inputs        []Change        `json:"inputs"`
+	Inputs []Change `json:"inputs"`
+	// Arch is set when the images are of different architectures (an
+	// amd64 and an arm64 build of the same node): then most packages
+	// differ only by it, and Text and Markdown fold those into one line.
+	Arch          *Change         `json:"arch"`
 	Packages      []PackageChange `json:"packages"`
 	Go            []GoChange      `json:"go"`
 	URLs          []URLChange     `json:"urls"`
@@ -82,11 +86,14 @@ func (c FileCounts) total() int { return c.Added + c.Removed + c.Changed }
 // PackageChange is a Debian package added (Old empty), removed (New empty)
 // or changed. Versions carry the architecture when it changed too.
 type PackageChange struct {
-	Name  string     `json:"name"`
-	Old   string     `json:"old"`
-	New   string     `json:"new"`
-	Note  string     `json:"note,omitempty"` // e.g. same version but a different .deb
-	Files FileCounts `json:"files"`
+	Name string `json:"name"`
+	// SameVersion: the same version built for another architecture, the
+	// architecture being the only difference.
+	SameVersion bool       `json:"sameVersion,omitempty"`
+	Old         string     `json:"old"`
+	New         string     `json:"new"`
+	Note        string     `json:"note,omitempty"` // e.g. same version but a different .deb
+	Files       FileCounts `json:"files"`
 }
 
 // GoSide is one side of a Go component change.
@@ -172,6 +179,7 @@ type PartitionChange struct {
 func Compare(old, new *build.Manifest) *Diff {
 	d := &Diff{Old: ident(old), New: ident(new)}
 	d.Inputs = compareInputs(old, new)
+	d.Arch = changed("", archOf(old), archOf(new))
 	d.Packages = comparePackages(old.Packages, new.Packages)
 	d.Go = compareGo(old.Go, new.Go)
 	d.URLs = compareURLs(old.URLs, new.URLs)
@@ -197,10 +205,19 @@ func Compare(old, new *build.Manifest) *Diff {
 
 // Equal reports whether the two manifests describe the same image.
 func (d *Diff) Equal() bool {
-	return len(d.Inputs) == 0 && len(d.Packages) == 0 && len(d.Go) == 0 && len(d.URLs) == 0 &&
+	return len(d.Inputs) == 0 && d.Arch == nil && len(d.Packages) == 0 && len(d.Go) == 0 && len(d.URLs) == 0 &&
 		d.Kernel == nil && d.Cmdline == nil && d.RootHash == nil && d.Units.empty() && d.InitrdModules.empty() &&
 		d.Excluded.empty() && d.Removed.empty() && d.Setuid.empty() &&
 		len(d.ESP) == 0 && len(d.Files) == 0 && len(d.Partitions) == 0 && d.RootFS == nil && d.Disk == nil
+}
+
+// archOf is a manifest's architecture; manifests written before drover
+// built arm64 have none and are amd64.
+func archOf(m *build.Manifest) string {
+	if m.Arch == "" {
+		return "amd64"
+	}
+	return m.Arch
 }
 
 func ident(m *build.Manifest) Ident {

@@ -307,3 +307,61 @@ func TestSetuidFromOlderManifest(t *testing.T) {
 		t.Errorf("setuid change: %+v", d.Setuid)
 	}
 }
+
+// TestArchitectureChange: an arm64 build of the same node names the
+// architecture once and counts the packages that are the same version
+// rebuilt on one line; a package whose version also differs (a binNMU)
+// keeps its own line, and JSON keeps every package.
+func TestArchitectureChange(t *testing.T) {
+	old, arm := base(), base()
+	arm.Arch = "arm64"
+	for i := range arm.Packages {
+		if arm.Packages[i].Arch == "amd64" {
+			arm.Packages[i].Arch, arm.Packages[i].SHA256 = "arm64", hash("f"+string(rune('0'+i)))
+		}
+	}
+	arm.Packages[3].Version = "1.1.15+ds1-2+b1" // runc, rebuilt with a binNMU suffix
+	d := Compare(old, arm)
+	if d.Arch == nil || d.Arch.Old != "amd64" || d.Arch.New != "arm64" {
+		t.Fatalf("arch change %+v, want amd64 → arm64 (a manifest without arch is amd64)", d.Arch)
+	}
+	if len(d.Packages) != 3 || !d.Packages[0].SameVersion || !d.Packages[1].SameVersion || d.Packages[2].SameVersion {
+		t.Fatalf("packages %+v: want base-files and containerd same-version, runc not", d.Packages)
+	}
+	var text strings.Builder
+	if err := d.Text(&text); err != nil {
+		t.Fatal(err)
+	}
+	out := text.String()
+	for _, want := range []string{
+		"arch          ~ amd64 → arm64\n",
+		"package       ~ 2 packages: the same versions built for arm64\n",
+		"package       ~ runc 1.1.15+ds1-2 amd64 → 1.1.15+ds1-2+b1 arm64 (no file changed)\n",
+		"summary: architecture changed, 2 packages rebuilt for the other architecture, 1 package changed",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "base-files") || strings.Contains(out, "containerd 1.7") {
+		t.Errorf("text lists a same-version package on its own line:\n%s", out)
+	}
+	var md strings.Builder
+	if err := d.Markdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "2 packages are the same versions built for arm64") || strings.Contains(md.String(), "`base-files`") {
+		t.Errorf("markdown does not fold the same-version packages:\n%s", md.String())
+	}
+	var js strings.Builder
+	if err := d.JSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(js.String(), `"name": "base-files",`) || !strings.Contains(js.String(), `"sameVersion": true`) {
+		t.Errorf("JSON must keep every package:\n%s", js.String())
+	}
+	// The same architecture on both sides: nothing folds.
+	if d := Compare(base(), base()); d.Arch != nil || !d.Equal() {
+		t.Errorf("equal manifests: arch %+v, equal %v", d.Arch, d.Equal())
+	}
+}

@@ -34,10 +34,19 @@ func (d *Diff) Markdown(w io.Writer) error {
 		}
 		table(&b, []string{"input", "old", "new"}, rows)
 	}
+	if d.Arch != nil {
+		section("Architecture")
+		rebuilt, files := d.rebuilt()
+		fmt.Fprintf(&b, "%s → %s: %d packages are the same versions built for %s%s.\n", code(d.Arch.Old), code(d.Arch.New),
+			rebuilt, d.Arch.New, countText(files))
+	}
 	if len(d.Packages) > 0 {
 		section("Packages")
 		rows := [][]string{}
 		for _, p := range d.Packages {
+			if d.folded(p) {
+				continue
+			}
 			note := strings.TrimSuffix(strings.TrimPrefix(p.fileText(), " ("), ")")
 			if note == "" {
 				note = "—"

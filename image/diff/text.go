@@ -19,7 +19,17 @@ func (d *Diff) Text(w io.Writer) error {
 	for _, c := range d.Inputs {
 		line(c.What, "~", arrow(c.Old, c.New))
 	}
+	if d.Arch != nil {
+		line("arch", "~", arrow(d.Arch.Old, d.Arch.New))
+	}
+	rebuilt, files := d.rebuilt()
+	if rebuilt > 0 {
+		line("package", "~", fmt.Sprintf("%d packages: the same versions built for %s%s", rebuilt, d.Arch.New, countText(files)))
+	}
 	for _, p := range d.Packages {
+		if d.folded(p) {
+			continue
+		}
 		mark, text := p.describe()
 		line("package", mark, text)
 	}
@@ -93,9 +103,12 @@ func (d *Diff) Summary() string {
 	for _, c := range d.Inputs {
 		parts = append(parts, c.What+" changed")
 	}
+	flag(d.Arch != nil, "architecture changed")
 	var pa, pr, pc int
+	rebuilt, _ := d.rebuilt()
 	for _, p := range d.Packages {
 		switch {
+		case d.folded(p):
 		case p.Old == "":
 			pa++
 		case p.New == "":
@@ -104,6 +117,7 @@ func (d *Diff) Summary() string {
 			pc++
 		}
 	}
+	count(rebuilt, "package rebuilt for the other architecture", "packages rebuilt for the other architecture")
 	count(pc, "package changed", "packages changed")
 	count(pa, "package added", "packages added")
 	count(pr, "package removed", "packages removed")
@@ -142,6 +156,21 @@ func (d *Diff) Summary() string {
 	flag(d.RootFS != nil, "rootfs size changed")
 	flag(d.Disk != nil, "disk size changed")
 	return strings.Join(parts, ", ")
+}
+
+// folded reports whether p is one of the packages that differ only by the
+// architecture, which Text and Markdown count on one line.
+func (d *Diff) folded(p PackageChange) bool { return d.Arch != nil && p.SameVersion }
+
+// rebuilt counts the folded packages and their files.
+func (d *Diff) rebuilt() (n int, files FileCounts) {
+	for _, p := range d.Packages {
+		if d.folded(p) {
+			n++
+			files = files.add(p.Files)
+		}
+	}
+	return n, files
 }
 
 func (c FileCounts) add(o FileCounts) FileCounts {

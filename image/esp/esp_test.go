@@ -18,7 +18,7 @@ func testFiles() []File {
 	for i := range kernel {
 		kernel[i] = byte(i*31 + i>>9)
 	}
-	files := LoaderFiles(kernel, []byte("MZ systemd-boot"), nil)
+	files := LoaderFiles("EFI/BOOT/BOOTX64.EFI", kernel, []byte("MZ systemd-boot"), nil)
 	return append(files,
 		File{Path: "empty"},
 		File{Path: "a/b/c/a rather long name.txt", Data: []byte("deep")},
@@ -209,7 +209,7 @@ func TestWriteOverwritesTheWholeRegion(t *testing.T) {
 }
 
 func TestMinSize(t *testing.T) {
-	small := LoaderFiles([]byte("u"), []byte("b"), nil)
+	small := LoaderFiles("EFI/BOOT/BOOTX64.EFI", []byte("u"), []byte("b"), nil)
 	if got := MinSize(small); got != 33<<20 {
 		t.Errorf("MinSize of tiny files = %d, want 33 MiB (65525 clusters of 512 bytes + FATs)", got)
 	}
@@ -256,7 +256,7 @@ func TestBuildRejects(t *testing.T) {
 }
 
 func TestLoaderFiles(t *testing.T) {
-	files := LoaderFiles([]byte("U"), []byte("B"), nil)
+	files := LoaderFiles("EFI/BOOT/BOOTX64.EFI", []byte("U"), []byte("B"), nil)
 	got := map[string]string{}
 	for _, f := range files {
 		got[f.Path] = string(f.Data)
@@ -301,7 +301,7 @@ func TestSizeWhereGoDiskfsFATFormulaDividesExactly(t *testing.T) {
 }
 
 func TestLoaderFilesWithKeys(t *testing.T) {
-	files := LoaderFiles([]byte("U"), []byte("B"), map[string][]byte{"db.auth": []byte("D"), "PK.auth": []byte("P")})
+	files := LoaderFiles("EFI/BOOT/BOOTX64.EFI", []byte("U"), []byte("B"), map[string][]byte{"db.auth": []byte("D"), "PK.auth": []byte("P")})
 	got := map[string]string{}
 	for _, f := range files {
 		got[f.Path] = string(f.Data)

@@ -1,8 +1,8 @@
 package esp
 
-// Paths of the systemd-boot layout LoaderFiles produces.
+// Paths of the systemd-boot layout LoaderFiles produces (systemd-boot
+// itself goes to the architecture's removable-media path, see image/arch).
 const (
-	LoaderPath     = "EFI/BOOT/BOOTX64.EFI"
 	LoaderConfPath = "loader/loader.conf"
 	// UKIPath is where systemd-boot finds the Unified Kernel Image: a Boot
 	// Loader Specification type #2 entry, which carries its own command
@@ -16,9 +16,11 @@ const (
 )
 
 // LoaderFiles returns the ESP files that boot uki (a Unified Kernel Image)
-// through systemd-boot (systemdBoot is systemd-bootx64.efi), installed as
-// the removable-media path EFI/BOOT/BOOTX64.EFI so firmware finds it with
-// no NVRAM boot entry, as on a freshly imported ECS image.
+// through systemd-boot (systemdBoot is systemd-bootx64.efi or
+// systemd-bootaa64.efi), installed as loaderPath, the architecture's
+// removable-media path (EFI/BOOT/BOOTX64.EFI, EFI/BOOT/BOOTAA64.EFI) so
+// firmware finds it with no NVRAM boot entry, as on a freshly imported ECS
+// image.
 //
 // loader.conf holds only what differs from systemd-boot's defaults:
 //   - timeout 0: boot the entry at once (a key held at boot still shows the menu);
@@ -31,13 +33,13 @@ const (
 // loader.conf says secure-boot-enroll if-safe: firmware in setup mode on a
 // virtual machine gets them enrolled by systemd-boot at first boot, which
 // then resets into Secure Boot.
-func LoaderFiles(uki, systemdBoot []byte, keys map[string][]byte) []File {
+func LoaderFiles(loaderPath string, uki, systemdBoot []byte, keys map[string][]byte) []File {
 	conf := "timeout 0\ndefault " + ukiName + "\neditor no\n"
 	if len(keys) > 0 {
 		conf += "secure-boot-enroll if-safe\n"
 	}
 	files := []File{
-		{Path: LoaderPath, Data: systemdBoot},
+		{Path: loaderPath, Data: systemdBoot},
 		{Path: LoaderConfPath, Data: []byte(conf)},
 		{Path: UKIPath, Data: uki},
 	}

@@ -29,7 +29,7 @@ func TestDiskWithSfdiskAndFsck(t *testing.T) {
 	needTool(t, "sfdisk", "fdisk")
 	needTool(t, "fsck.fat", "dosfstools")
 
-	files := esp.LoaderFiles([]byte("MZ uki"), []byte("MZ"), nil)
+	files := esp.LoaderFiles("EFI/BOOT/BOOTX64.EFI", []byte("MZ uki"), []byte("MZ"), nil)
 	espSize := esp.MinSize(files)
 	parts := dpsParts(t)
 	parts[0].Size, parts[1].Size, parts[2].Size = espSize, 5<<20, 1<<20

@@ -5,6 +5,7 @@ package ldcache
 import (
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,42 +60,7 @@ func matchLdconfig(t *testing.T, conf bool) {
 	if os.Geteuid() != 0 {
 		t.Skip("ldconfig -r chroots: needs root")
 	}
-	tr := sampleTree(t)
-	hostDir := "/usr/lib/x86_64-linux-gnu"
-	var copied int
-	for _, pat := range hostLibs {
-		matches, _ := filepath.Glob(filepath.Join(hostDir, pat))
-		for _, m := range matches {
-			fi, err := os.Lstat(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			n := &tree.Node{Path: "/usr/lib/x86_64-linux-gnu/" + filepath.Base(m), Owner: "host"}
-			if fi.Mode()&os.ModeSymlink != 0 {
-				n.Kind = tree.Symlink
-				if n.Target, err = os.Readlink(m); err != nil {
-					t.Fatal(err)
-				}
-			} else if n.Data, err = os.ReadFile(m); err != nil {
-				t.Fatal(err)
-			}
-			if err := tr.Set(n); err != nil {
-				t.Fatal(err)
-			}
-			copied++
-		}
-	}
-	if copied < 10 {
-		t.Fatalf("only %d host libraries found in %s: is this a Debian amd64 host?", copied, hostDir)
-	}
-	// An ld.so.conf with an include, a comment and a directory that exists.
-	if conf {
-		tr.Set(&tree.Node{Path: "/etc/ld.so.conf", Kind: tree.Regular, Data: []byte("include /etc/ld.so.conf.d/*.conf\n"), Owner: "t"})
-		tr.Set(&tree.Node{Path: "/etc/ld.so.conf.d/x.conf", Kind: tree.Regular, Data: []byte("# extra\n/opt/lib\n/usr/local/lib/x86_64-linux-gnu\n/lib/x86_64-linux-gnu\n"), Owner: "t"})
-		tr.Set(&tree.Node{Path: "/opt/lib/libopt.so.3", Kind: tree.Regular, Data: FakeLibrary(elf.EM_X86_64, elf.ET_DYN, "libopt.so.3"), Owner: "t"})
-		tr.Set(&tree.Node{Path: "/opt/lib/libz.so.1", Kind: tree.Regular, Data: FakeLibrary(elf.EM_X86_64, elf.ET_DYN, "libz.so.1"), Owner: "t"})
-	}
-
+	tr := hostTree(t, conf)
 	root := t.TempDir()
 	writeTree(t, tr, root)
 	out, err := exec.Command(ldconfig, "-X", "-r", root, "-C", "/ref.cache").CombinedOutput()
@@ -137,4 +103,148 @@ func matchLdconfig(t *testing.T, conf bool) {
 		}
 		t.Fatalf("cache is %d bytes, ldconfig's %d", len(ours), len(ref))
 	}
+}
+
+// hostTree is sampleTree plus the host's real libraries (and, with conf,
+// an ld.so.conf with an include) in the amd64 layout.
+func hostTree(t *testing.T, conf bool) *tree.Tree {
+	tr := sampleTree(t)
+	hostDir := "/usr/lib/x86_64-linux-gnu"
+	var copied int
+	for _, pat := range hostLibs {
+		matches, _ := filepath.Glob(filepath.Join(hostDir, pat))
+		for _, m := range matches {
+			fi, err := os.Lstat(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := &tree.Node{Path: "/usr/lib/x86_64-linux-gnu/" + filepath.Base(m), Owner: "host"}
+			if fi.Mode()&os.ModeSymlink != 0 {
+				n.Kind = tree.Symlink
+				if n.Target, err = os.Readlink(m); err != nil {
+					t.Fatal(err)
+				}
+			} else if n.Data, err = os.ReadFile(m); err != nil {
+				t.Fatal(err)
+			}
+			if err := tr.Set(n); err != nil {
+				t.Fatal(err)
+			}
+			copied++
+		}
+	}
+	if copied < 10 {
+		t.Fatalf("only %d host libraries found in %s: is this a Debian amd64 host?", copied, hostDir)
+	}
+	// An ld.so.conf with an include, a comment and a directory that exists.
+	if conf {
+		tr.Set(&tree.Node{Path: "/etc/ld.so.conf", Kind: tree.Regular, Data: []byte("include /etc/ld.so.conf.d/*.conf\n"), Owner: "t"})
+		tr.Set(&tree.Node{Path: "/etc/ld.so.conf.d/x.conf", Kind: tree.Regular, Data: []byte("# extra\n/opt/lib\n/usr/local/lib/x86_64-linux-gnu\n/lib/x86_64-linux-gnu\n"), Owner: "t"})
+		tr.Set(&tree.Node{Path: "/opt/lib/libopt.so.3", Kind: tree.Regular, Data: FakeLibrary(elf.EM_X86_64, elf.ET_DYN, "libopt.so.3"), Owner: "t"})
+		tr.Set(&tree.Node{Path: "/opt/lib/libz.so.1", Kind: tree.Regular, Data: FakeLibrary(elf.EM_X86_64, elf.ET_DYN, "libz.so.1"), Owner: "t"})
+	}
+
+	return tr
+}
+
+// TestArm64MatchesLdconfig checks the arm64 cache without an arm64
+// ldconfig (nothing of arm64 runs during a build, nor here): the amd64 test
+// tree is mirrored into the arm64 layout — every path and link target under
+// aarch64-linux-gnu, every ELF object's e_machine swapped between x86-64
+// and AArch64 — and the cache built from it must be ldconfig's amd64 cache
+// of the original tree with exactly those substitutions and every entry's
+// flags FLAG_ELF_LIBC6|FLAG_AARCH64_LIB64 (0x0a03, glibc's ldconfig.h; the
+// aarch64 dynamic linker accepts no other: sysdeps/unix/sysv/linux/aarch64/
+// dl-cache.h). The host's `ldconfig -p` must then read the arm64 cache
+// and list each library as "libc6,AArch64".
+func TestArm64MatchesLdconfig(t *testing.T) {
+	ldconfig, err := exec.LookPath("ldconfig")
+	if err != nil {
+		t.Fatalf("ldconfig (libc-bin) is needed to check the cache format: %v", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("ldconfig -r chroots: needs root")
+	}
+	amd := hostTree(t, false)
+	root := t.TempDir()
+	writeTree(t, amd, root)
+	if out, err := exec.Command(ldconfig, "-X", "-r", root, "-C", "/ref.cache").CombinedOutput(); err != nil {
+		t.Fatalf("ldconfig: %v\n%s", err, out)
+	}
+	ref, err := os.ReadFile(filepath.Join(root, "ref.cache"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refc, err := Decode(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toArm := strings.NewReplacer("x86_64-linux-gnu", "aarch64-linux-gnu")
+	arm := tree.New()
+	err = amd.Walk(func(n *tree.Node) error {
+		c := *n
+		c.Path, c.Target = toArm.Replace(n.Path), toArm.Replace(n.Target)
+		if n.Kind == tree.Regular {
+			c.Data = swapMachine(n.Data)
+		}
+		return arm.Set(&c)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, dirs, err := Build(arm, "arm64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []Entry
+	for _, e := range refc.Entries {
+		if e.Flags != FlagELFLibc6|FlagX8664Lib64 {
+			t.Fatalf("ldconfig's amd64 entry %s has flags %#x", e.Soname, e.Flags)
+		}
+		want = append(want, Entry{Soname: e.Soname, Path: toArm.Replace(e.Path), Flags: 0x0a03})
+	}
+	t.Logf("scanned %v: %d entries (ldconfig's amd64 cache: %d)", dirs, len(entries), len(want))
+	if len(entries) != len(want) {
+		t.Fatalf("arm64 cache has %d entries, the mirrored amd64 cache %d:\n%v\n%v", len(entries), len(want), entries, want)
+	}
+	for i := range want {
+		if entries[i] != want[i] {
+			t.Errorf("entry %d: %+v, want %+v", i, entries[i], want[i])
+		}
+	}
+	ours := filepath.Join(root, "arm64.cache")
+	if err := os.WriteFile(ours, (&Cache{Entries: entries, Generator: refc.Generator}).Encode(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	list := func(file string) string {
+		out, err := exec.Command(ldconfig, "-p", "-C", file).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ldconfig -p -C %s: %v\n%s", file, err, out)
+		}
+		return strings.ReplaceAll(string(out), file, "CACHE")
+	}
+	got := list(ours)
+	wantList := strings.NewReplacer("x86_64-linux-gnu", "aarch64-linux-gnu", "(libc6,x86-64)", "(libc6,AArch64)").Replace(list(filepath.Join(root, "ref.cache")))
+	if got != wantList {
+		t.Errorf("ldconfig -p of the arm64 cache:\n%s\nwant:\n%s", got, wantList)
+	}
+	if n := strings.Count(got, "(libc6,AArch64)"); n != len(entries) {
+		t.Errorf("ldconfig -p lists %d libc6,AArch64 entries, want %d:\n%s", n, len(entries), got)
+	}
+}
+
+// swapMachine returns an ELF object's bytes with e_machine x86-64 and
+// AArch64 exchanged; anything else is returned as is.
+func swapMachine(b []byte) []byte {
+	if len(b) < 20 || string(b[:4]) != "\x7fELF" {
+		return b
+	}
+	c := append([]byte(nil), b...)
+	switch elf.Machine(binary.LittleEndian.Uint16(c[18:])) {
+	case elf.EM_X86_64:
+		binary.LittleEndian.PutUint16(c[18:], uint16(elf.EM_AARCH64))
+	case elf.EM_AARCH64:
+		binary.LittleEndian.PutUint16(c[18:], uint16(elf.EM_X86_64))
+	}
+	return c
 }

@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+
+	"github.com/drover-os/drover/image/arch"
 )
 
 // Recipe is one image recipe as written by the user, with defaults applied.
@@ -138,7 +140,6 @@ type Remove struct {
 const (
 	DefaultSuite   = "trixie"
 	DefaultArch    = "amd64"
-	DefaultKernel  = "linux-image-cloud-amd64"
 	DefaultESPSize = "64MiB"
 )
 
@@ -185,7 +186,10 @@ func (r *Recipe) applyDefaults() {
 		r.Debian.Components = []string{"main"}
 	}
 	if r.Kernel == "" {
-		r.Kernel = DefaultKernel
+		// An unknown arch fails validation; its kernel stays empty.
+		if a, err := arch.Lookup(r.Arch); err == nil {
+			r.Kernel = a.Kernel
+		}
 	}
 	if r.Image.ESPSize == "" {
 		r.Image.ESPSize = DefaultESPSize

@@ -12,7 +12,7 @@ func TestShippedRecipesParse(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if r.Name != name || r.Debian.Suite != "trixie" || r.Kernel != DefaultKernel {
+		if r.Name != name || r.Debian.Suite != "trixie" || r.Kernel != "linux-image-cloud-amd64" {
 			t.Errorf("%s: unexpected recipe %+v", name, r)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/drover-os/drover/image/arch"
 	"github.com/drover-os/drover/image/gomod"
 	"gopkg.in/yaml.v3"
 )
@@ -44,10 +45,8 @@ func (r *Recipe) validate(t *tree) []error {
 	} else if !nameRE.MatchString(r.Name) {
 		v.fail("name", "%q: use lower-case letters, digits, '.', '_' and '-'", r.Name)
 	}
-	if r.Arch != "amd64" && r.Arch != "arm64" {
-		v.fail("arch", "%q: supported are amd64 and arm64", r.Arch)
-	} else if r.Arch != "amd64" {
-		v.fail("arch", "%q: only amd64 images can be built so far", r.Arch)
+	if _, err := arch.Lookup(r.Arch); err != nil {
+		v.fail("arch", "%q: supported are %s", r.Arch, strings.Join(arch.Names(), " and "))
 	}
 	if r.Epoch < 0 {
 		v.fail("epoch", "must be a Unix time in seconds")
@@ -68,7 +67,8 @@ func (r *Recipe) validate(t *tree) []error {
 		}
 		seen[p] = true
 	}
-	if !pkgRE.MatchString(r.Kernel) {
+	// An unknown arch has no default kernel; the arch error says it all.
+	if _, err := arch.Lookup(r.Arch); !pkgRE.MatchString(r.Kernel) && (r.Kernel != "" || err == nil) {
 		v.fail("kernel", "%q is not a Debian package name", r.Kernel)
 	}
 	for _, p := range slices.Sorted(maps.Keys(r.Prefer)) {

@@ -173,3 +173,17 @@ func Sections(b []byte) ([]Section, error) {
 
 // SectionData returns the content of s, a section Sections listed for b.
 func SectionData(b []byte, s Section) []byte { return b[s.Offset : s.Offset+s.Size] }
+
+// CheckMachine fails unless b is a PE32+ image for the COFF machine type
+// machine (0x8664 x86-64, 0xaa64 arm64): a stub, boot loader or kernel of
+// the wrong architecture would only be refused by the firmware.
+func CheckMachine(b []byte, machine uint16) error {
+	im, err := pe.Parse(b)
+	if err != nil {
+		return err
+	}
+	if got := im.File.FileHeader.Machine; got != machine {
+		return fmt.Errorf("PE machine type is %#x, want %#x (an EFI binary of another architecture)", got, machine)
+	}
+	return nil
+}

@@ -88,7 +88,7 @@ func newFixture(t *testing.T, o options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := esp.LoaderFiles(image, loader, nil)
+	files := esp.LoaderFiles("EFI/BOOT/BOOTX64.EFI", image, loader, nil)
 	espSize := esp.MinSize(files)
 	mtime := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	espImg, err := esp.Build(espSize, files, "ESP", 0x1234abcd, mtime)

@@ -394,3 +394,66 @@ func TestDiskImageSizeLimit(t *testing.T) {
 		t.Errorf("a 2049 GiB image: exit %d, want 1:\n%s", r.code, r.stderr)
 	}
 }
+
+// TestArchitectureFromManifest: the manifest's arch picks ImportImage's
+// Architecture (arm64 → arm64, amd64 or none → x86_64), a contradicting
+// --architecture is refused, and --secure-boot checks the architecture's
+// own removable-media boot loader.
+func TestArchitectureFromManifest(t *testing.T) {
+	man, err := os.ReadFile("testdata/ecs-node.manifest.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	withArch := func(arch, extra string) string {
+		return strings.Replace(string(man), `"rootHash"`, `"arch": "`+arch+`", `+extra+`"rootHash"`, 1)
+	}
+	h := newHarness(t)
+	for _, tc := range []struct{ manifest, want string }{
+		{string(man), "--Architecture x86_64 "},
+		{withArch("amd64", ""), "--Architecture x86_64 "},
+		{withArch("arm64", ""), "--Architecture arm64 "},
+	} {
+		h.write(t, "ecs-node.manifest.json", tc.manifest)
+		r := h.run(t, h.tools, nil, append([]string{"--dry-run"}, baseArgs...)...)
+		if r.code != 0 || !strings.Contains(r.stdout, tc.want+"--OSType linux --Platform Debian --BootMode UEFI ") {
+			t.Errorf("exit %d, want an ImportImage with %q, UEFI:\n%s%s", r.code, tc.want, r.stdout, r.stderr)
+		}
+	}
+	// A real run against the fake API imports it as arm64 too.
+	h.write(t, "ecs-node.manifest.json", withArch("arm64", ""))
+	real := h.run(t, h.fakes+":"+h.tools, nil, append(append([]string{}, baseArgs...), "--poll-interval", "0")...)
+	if real.code != 0 || real.stdout != "m-test123\n" {
+		t.Fatalf("arm64 publish: exit %d, stdout %q\n%s", real.code, real.stdout, real.stderr)
+	}
+	imported := false
+	for _, c := range h.calls(t) {
+		if strings.HasPrefix(c, "aliyun ecs ImportImage ") {
+			imported = strings.Contains(c, " --Architecture arm64 ") && strings.Contains(c, " --BootMode UEFI ")
+		}
+	}
+	if !imported {
+		t.Errorf("the fake API saw no ImportImage with --Architecture arm64 --BootMode UEFI: %q", h.calls(t))
+	}
+
+	for _, tc := range []struct {
+		manifest string
+		args     []string
+		code     int
+		want     string
+	}{
+		{withArch("arm64", ""), []string{"--architecture", "x86_64"}, 2, "--architecture x86_64: ecs-node.manifest.json is an arm64 image (arm64)"},
+		{withArch("amd64", ""), []string{"--architecture", "arm64"}, 2, "is an amd64 image (x86_64)"},
+		{withArch("riscv64", ""), nil, 1, "arch riscv64 is neither amd64 nor arm64"},
+		// An arm64 image's systemd-boot is BOOTAA64.EFI: a signed BOOTX64.EFI does not count.
+		{withArch("arm64", `"esp": [{"path": "EFI/BOOT/BOOTX64.EFI", "signedBy": "O=Test"}, {"path": "EFI/Linux/drover.efi", "signedBy": "O=Test"}], `),
+			[]string{"--secure-boot"}, 1, "--secure-boot: EFI/BOOT/BOOTAA64.EFI is not signed"},
+		{withArch("arm64", `"esp": [{"path": "EFI/BOOT/BOOTAA64.EFI", "signedBy": "O=Test"}, {"path": "EFI/Linux/drover.efi", "signedBy": "O=Test"}], `),
+			[]string{"--secure-boot"}, 0, "--Architecture arm64 "},
+	} {
+		h.write(t, "ecs-node.manifest.json", tc.manifest)
+		r := h.run(t, h.tools, nil, append(append([]string{"--dry-run"}, baseArgs...), tc.args...)...)
+		if r.code != tc.code || !strings.Contains(r.stderr+r.stdout, tc.want) {
+			t.Errorf("%v: exit %d, want %d with %q:\n%s%s", tc.args, r.code, tc.code, tc.want, r.stdout, r.stderr)
+		}
+	}
+}
