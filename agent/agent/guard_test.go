@@ -12,6 +12,7 @@ import (
 
 	"github.com/drover-os/drover/agent/ignition"
 	"github.com/drover-os/drover/agent/nodeconfig"
+	"github.com/drover-os/drover/internal/atomicfile"
 )
 
 // TestCheckDriftModesOwnersLinks: besides contents, the guard sees a
@@ -114,7 +115,9 @@ func TestGuardRetriesReportsOnceAndClears(t *testing.T) {
 	r.api.mu.Lock()
 	r.api.refuse = 3
 	r.api.mu.Unlock()
-	must(t, os.WriteFile(p, append(append([]byte(nil), orig...), "# edited\n"...), 0o644))
+	// Each edit is one rename: a guard round between os.WriteFile's
+	// truncate and its write would see a second change (empty contents).
+	must(t, atomicfile.Write(p, append(append([]byte(nil), orig...), "# edited\n"...), 0o644))
 	waitFor("the drift report, after the refusals", func() bool { c, e := snapshot(); return len(c) == 2 && e == 1 })
 	time.Sleep(100 * time.Millisecond) // several more guard rounds: nothing is sent again
 	if c, e := snapshot(); !slices.Equal(c, []string{"False", "True"}) || e != 1 {
@@ -130,7 +133,7 @@ func TestGuardRetriesReportsOnceAndClears(t *testing.T) {
 	if st := a.rec.Snapshot(); !strings.HasPrefix(st.Error, refused+"; drift: ") {
 		t.Errorf("status error while drifted: %q", st.Error)
 	}
-	must(t, os.WriteFile(p, orig, 0o644))
+	must(t, atomicfile.Write(p, orig, 0o644))
 	waitFor("the condition cleared", func() bool { c, _ := snapshot(); return slices.Equal(c, []string{"False", "True", "False"}) })
 	cancel()
 	<-done
