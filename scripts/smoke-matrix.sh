@@ -52,14 +52,15 @@ for c in $cases; do
   rc=$?
   took=$(( $(date +%s) - start ))
   [ "$rc" -eq 0 ] || failed=1
-  check() { jq -r --arg n "$1" '[.checks[]? | select(.name == $n)][0] | if . == null then "-" elif .passed then "yes" else "NO" end' "$out/$tag.json" 2>/dev/null || echo -; }
+  check() { local v; v=$(jq -r --arg n "$1" '[.checks[]? | select(.name == $n)][0] | if . == null then "-" elif .passed then "yes" else "NO" end' "$out/$tag.json" 2>/dev/null); echo "${v:--}"; }
   field() { jq -r --arg k "$1" '[.checks[]? | select(.name == "Node reports the image'"'"'s kubelet and containerd")][0].detail // "" | capture("(^| )" + $k + "=(?<v>[^ ]+)").v // "-"' "$out/$tag.json" 2>/dev/null || echo -; }
   kubelet=$(field kubeletVersion) runtime_v=$(field containerRuntimeVersion) api=$(field apiServer)
+  kubelet=${kubelet:--} runtime_v=${runtime_v:--} api=${api:--} # no report at all: smoke failed before it
   oci=$(jq -r '[.packages[]? | select(.name == "runc" or .name == "crun")][0] | if . == null then "-" else .name + " " + .version end' "$manifest" 2>/dev/null || echo -)
   minor=-
   [[ $kubelet =~ ^v1\.([0-9]+)\. ]] && minor=1.${BASH_REMATCH[1]}
   verdict=ok
-  [ "$rc" -eq 0 ] || verdict="FAILED ($(jq -r '[.checks[]? | select(.passed | not) | .name] | join("; ")' "$out/$tag.json" 2>/dev/null))"
+  [ "$rc" -eq 0 ] || verdict="FAILED ($(jq -r '[.checks[]? | select(.passed | not) | .name] | join("; ")' "$out/$tag.json" 2>/dev/null || echo "no report: see $out/$tag.smoke.log"))"
   rows+=("$tag|$minor|$kubelet|$api|$runtime_v|$oci|$(check "node joins and is Ready")|$(check "pod from the local registry runs to completion")|${took}s $verdict")
 done
 
