@@ -1,6 +1,7 @@
 package smoke
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -71,15 +72,12 @@ func varImage(ctx context.Context, c *qemu.Config, dir string) (string, error) {
 		return "", fmt.Errorf("no var partition on the disk: drover-init did not get that far")
 	}
 	varImg := filepath.Join(dir, "var.img")
-	out, err := os.Create(varImg)
-	if err != nil {
-		return "", err
+	if err := sparseCopy(varImg, io.NewSectionReader(f, part.Offset, part.Length), part.Length); err != nil {
+		return "", fmt.Errorf("copying the var partition: %w", err)
 	}
-	if _, err := io.Copy(out, io.NewSectionReader(f, part.Offset, part.Length)); err != nil {
-		out.Close()
-		return "", err
-	}
-	out.Close()
+	// Only the partition is needed from here on.
+	f.Close()
+	os.Remove(raw)
 	// A VM stopped without a clean shutdown leaves its last writes in the
 	// ext4 journal (fsync commits there first), and debugfs does not replay
 	// it: replay it on the copy, as the kernel would when mounting.
@@ -89,4 +87,42 @@ func varImage(ctx context.Context, c *qemu.Config, dir string) (string, error) {
 		}
 	}
 	return varImg, nil
+}
+
+// sparseCopy writes length bytes of r to a new file at dst, leaving holes
+// where r has whole blocks of zeros: a var partition is mostly unused, and
+// a dense copy of it can fill the host's disk.
+func sparseCopy(dst string, r io.Reader, length int64) error {
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 1<<20)
+	zero := make([]byte, len(buf))
+	for {
+		n, rerr := io.ReadFull(r, buf)
+		if n > 0 {
+			if bytes.Equal(buf[:n], zero[:n]) {
+				_, err = out.Seek(int64(n), io.SeekCurrent)
+			} else {
+				_, err = out.Write(buf[:n])
+			}
+			if err != nil {
+				out.Close()
+				return err
+			}
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			out.Close()
+			return rerr
+		}
+	}
+	if err := out.Truncate(length); err != nil { // a trailing hole
+		out.Close()
+		return err
+	}
+	return out.Close()
 }

@@ -54,8 +54,6 @@ func ScanVar(ctx context.Context, c *qemu.Config, secret []byte) (*VarScan, erro
 	if err != nil {
 		return nil, fmt.Errorf("reading the var partition: %w", err)
 	}
-	// The disk's raw copy is no longer needed and may be large.
-	os.Remove(filepath.Join(dir, "disk.raw"))
 	tree := filepath.Join(dir, "var")
 	if err := os.Mkdir(tree, 0o700); err != nil {
 		return nil, err
