@@ -144,7 +144,7 @@ func CheckDrift(root string, watched []Watched) []Drift {
 			continue // not recorded; a symlink's own mode means nothing
 		}
 		if got := fi.Mode().Perm() | (fi.Mode() & (fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)); got != w.Mode.Perm()|(w.Mode&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)) {
-			out = append(out, Drift{w.Path, "mode", fmt.Sprintf("%04o", modeBits(w.Mode)), fmt.Sprintf("%04o", modeBits(fi.Mode()))})
+			out = append(out, Drift{w.Path, "mode", fmt.Sprintf("%04o", ignition.ModeBits(w.Mode)), fmt.Sprintf("%04o", ignition.ModeBits(fi.Mode()))})
 		}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && (st.Uid != w.UID || st.Gid != w.GID) {
 			out = append(out, Drift{w.Path, "owner", fmt.Sprintf("%d:%d", w.UID, w.GID), fmt.Sprintf("%d:%d", st.Uid, st.Gid)})
@@ -152,21 +152,6 @@ func CheckDrift(root string, watched []Watched) []Drift {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
-}
-
-// modeBits is the octal mode chmod(1) would show.
-func modeBits(m fs.FileMode) uint32 {
-	b := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		b |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		b |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		b |= 0o1000
-	}
-	return b
 }
 
 func typeName(m fs.FileMode) string {

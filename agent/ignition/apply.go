@@ -231,7 +231,9 @@ func toFileMode(m int) fs.FileMode {
 	return res
 }
 
-func fromFileMode(m fs.FileMode) int {
+// ModeBits is the octal mode chmod(1) would show for m (the permission
+// bits with setuid, setgid and sticky), as Ignition's mode fields hold it.
+func ModeBits(m fs.FileMode) int {
 	res := int(m.Perm())
 	if m&fs.ModeSetuid != 0 {
 		res |= 0o4000

@@ -74,7 +74,7 @@ func (s *FileStep) apply(t *txn) error {
 				return fmt.Errorf("reading %s to append to it: %w", s.Path, err)
 			}
 			data = append(old, s.Append...)
-			mode = fromFileMode(fi.Mode())
+			mode = ModeBits(fi.Mode())
 			uid, gid = ownerOf(fi)
 		}
 	}
