@@ -49,6 +49,7 @@ var byEarlierTests = map[string]string{
 // notRun are documented commands no test can run inside `make test`.
 var notRun = map[string]string{
 	"make test":  "it is the run this test is part of",
+	"make e2e":   "the tier of make test this test runs in",
 	"make bench": "benchmarks: minutes of repeated boots, run by make bench itself",
 	"make fuzz":  "long fuzzing; make test runs make fuzz-short",
 	// make smoke runs the same drover smoke on the default minor, with the

@@ -70,7 +70,7 @@ func TestEcsNodeBuildReproducible(t *testing.T) {
 	}
 	checkSPDX(t, filepath.Join(out, "ecs-node.spdx.json"), mf)
 	checkSPDXLibrary(t, filepath.Join(out, "ecs-node.spdx.json"), map[string]string{
-		"kubelet":      "github.com/google/cadvisor",
+		"kubelet":      "github.com/google/cadvisor/lib",
 		"drover-agent": "github.com/coreos/ignition/v2",
 	})
 	checkProvenance(t, filepath.Join(out, "ecs-node.provenance.json"), out, mf)
