@@ -52,29 +52,38 @@ func TestMatchesLdconfig(t *testing.T) {
 	t.Run("ld.so.conf with include", func(t *testing.T) { matchLdconfig(t, true) })
 }
 
-func matchLdconfig(t *testing.T, conf bool) {
+// ldconfigCache writes tr to a directory and has the host's ldconfig build
+// its cache there (root/ref.cache); it returns the ldconfig binary, the
+// directory, the cache's bytes and the decoded cache.
+func ldconfigCache(t *testing.T, tr *tree.Tree) (ldconfig, root string, ref []byte, refc *Cache) {
+	t.Helper()
 	ldconfig, err := exec.LookPath("ldconfig")
 	if err != nil {
 		t.Fatalf("ldconfig (libc-bin) is needed to check the cache format: %v", err)
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("ldconfig -r chroots: needs root")
+		// make integration (and CI) run as root.
+		t.Skip("ldconfig -r chroots into the tree: needs root")
 	}
-	tr := hostTree(t, conf)
-	root := t.TempDir()
+	root = t.TempDir()
 	writeTree(t, tr, root)
-	out, err := exec.Command(ldconfig, "-X", "-r", root, "-C", "/ref.cache").CombinedOutput()
-	if err != nil {
+	if out, err := exec.Command(ldconfig, "-X", "-r", root, "-C", "/ref.cache").CombinedOutput(); err != nil {
 		t.Fatalf("ldconfig: %v\n%s", err, out)
 	}
-	ref, err := os.ReadFile(filepath.Join(root, "ref.cache"))
+	ref, err = os.ReadFile(filepath.Join(root, "ref.cache"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	refc, err := Decode(ref)
+	refc, err = Decode(ref)
 	if err != nil {
 		t.Fatalf("decoding ldconfig's cache: %v", err)
 	}
+	return ldconfig, root, ref, refc
+}
+
+func matchLdconfig(t *testing.T, conf bool) {
+	tr := hostTree(t, conf)
+	ldconfig, root, ref, refc := ldconfigCache(t, tr)
 	entries, dirs, err := Build(tr, "amd64")
 	if err != nil {
 		t.Fatal(err)
@@ -158,30 +167,11 @@ func hostTree(t *testing.T, conf bool) *tree.Tree {
 // dl-cache.h). The host's `ldconfig -p` must then read the arm64 cache
 // and list each library as "libc6,AArch64".
 func TestArm64MatchesLdconfig(t *testing.T) {
-	ldconfig, err := exec.LookPath("ldconfig")
-	if err != nil {
-		t.Fatalf("ldconfig (libc-bin) is needed to check the cache format: %v", err)
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("ldconfig -r chroots: needs root")
-	}
 	amd := hostTree(t, false)
-	root := t.TempDir()
-	writeTree(t, amd, root)
-	if out, err := exec.Command(ldconfig, "-X", "-r", root, "-C", "/ref.cache").CombinedOutput(); err != nil {
-		t.Fatalf("ldconfig: %v\n%s", err, out)
-	}
-	ref, err := os.ReadFile(filepath.Join(root, "ref.cache"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	refc, err := Decode(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ldconfig, root, _, refc := ldconfigCache(t, amd)
 	toArm := strings.NewReplacer("x86_64-linux-gnu", "aarch64-linux-gnu")
 	arm := tree.New()
-	err = amd.Walk(func(n *tree.Node) error {
+	err := amd.Walk(func(n *tree.Node) error {
 		c := *n
 		c.Path, c.Target = toArm.Replace(n.Path), toArm.Replace(n.Target)
 		if n.Kind == tree.Regular {
