@@ -106,7 +106,7 @@ func TestWaitForTimesOutAndCancels(t *testing.T) {
 // TestWaitForVMExit: when QEMU exits before the pattern shows, WaitFor says
 // so with the exit status instead of waiting for the deadline.
 func TestWaitForVMExit(t *testing.T) {
-	vm, _ := fakeVM(t, "echo 'Kernel panic - not syncing'\nexit 3\n")
+	vm, _ := fakeVM(t, "echo 'reboot: Power down'\nexit 3\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := vm.WaitFor(ctx, "login:")
@@ -118,6 +118,25 @@ func TestWaitForVMExit(t *testing.T) {
 	}
 	if err := vm.Wait(); err == nil || !strings.Contains(err.Error(), "exit status 3") {
 		t.Errorf("Wait = %v", err)
+	}
+}
+
+// TestWaitForFailsOnAKernelPanic: a guest whose kernel panicked and hangs
+// (QEMU still running) fails WaitFor at once, naming the kernel's line; a
+// caller that waits for the panic itself still gets it.
+func TestWaitForFailsOnAKernelPanic(t *testing.T) {
+	vm, _ := fakeVM(t, "echo 'Linux version 6.12'\necho 'Kernel panic - not syncing: Fatal exception in interrupt'\nexec sleep 60\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := vm.WaitFor(ctx, "Reached target multi-user.target")
+	if err == nil || !strings.Contains(err.Error(), "the guest kernel panicked") || !strings.Contains(err.Error(), "Fatal exception in interrupt") {
+		t.Fatalf("got %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Error("WaitFor waited for the deadline")
+	}
+	if p, err := vm.WaitFor(ctx, "Kernel panic"); err != nil || p != "Kernel panic" {
+		t.Errorf("waiting for the panic itself: %q, %v", p, err)
 	}
 }
 

@@ -441,17 +441,40 @@ func (vm *VM) Log() string {
 	return vm.log.String()
 }
 
+// KernelPanic is the guest kernel's own line when it panics. A panicked
+// guest never prints what a caller waits for; under emulation it also
+// may not reset (a panic in interrupt context hangs the vCPU), so WaitFor
+// fails on it at once instead of at the caller's deadline.
+const KernelPanic = "Kernel panic - not syncing"
+
 // WaitFor waits until a console line contains one of the patterns and
-// returns the pattern that matched, or fails when the VM exits or ctx ends.
+// returns the pattern that matched, or fails when the VM exits, the guest
+// kernel panics (unless a pattern asks for that line) or ctx ends.
 func (vm *VM) WaitFor(ctx context.Context, patterns ...string) (string, error) {
 	ch := make(chan string, 4096)
-	vm.mu.Lock()
-	for _, line := range strings.Split(vm.log.String(), "\n") {
+	watchPanic := true
+	for _, p := range patterns {
+		if strings.Contains(KernelPanic, p) {
+			watchPanic = false
+		}
+	}
+	// match returns the pattern a line shows, or the panic as an error.
+	match := func(line string) (string, error) {
 		for _, p := range patterns {
 			if strings.Contains(line, p) {
-				vm.mu.Unlock()
 				return p, nil
 			}
+		}
+		if watchPanic && strings.Contains(line, KernelPanic) {
+			return "", fmt.Errorf("the guest kernel panicked before the console showed %q: %s", patterns, strings.TrimSpace(line))
+		}
+		return "", nil
+	}
+	vm.mu.Lock()
+	for _, line := range strings.Split(vm.log.String(), "\n") {
+		if p, err := match(line); p != "" || err != nil {
+			vm.mu.Unlock()
+			return p, err
 		}
 	}
 	vm.subs = append(vm.subs, ch)
@@ -459,10 +482,8 @@ func (vm *VM) WaitFor(ctx context.Context, patterns ...string) (string, error) {
 	for {
 		select {
 		case line := <-ch:
-			for _, p := range patterns {
-				if strings.Contains(line, p) {
-					return p, nil
-				}
+			if p, err := match(line); p != "" || err != nil {
+				return p, err
 			}
 		case <-vm.done:
 			return "", fmt.Errorf("VM exited (%v) before the console showed %q", vm.exitErr, patterns)
