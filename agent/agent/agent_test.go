@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -180,9 +181,7 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 		t.Errorf("containerd phase %+v must run after apply and end before runtime %+v", c, r)
 	}
 	// The config writes no unit: no daemon-reload.
-	if got := strings.Join(r.sd.Calls, ","); got != "start containerd.service,start systemd-timesyncd.service,start kubelet.service" {
-		t.Errorf("systemd calls %s", got)
-	}
+	checkCalls(t, r.sd.Calls, "start containerd.service", "start systemd-resolved.service", "start systemd-timesyncd.service", "start kubelet.service")
 	for _, p := range []string{"/etc/motd", "/etc/containerd/config.toml", "/etc/containerd/certs.d/100.64.0.2:5000/hosts.toml", "/etc/kubernetes/kubelet-config.yaml", "/etc/default/kubelet", StoredConfig} {
 		if !fileExists(filepath.Join(r.root, p)) {
 			t.Errorf("%s not written", p)
@@ -532,6 +531,51 @@ func TestSecureBootReachesStatusAndLabel(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// checkCalls checks that the agent made exactly these systemd calls, in
+// this order except for containerd's start, which its own phase makes
+// beside the network phase (so it may come before or after resolved's):
+// after apply (and its reload or re-runs), before timesyncd and kubelet.
+func checkCalls(t *testing.T, got []string, want ...string) {
+	t.Helper()
+	const ctrd = "start containerd.service"
+	strip := func(calls []string) []string {
+		var out []string
+		for _, c := range calls {
+			if c != ctrd {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	at := func(calls []string, c string) int { return slices.Index(calls, c) }
+	g, w := strings.Join(strip(got), ","), strings.Join(strip(want), ",")
+	if g != w || len(got) != len(want) || at(got, ctrd) < 0 ||
+		at(got, ctrd) > at(got, "start systemd-timesyncd.service") ||
+		(at(got, "reload") >= 0 && at(got, ctrd) < at(got, "reload")) {
+		t.Errorf("systemd calls %s, want %s (containerd after apply, before timesyncd)", strings.Join(got, ","), strings.Join(want, ","))
+	}
+}
+
+// TestRerunsBootServicesForTheirDirectories: a config that writes a sysctl
+// file gets systemd-sysctl run again after apply (the agent is not ordered
+// after it); one that writes nothing there does not (TestReloadOnlyForUnits).
+func TestRerunsBootServicesForTheirDirectories(t *testing.T) {
+	var cfg map[string]any
+	if err := json.Unmarshal(userData(t, "hello"), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	storage := cfg["storage"].(map[string]any)
+	storage["files"] = append(storage["files"].([]any),
+		map[string]any{"path": "/etc/sysctl.d/90-pool.conf", "contents": map[string]any{"source": "data:,vm.max_map_count%3D262144%0A"}},
+		map[string]any{"path": "/etc/modules-load.d/pool.conf", "contents": map[string]any{"source": "data:,dummy%0A"}})
+	data, _ := json.Marshal(cfg)
+	r := newRig(t, data)
+	if err := r.agent().Run(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
+	}
+	checkCalls(t, r.sd.Calls, "restart systemd-modules-load.service", "restart systemd-sysctl.service", "start containerd.service", "start systemd-resolved.service", "start systemd-timesyncd.service", "start kubelet.service")
+}
+
 // TestReloadOnlyForUnits: a config that carries a unit gets a daemon-reload
 // at the end of apply, before containerd starts, so systemd sees the unit.
 func TestReloadOnlyForUnits(t *testing.T) {
@@ -545,9 +589,7 @@ func TestReloadOnlyForUnits(t *testing.T) {
 	if err := r.agent().Run(context.Background()); err != nil {
 		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
 	}
-	if got := strings.Join(r.sd.Calls, ","); got != "reload,start containerd.service,start systemd-timesyncd.service,start kubelet.service" {
-		t.Errorf("systemd calls %s", got)
-	}
+	checkCalls(t, r.sd.Calls, "reload", "start containerd.service", "start systemd-resolved.service", "start systemd-timesyncd.service", "start kubelet.service")
 	if !fileExists(filepath.Join(r.root, "/etc/systemd/system/hello.service")) {
 		t.Error("hello.service not written")
 	}

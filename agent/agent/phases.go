@@ -131,9 +131,20 @@ func (a *Agent) apply(ctx context.Context) (string, error) {
 	// needs it only to see units the config wrote. The agent's own files
 	// (containerd's and the kubelet's configuration, /etc/default/kubelet)
 	// are read by the services when they start.
-	if a.wroteSystemd() {
+	if a.wroteUnder("/etc/systemd/") {
 		if err := a.env.Systemd.Reload(ctx); err != nil {
 			return "", err
+		}
+	}
+	// The agent is not ordered after these boot services (so it starts
+	// seconds earlier), and each may have read its directory before the
+	// config was written; a config that writes there gets them run again,
+	// so its files apply on every boot and not by the luck of ordering.
+	for _, r := range rerunAfterApply {
+		if a.wroteUnder(r.dir) {
+			if err := a.env.Systemd.Restart(ctx, r.unit); err != nil {
+				return "", fmt.Errorf("applying the config's %s files: %w", r.dir, err)
+			}
 		}
 	}
 	node, err := parse(mustRead(a.path(NodeFile)), NodeFile)
@@ -173,6 +184,13 @@ func (a *Agent) network(ctx context.Context) (string, error) {
 	}
 	if err := a.env.Prepare(a.nodeName); err != nil {
 		return "", err
+	}
+	// Names (the API server's, a registry mirror's, the metadata's time
+	// servers) resolve through resolved's stub from here on; the agent is
+	// not ordered after it, so it waits for it here, where it is usually
+	// up already (a start job on an active unit returns at once).
+	if err := a.env.Systemd.Start(ctx, ResolvedUnit); err != nil {
+		return "", fmt.Errorf("name resolution for the cluster: %w", err)
 	}
 	select {
 	case err := <-a.kernel:
@@ -246,6 +264,9 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 	return "kubelet configuration written, containerd active, " + ntp, nil
 }
 
+// ResolvedUnit answers the node's DNS (/etc/resolv.conf is its stub).
+const ResolvedUnit = "systemd-resolved.service"
+
 // TimesyncdUnit keeps the clock right. The image does not enable it: it
 // starts here, on its rendered configuration, before the kubelet (whose
 // certificates, and the API server's, are only as good as the clock).
@@ -297,11 +318,19 @@ func (a *Agent) startContainerd(ctx context.Context) (string, error) {
 	return fmt.Sprintf("containerd active after %.1fs", a.env.Uptime()-t), nil
 }
 
-// wroteSystemd says whether the applied config manages anything under
-// /etc/systemd (units, drop-ins, enable links).
-func (a *Agent) wroteSystemd() bool {
+// rerunAfterApply are the boot services that read a directory a config
+// may write into, run again after apply when it did.
+var rerunAfterApply = []struct{ dir, unit string }{
+	{"/etc/modules-load.d/", "systemd-modules-load.service"},
+	{"/etc/sysctl.d/", "systemd-sysctl.service"},
+	{"/etc/tmpfiles.d/", "systemd-tmpfiles-setup.service"},
+}
+
+// wroteUnder says whether the applied config manages anything under dir
+// (for /etc/systemd/: units, drop-ins, enable links).
+func (a *Agent) wroteUnder(dir string) bool {
 	for _, m := range a.managed {
-		if strings.HasPrefix(m.Path, "/etc/systemd/") {
+		if strings.HasPrefix(m.Path, dir) {
 			return true
 		}
 	}

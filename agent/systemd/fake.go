@@ -10,7 +10,7 @@ import (
 // Fake is an in-memory Manager for tests of code that drives systemd.
 type Fake struct {
 	mu      sync.Mutex
-	Calls   []string          // "reload", "start X"
+	Calls   []string          // "reload", "start X", "restart X"
 	States  map[string]string // unit -> state after Start (default "active")
 	Fail    map[string]error  // unit -> error returned by Start
 	Reloads int
@@ -27,9 +27,18 @@ func (f *Fake) Reload(ctx context.Context) error {
 
 // Start records the start and returns the configured error.
 func (f *Fake) Start(ctx context.Context, unit string) error {
+	return f.job("start", unit)
+}
+
+// Restart records the restart and returns what Start would.
+func (f *Fake) Restart(ctx context.Context, unit string) error {
+	return f.job("restart", unit)
+}
+
+func (f *Fake) job(verb, unit string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.Calls = append(f.Calls, "start "+unit)
+	f.Calls = append(f.Calls, verb+" "+unit)
 	if err := f.Fail[unit]; err != nil {
 		return err
 	}

@@ -19,6 +19,9 @@ type Manager interface {
 	// Start starts a unit and waits until its job finished and the unit is
 	// active (or, for Type=oneshot units, has exited successfully).
 	Start(ctx context.Context, unit string) error
+	// Restart restarts a unit (starts it if it is not running) and waits
+	// as Start does.
+	Restart(ctx context.Context, unit string) error
 	// StartAll queues start jobs for all units at once, so that systemd
 	// orders them by their dependencies, and waits for every result.
 	StartAll(ctx context.Context, units []string) []UnitResult
@@ -54,19 +57,28 @@ func (c *Conn) Reload(ctx context.Context) error {
 // the unit to be active. The job channel is always drained so go-systemd's
 // dispatcher never blocks.
 func (c *Conn) Start(ctx context.Context, unit string) error {
+	return c.job(ctx, "starting", c.c.StartUnitContext, unit)
+}
+
+// Restart restarts unit (mode "replace") and waits as Start does.
+func (c *Conn) Restart(ctx context.Context, unit string) error {
+	return c.job(ctx, "restarting", c.c.RestartUnitContext, unit)
+}
+
+func (c *Conn) job(ctx context.Context, verb string, queue func(context.Context, string, string, chan<- string) (int, error), unit string) error {
 	ch := make(chan string, 1)
-	if _, err := c.c.StartUnitContext(ctx, unit, "replace", ch); err != nil {
-		return fmt.Errorf("starting %s: %w", unit, err)
+	if _, err := queue(ctx, unit, "replace", ch); err != nil {
+		return fmt.Errorf("%s %s: %w", verb, unit, err)
 	}
 	select {
 	case res := <-ch:
 		if res != "done" {
 			state, _ := c.ActiveState(ctx, unit)
-			return fmt.Errorf("starting %s: job %s (unit is %s); see journalctl -u %s", unit, res, state, unit)
+			return fmt.Errorf("%s %s: job %s (unit is %s); see journalctl -u %s", verb, unit, res, state, unit)
 		}
 	case <-ctx.Done():
 		go func() { <-ch }()
-		return fmt.Errorf("starting %s: %w", unit, ctx.Err())
+		return fmt.Errorf("%s %s: %w", verb, unit, ctx.Err())
 	}
 	return WaitActive(ctx, c, unit)
 }
