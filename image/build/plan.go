@@ -28,8 +28,14 @@ import (
 // implementation registered at that moment, and without it every block the
 // node reads is hashed by sha256-generic for the whole uptime (the kernel
 // says which: "device-mapper: verity: sha256 using shash ...").
+//
+// virtio_net is not needed to mount anything: it is every ECS family's ENI
+// driver, and loaded here the interface exists before systemd starts. Left
+// to udev, it is loaded from the coldplug queue behind every other
+// device's module (CPU crypto, ACPI, storage), so DHCP, and with it the
+// agent's metadata fetch, waited seconds for it under emulation.
 var InitrdModules = []string{
-	"virtio_pci", "virtio_blk", "virtio_scsi", "sd_mod", "nvme",
+	"virtio_pci", "virtio_blk", "virtio_scsi", "sd_mod", "nvme", "virtio_net",
 	"crypto-sha256", "dm_mod", "dm_verity", "erofs", "overlay", "ext4", "crc32c_generic", "efivarfs",
 }
 

@@ -1,8 +1,9 @@
 // Package finalize does, as explicit build steps, what Debian maintainer
 // scripts would have done on a running system — drover never runs them:
-// accounts, unit enablement, the kernel module index, the CA bundle,
-// alternatives, os-release, machine-id, fstab — and then strips what a node
-// never reads (docs, man pages, locales) and installs drover's own files.
+// accounts, unit enablement, the kernel module index and its static device
+// nodes, the CA bundle, alternatives, os-release, machine-id, fstab — and
+// then strips what a node never reads (docs, man pages, locales) and
+// installs drover's own files.
 //
 // Each step is a value with a name and a reason (docs/image.md lists them);
 // Steps returns them in the order they run.
@@ -51,6 +52,7 @@ func Steps() []Step {
 		caBundle{},
 		ldCache{},
 		bootDatabases{},
+		staticNodes{},
 		updateStamps{},
 		networkFiles{},
 		osRelease{},
