@@ -75,6 +75,9 @@ type Env struct {
 	// user-data, so it runs from the start, beside config.
 	Kernel  func() error
 	Healthz func(ctx context.Context) error
+	// Prefetch asks the kernel to read files ahead and returns at once
+	// (nil: nothing is read ahead); see RuntimeBinaries.
+	Prefetch func(paths ...string)
 	// Kube builds the API client once the kubelet has its certificate.
 	Kube func(server string, ca []byte, certFile string) (NodeAPI, error)
 	// DiscoverCA finds the cluster CA a node file pins by hash only
@@ -213,6 +216,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	// never leaves them half-recorded in the status file.
 	var bg sync.WaitGroup
 	defer bg.Wait()
+	a.prefetch(ContainerdBinaries...)
 	a.kernel = make(chan error, 1)
 	kernel := a.begin("kernel")
 	bg.Go(func() { a.kernel <- kernel(ctx, a.dl.Network, a.kernelPrep) })

@@ -304,6 +304,9 @@ func (a *Agent) writeFiles(files []nodeconfig.File) error {
 // configuration; runtime waits for its result. The detail says how long it
 // took.
 func (a *Agent) startContainerd(ctx context.Context) (string, error) {
+	// containerd's start-up is mostly one CPU's work; the other reads and
+	// verifies the kubelet's pages meanwhile.
+	a.prefetch(KubeletBinaries...)
 	files, err := nodeconfig.RenderContainerd(a.node)
 	if err != nil {
 		return "", err
@@ -324,6 +327,24 @@ var rerunAfterApply = []struct{ dir, unit string }{
 	{"/etc/modules-load.d/", "systemd-modules-load.service"},
 	{"/etc/sysctl.d/", "systemd-sysctl.service"},
 	{"/etc/tmpfiles.d/", "systemd-tmpfiles-setup.service"},
+}
+
+// ContainerdBinaries and KubeletBinaries are read ahead (Env.Prefetch):
+// the runtime's at the agent's start, while it waits for DHCP and the
+// metadata, the kubelet's when containerd starts. Under emulation every
+// page of a binary is read and hashed by dm-verity when it is first
+// touched, which is most of these services' start-up; read ahead, that
+// I/O and hashing run in the kernel's workers beside other work instead
+// of on the critical path. A file the image lacks is skipped.
+var (
+	ContainerdBinaries = []string{"/usr/bin/containerd", "/usr/bin/containerd-shim-runc-v2", "/usr/sbin/runc"}
+	KubeletBinaries    = []string{"/usr/bin/kubelet"}
+)
+
+func (a *Agent) prefetch(paths ...string) {
+	if a.env.Prefetch != nil {
+		a.env.Prefetch(paths...)
+	}
 }
 
 // wroteUnder says whether the applied config manages anything under dir
