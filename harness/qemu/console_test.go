@@ -1,12 +1,17 @@
 package qemu
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -137,6 +142,92 @@ func TestWaitForFailsOnAKernelPanic(t *testing.T) {
 	}
 	if p, err := vm.WaitFor(ctx, "Kernel panic"); err != nil || p != "Kernel panic" {
 		t.Errorf("waiting for the panic itself: %q, %v", p, err)
+	}
+}
+
+// fakeQMP answers QMP on the VM's socket the way QEMU does and records the
+// commands; on system_reset it writes a line to the fifo the fake QEMU
+// script waits on, which then "boots again".
+func fakeQMP(t *testing.T, c *Config, fifo string) *[]string {
+	t.Helper()
+	l, err := net.Listen("unix", c.qmpPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	var mu sync.Mutex
+	cmds := &[]string{}
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			r := bufio.NewReader(conn)
+			fmt.Fprintln(conn, `{"QMP": {"version": {}, "capabilities": []}}`)
+			for {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					break
+				}
+				mu.Lock()
+				*cmds = append(*cmds, strings.TrimSpace(line))
+				mu.Unlock()
+				fmt.Fprintln(conn, `{"return": {}}`)
+				if strings.Contains(line, "system_reset") {
+					os.WriteFile(fifo, []byte("reset\n"), 0o644)
+				}
+			}
+			conn.Close()
+		}
+	}()
+	return cmds
+}
+
+// TestWaitForResetsOnceOnAnEarlyPanic: a kernel panic before /init (an
+// emulator race under TCG) resets the machine once over QMP and the wait
+// goes on to the pattern of the boot after it; the reset is noted in the
+// console log. A panic after /init ran fails at once, without a reset.
+func TestWaitForResetsOnceOnAnEarlyPanic(t *testing.T) {
+	script := `d=$(dirname "$0")
+echo 'Linux version 6.12'
+echo 'Kernel panic - not syncing: Fatal exception in interrupt'
+while [ ! -p "$d/reset.fifo" ]; do sleep 0.1; done
+read x < "$d/reset.fifo"
+echo 'Linux version 6.12'
+echo 'Run /init as init process'
+echo 'Reached target multi-user.target'
+exec sleep 60
+`
+	vm, c := fakeVM(t, script)
+	fifo := filepath.Join(filepath.Dir(c.QEMU), "reset.fifo")
+	cmds := fakeQMP(t, c, fifo)
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if p, err := vm.WaitFor(ctx, "Reached target multi-user.target"); err != nil || p == "" {
+		t.Fatalf("WaitFor = %q, %v\n%s", p, err, vm.Log())
+	}
+	if vm.Resets() != 1 || !strings.Contains(strings.Join(*cmds, " "), `{"execute":"set-action","arguments":{"reboot":"reset"}} {"execute":"system_reset"} {"execute":"set-action","arguments":{"reboot":"shutdown"}}`) {
+		t.Errorf("resets %d, QMP commands %q", vm.Resets(), *cmds)
+	}
+	if !strings.Contains(vm.Log(), "panicked before it ran /init") {
+		t.Errorf("no reset note in the console log:\n%s", vm.Log())
+	}
+	// Later waits do not trip over the panic of the boot before the reset.
+	if _, err := vm.WaitFor(ctx, "Run /init"); err != nil {
+		t.Errorf("a wait after the reset: %v", err)
+	}
+
+	late, lc := fakeVM(t, "echo 'Linux version 6.12'\necho 'Run /init as init process'\necho 'Kernel panic - not syncing: Attempted to kill init!'\nexec sleep 60\n")
+	lcmds := fakeQMP(t, lc, filepath.Join(filepath.Dir(lc.QEMU), "reset.fifo"))
+	if _, err := late.WaitFor(ctx, "Reached target"); err == nil || !strings.Contains(err.Error(), "Attempted to kill init") {
+		t.Errorf("a panic after /init: %v", err)
+	}
+	if late.Resets() != 0 || len(*lcmds) != 0 {
+		t.Errorf("a panic after /init reset the machine: %d, %q", late.Resets(), *lcmds)
 	}
 }
 
