@@ -33,6 +33,15 @@ const (
 	DropinValue = "applied-before-start"
 )
 
+// A sysctl.d file of the launch template's: systemd-sysctl reads
+// /etc/sysctl.d at boot, before or after the agent wrote it, so it is in
+// effect only if the agent has it run again after apply. vm.max_map_count
+// is global (the probe pod sees the node's) and 65530 by default.
+const (
+	SysctlFile  = "/etc/sysctl.d/90-drover-smoke.conf"
+	SysctlValue = "262144"
+)
+
 // SmokeUnits are the units SmokeUnits adds, the ones the evidence check asks
 // systemctl about.
 var SmokeUnits = []string{OneshotUnit, LongUnit, TimerUnit, TimerService}
@@ -79,7 +88,9 @@ func WithSmokeUnits(ud []byte) ([]byte, error) {
 	}
 	files, _ := storage["files"].([]any)
 	storage["files"] = append(files, map[string]any{"path": EvidenceScript, "mode": 0o755,
-		"contents": map[string]any{"source": "data:," + url.PathEscape(evidenceScript)}})
+		"contents": map[string]any{"source": "data:," + url.PathEscape(evidenceScript)}},
+		map[string]any{"path": SysctlFile, "mode": 0o644,
+			"contents": map[string]any{"source": "data:," + url.PathEscape("vm.max_map_count = "+SysctlValue+"\n")}})
 	sd, _ := cfg["systemd"].(map[string]any)
 	if sd == nil {
 		sd = map[string]any{}
@@ -118,8 +129,9 @@ type Evidence struct {
 	Units  map[string]UnitState     `json:"units"`
 	// KubeletEnv is DROVER_SMOKE_DROPIN in the running kubelet's
 	// environment; nil: not set.
-	KubeletEnv *string  `json:"kubeletEnv"`
-	Errors     []string `json:"errors"`
+	KubeletEnv  *string  `json:"kubeletEnv"`
+	MaxMapCount string   `json:"maxMapCount"`
+	Errors      []string `json:"errors"`
 }
 
 // ReadEvidence runs the probe's evidence mode on the node.
@@ -185,6 +197,9 @@ func (ev *Evidence) Judge(boots []string) error {
 	if ev.KubeletEnv == nil || *ev.KubeletEnv != DropinValue {
 		probs = append(probs, fmt.Sprintf("the running kubelet's environment lacks %s=%s: the kubelet.service drop-in was not in effect when it started (got %v)", DropinEnv, DropinValue, ev.KubeletEnv))
 	}
+	if ev.MaxMapCount != SysctlValue {
+		probs = append(probs, fmt.Sprintf("vm.max_map_count is %q, want %s from the user-data's %s: systemd-sysctl did not apply it", ev.MaxMapCount, SysctlValue, SysctlFile))
+	}
 	if len(ev.Errors) > 0 {
 		probs = append(probs, "probe errors: "+strings.Join(ev.Errors, "; "))
 	}
@@ -216,7 +231,7 @@ func (e *Env) checkUserUnits(ctx context.Context, r *Report, in *Instance, boot,
 		detail = string(b)
 		boots = append(boots, ev.BootID)
 	}
-	r.add("launch template units ran: oneshot, long-running, timer; kubelet drop-in in effect ("+boot+")", s, err, detail)
+	r.add("launch template units ran: oneshot, long-running, timer; kubelet drop-in and sysctl.d file in effect ("+boot+")", s, err, detail)
 	return boots
 }
 

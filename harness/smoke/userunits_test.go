@@ -49,6 +49,7 @@ func goodEvidence(boots ...string) *Evidence {
 	}
 	v := DropinValue
 	ev.KubeletEnv = &v
+	ev.MaxMapCount = SysctlValue
 	last := &ev.Runs["long"][len(boots)-1]
 	last.Alive, last.Comm = true, "sleep"
 	return ev
@@ -75,9 +76,10 @@ func TestEvidenceJudge(t *testing.T) {
 			ev.Units[OneshotUnit] = UnitState{"failed", "failed", "exit-code"}
 			return []string{"b1", "b2"}
 		},
-		"the kubelet started without its drop-in": func(ev *Evidence) []string { ev.KubeletEnv = nil; return []string{"b1", "b2"} },
-		"no reboot happened":                      func(ev *Evidence) []string { return []string{"b2", "b2"} },
-		"another boot is current":                 func(ev *Evidence) []string { ev.BootID = "b3"; return []string{"b1", "b2"} },
+		"the kubelet started without its drop-in":   func(ev *Evidence) []string { ev.KubeletEnv = nil; return []string{"b1", "b2"} },
+		"the user-data's sysctl.d file not applied": func(ev *Evidence) []string { ev.MaxMapCount = "65530"; return []string{"b1", "b2"} },
+		"no reboot happened":                        func(ev *Evidence) []string { return []string{"b2", "b2"} },
+		"another boot is current":                   func(ev *Evidence) []string { ev.BootID = "b3"; return []string{"b1", "b2"} },
 	}
 	for name, breakIt := range cases {
 		ev := goodEvidence("b1", "b2")

@@ -31,8 +31,11 @@ type evidenceReport struct {
 	// KubeletEnv is the value of DROVER_SMOKE_DROPIN in the running
 	// kubelet's environment (/proc/<pid>/environ): set only if the
 	// user-data's drop-in was loaded before systemd started it.
-	KubeletEnv *string  `json:"kubeletEnv"`
-	Errors     []string `json:"errors,omitempty"`
+	KubeletEnv *string `json:"kubeletEnv"`
+	// MaxMapCount is /proc/sys/vm/max_map_count now: the user-data's
+	// sysctl.d file sets it, the kernel's default is 65530.
+	MaxMapCount string   `json:"maxMapCount"`
+	Errors      []string `json:"errors,omitempty"`
 }
 
 // processEnv returns the value of key in the environment of the process
@@ -95,6 +98,11 @@ func evidence(dir string, units []string) evidenceReport {
 	}
 	if r.KubeletEnv, err = processEnv("kubelet", "DROVER_SMOKE_DROPIN"); err != nil {
 		r.Errors = append(r.Errors, err.Error())
+	}
+	if b, err := os.ReadFile("/proc/sys/vm/max_map_count"); err != nil {
+		r.Errors = append(r.Errors, err.Error())
+	} else {
+		r.MaxMapCount = strings.TrimSpace(string(b))
 	}
 	for _, u := range units {
 		out, err := hostCommand("/usr/bin/systemctl", "show", "--no-pager", "-p", "ActiveState,SubState,Result", u)
