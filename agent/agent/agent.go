@@ -76,7 +76,7 @@ type Env struct {
 	Kernel  func() error
 	Healthz func(ctx context.Context) error
 	// Prefetch asks the kernel to read files ahead and returns at once
-	// (nil: nothing is read ahead); see RuntimeBinaries.
+	// (nil: nothing is read ahead); see ContainerdBinaries.
 	Prefetch func(paths ...string)
 	// Kube builds the API client once the kubelet has its certificate.
 	Kube func(server string, ca []byte, certFile string) (NodeAPI, error)

@@ -385,8 +385,7 @@ type VM struct {
 	log     strings.Builder
 	subs    []chan string
 	serial  *os.File // the serial log file, for the harness's own notes
-	resets  int      // machine resets after an early kernel panic
-	resetAt int      // length of log at the last reset
+	resetAt int      // length of log after the reset note (0: never reset)
 }
 
 // Start boots the VM. The serial console is copied to the log file, to
@@ -521,7 +520,7 @@ func (vm *VM) resetEarlyPanic(line string) bool {
 	if vm.resetAt > 0 && !strings.Contains(log[vm.resetAt:], KernelPanic) {
 		return true // reset already, by another waiter, for this line
 	}
-	if vm.resets > 0 || strings.Contains(log[vm.resetAt:], kernelRunsInit) {
+	if vm.resetAt > 0 || strings.Contains(log, kernelRunsInit) {
 		return false
 	}
 	// -no-reboot makes every reset, a QMP one too, end QEMU: the reset
@@ -530,7 +529,6 @@ func (vm *VM) resetEarlyPanic(line string) bool {
 		`{"execute":"set-action","arguments":{"reboot":"shutdown"}}`); err != nil {
 		return false
 	}
-	vm.resets++
 	why := strings.TrimSpace(line[strings.Index(line, KernelPanic)+len(KernelPanic):])
 	note := "qemu: the guest kernel panicked before it ran /init (" + strings.TrimLeft(why, ": ") + "), an emulator race under TCG: machine reset once (QMP system_reset)"
 	vm.log.WriteString(note + "\n")
@@ -546,7 +544,10 @@ func (vm *VM) resetEarlyPanic(line string) bool {
 func (vm *VM) Resets() int {
 	vm.mu.Lock()
 	defer vm.mu.Unlock()
-	return vm.resets
+	if vm.resetAt > 0 {
+		return 1
+	}
+	return 0
 }
 
 // qmpCommand runs QMP commands (JSON objects) in order, each answered

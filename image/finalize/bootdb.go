@@ -69,7 +69,7 @@ func (bootDatabases) Run(t *tree.Tree, env *Env) error {
 		for _, p := range d.sources {
 			t.Remove(p)
 		}
-		if err := t.Set(symlink("/etc/systemd/system/"+d.unit, "/dev/null")); err != nil {
+		if err := t.Set(mask(d.unit)); err != nil {
 			return err
 		}
 	}

@@ -85,6 +85,11 @@ func symlink(path, target string) *tree.Node {
 	return &tree.Node{Path: path, Kind: tree.Symlink, Mode: 0o777, Target: target, Owner: "drover"}
 }
 
+// mask is the link that masks a system unit, as systemctl mask writes it.
+func mask(unit string) *tree.Node {
+	return symlink("/etc/systemd/system/"+unit, "/dev/null")
+}
+
 func dir(path string, mode uint32) *tree.Node {
 	return &tree.Node{Path: path, Kind: tree.Dir, Mode: mode, Owner: "drover"}
 }

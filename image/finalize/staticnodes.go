@@ -44,7 +44,7 @@ func (staticNodes) Run(t *tree.Tree, env *Env) error {
 	if err := t.Set(file(StaticNodesFile, 0o644, out)); err != nil {
 		return err
 	}
-	return t.Set(symlink("/etc/systemd/system/kmod-static-nodes.service", "/dev/null"))
+	return t.Set(mask("kmod-static-nodes.service"))
 }
 
 // StaticNodes turns a modules.devname file ("module devname c10:229" per

@@ -56,7 +56,7 @@ func (units) Run(t *tree.Tree, env *Env) error {
 		}
 	}
 	for _, name := range env.Mask {
-		if err := t.Set(symlink("/etc/systemd/system/"+name, "/dev/null")); err != nil {
+		if err := t.Set(mask(name)); err != nil {
 			return err
 		}
 	}

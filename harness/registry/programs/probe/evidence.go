@@ -24,6 +24,28 @@ type unitState struct {
 	Result string `json:"result"`
 }
 
+// showUnit reads a unit's ActiveState, SubState and Result with the
+// node's own systemctl.
+func showUnit(unit string) (unitState, error) {
+	var st unitState
+	out, err := hostCommand("/usr/bin/systemctl", "show", "--no-pager", "-p", "ActiveState,SubState,Result", unit)
+	if err != nil {
+		return st, err
+	}
+	for _, l := range strings.Split(out, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(l), "=")
+		switch k {
+		case "ActiveState":
+			st.Active = v
+		case "SubState":
+			st.Sub = v
+		case "Result":
+			st.Result = v
+		}
+	}
+	return st, nil
+}
+
 type evidenceReport struct {
 	BootID string               `json:"bootId"` // /proc/sys/kernel/random/boot_id now
 	Runs   map[string][]run     `json:"runs"`   // file name -> its lines
@@ -105,22 +127,10 @@ func evidence(dir string, units []string) evidenceReport {
 		r.MaxMapCount = strings.TrimSpace(string(b))
 	}
 	for _, u := range units {
-		out, err := hostCommand("/usr/bin/systemctl", "show", "--no-pager", "-p", "ActiveState,SubState,Result", u)
+		st, err := showUnit(u)
 		if err != nil {
 			r.Errors = append(r.Errors, err.Error())
 			continue
-		}
-		var st unitState
-		for _, l := range strings.Split(out, "\n") {
-			k, v, _ := strings.Cut(strings.TrimSpace(l), "=")
-			switch k {
-			case "ActiveState":
-				st.Active = v
-			case "SubState":
-				st.Sub = v
-			case "Result":
-				st.Result = v
-			}
 		}
 		r.Units[u] = st
 	}

@@ -460,19 +460,11 @@ func timeSync() timeReport {
 	}
 	_, err := os.Stat(filepath.Join(hostRoot, "/run/systemd/timesync/synchronized"))
 	r.Synced = err == nil
-	out, err := hostCommand("/usr/bin/systemctl", "show", "--no-pager", "-p", "ActiveState", "-p", "SubState", "systemd-timesyncd.service")
+	st, err := showUnit("systemd-timesyncd.service")
 	if err != nil {
 		r.Error = err.Error()
 		return r
 	}
-	for _, line := range strings.Split(out, "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), "=")
-		switch k {
-		case "ActiveState":
-			r.Active = v
-		case "SubState":
-			r.Sub = v
-		}
-	}
+	r.Active, r.Sub = st.Active, st.Sub
 	return r
 }
