@@ -31,6 +31,12 @@ type Config struct {
 	VerityPartUUID string       `json:"verityPartUUID"`
 	VarPartType    string       `json:"varPartType"`
 	VarLabel       string       `json:"varLabel"`
+	// ReadAhead are files of the root (absolute paths) whose reads
+	// drover-init starts before it hands over to systemd: the first
+	// service that runs, drover-agent, then finds its binary in the page
+	// cache instead of faulting it in through dm-verity while systemd's
+	// early units compete for the CPU.
+	ReadAhead []string `json:"readAhead,omitempty"`
 }
 
 // VerityConfig holds the dm-verity parameters of the root, as
@@ -89,6 +95,11 @@ func (c *Config) Validate() error {
 		}
 		if !strings.HasSuffix(m, ".ko") && !strings.HasSuffix(m, ".ko.xz") {
 			return fail("module %q: only .ko and .ko.xz files can be loaded", m)
+		}
+	}
+	for _, p := range c.ReadAhead {
+		if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
+			return fail("readAhead path %q must be an absolute, clean path of a file in the root", p)
 		}
 	}
 	rootHash, err := hex.DecodeString(c.RootHash)

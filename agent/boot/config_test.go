@@ -57,21 +57,23 @@ func TestConfigValidate(t *testing.T) {
 		edit func(c *Config)
 		want string
 	}{
-		"kernel path":      {func(c *Config) { c.Kernel = "../6.1" }, "kernel"},
-		"absolute module":  {func(c *Config) { c.Modules = []string{"/lib/x.ko"} }, "relative"},
-		"dotdot module":    {func(c *Config) { c.Modules = []string{"../x.ko"} }, "relative"},
-		"zstd module":      {func(c *Config) { c.Modules = []string{"x.ko.zst"} }, ".ko.xz"},
-		"short root hash":  {func(c *Config) { c.RootHash = "abcd" }, "rootHash"},
-		"algorithm":        {func(c *Config) { c.Verity.Algorithm = "sha1" }, "algorithm"},
-		"block size":       {func(c *Config) { c.Verity.DataBlockSize = 3000 }, "block size"},
-		"hash start":       {func(c *Config) { c.Verity.HashStartBlock = 0 }, "hashStartBlock"},
-		"no blocks":        {func(c *Config) { c.Verity.DataBlocks = 0 }, "dataBlocks"},
-		"salt":             {func(c *Config) { c.Verity.Salt = "xyz" }, "salt"},
-		"root uuid":        {func(c *Config) { c.RootPartUUID = c.VerityPartUUID }, "root hash gives"},
-		"verity uuid form": {func(c *Config) { c.VerityPartUUID = "b2d7f0c1e3b5a7c9d1f3e5a7b9c1d3e5" }, "GUID"},
-		"var type":         {func(c *Config) { c.VarPartType = "var" }, "varPartType"},
-		"long label":       {func(c *Config) { c.VarLabel = strings.Repeat("v", 37) }, "varLabel"},
-		"empty label":      {func(c *Config) { c.VarLabel = "" }, "varLabel"},
+		"kernel path":        {func(c *Config) { c.Kernel = "../6.1" }, "kernel"},
+		"absolute module":    {func(c *Config) { c.Modules = []string{"/lib/x.ko"} }, "relative"},
+		"dotdot module":      {func(c *Config) { c.Modules = []string{"../x.ko"} }, "relative"},
+		"zstd module":        {func(c *Config) { c.Modules = []string{"x.ko.zst"} }, ".ko.xz"},
+		"short root hash":    {func(c *Config) { c.RootHash = "abcd" }, "rootHash"},
+		"algorithm":          {func(c *Config) { c.Verity.Algorithm = "sha1" }, "algorithm"},
+		"block size":         {func(c *Config) { c.Verity.DataBlockSize = 3000 }, "block size"},
+		"hash start":         {func(c *Config) { c.Verity.HashStartBlock = 0 }, "hashStartBlock"},
+		"no blocks":          {func(c *Config) { c.Verity.DataBlocks = 0 }, "dataBlocks"},
+		"salt":               {func(c *Config) { c.Verity.Salt = "xyz" }, "salt"},
+		"root uuid":          {func(c *Config) { c.RootPartUUID = c.VerityPartUUID }, "root hash gives"},
+		"verity uuid form":   {func(c *Config) { c.VerityPartUUID = "b2d7f0c1e3b5a7c9d1f3e5a7b9c1d3e5" }, "GUID"},
+		"var type":           {func(c *Config) { c.VarPartType = "var" }, "varPartType"},
+		"long label":         {func(c *Config) { c.VarLabel = strings.Repeat("v", 37) }, "varLabel"},
+		"empty label":        {func(c *Config) { c.VarLabel = "" }, "varLabel"},
+		"relative readahead": {func(c *Config) { c.ReadAhead = []string{"usr/bin/drover-agent"} }, "readAhead"},
+		"dotdot readahead":   {func(c *Config) { c.ReadAhead = []string{"/usr/../etc/shadow"} }, "readAhead"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

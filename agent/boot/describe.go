@@ -50,6 +50,16 @@ func describeMountRoot(*Config) string {
 	return "mount the verity device as erofs, read-only, at /sysroot"
 }
 
+func describeReadAhead(c *Config) string {
+	if c == nil {
+		return "start reading the config's files of the root into the page cache, without waiting (they are read and verified while the boot goes on)"
+	}
+	if len(c.ReadAhead) == 0 {
+		return "nothing to read ahead"
+	}
+	return "start reading " + strings.Join(c.ReadAhead, " ") + " from /sysroot into the page cache, without waiting"
+}
+
 func describeVarPartition(c *Config) string {
 	if c == nil {
 		return "find the var partition on the boot disk; first boot: move the backup GPT to the disk's end and add it over the free space"

@@ -89,6 +89,7 @@ func Steps() []Step {
 		{"partitions", describePartitions, (*Machine).waitPartitions},
 		{"verity", describeVerity, (*Machine).setupVerity},
 		{"mount-root", describeMountRoot, (*Machine).mountRoot},
+		{"read-ahead", describeReadAhead, (*Machine).readAhead},
 		{"var-partition", describeVarPartition, (*Machine).ensureVarPartition},
 		{"var-format", describeVarFormat, (*Machine).formatVar},
 		{"var-mount", describeVarMount, (*Machine).mountVar},

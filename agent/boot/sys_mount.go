@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/drover-os/drover/internal/readahead"
 	"golang.org/x/sys/unix"
 )
 
@@ -53,6 +55,27 @@ func (m *Machine) mountRoot() error {
 	}
 	if err := unix.Mount(m.rootDev, m.Paths.Sysroot, "erofs", unix.MS_RDONLY, ""); err != nil {
 		return fmt.Errorf("mounting %s (erofs, read-only) at %s: %w (is the erofs module in the initrd? the kernel log says more)", m.rootDev, m.Paths.Sysroot, err)
+	}
+	return nil
+}
+
+// readAhead queues the reads of the config's files (readahead.Queue):
+// they continue after the exec of systemd. A file that cannot be read
+// ahead costs time, not correctness, so it is logged and skipped.
+func (m *Machine) readAhead() error {
+	var n int64
+	var queued []string
+	for _, p := range m.Config.ReadAhead {
+		size, err := readahead.Queue(filepath.Join(m.Paths.Sysroot, p))
+		if err != nil {
+			m.Log.Printf("read-ahead: %s skipped: %v", p, err)
+			continue
+		}
+		n += size
+		queued = append(queued, p)
+	}
+	if len(queued) > 0 {
+		m.Log.Printf("read-ahead: queued %s (%.1f MiB)", strings.Join(queued, " "), float64(n)/(1<<20))
 	}
 	return nil
 }

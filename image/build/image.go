@@ -114,6 +114,11 @@ func (b *builder) image(ctx context.Context) (*diskResult, error) {
 		RootPartUUID: verity.FormatGUID(rootUUID), VerityPartUUID: verity.FormatGUID(verityUUID),
 		VarPartType: gpt.TypeVar, VarLabel: "var",
 	}
+	for _, p := range InitrdReadAhead {
+		if n := b.tree.Get(p); n != nil {
+			cfg.ReadAhead = append(cfg.ReadAhead, p)
+		}
+	}
 	cfgJSON, err := cfg.Marshal()
 	if err != nil {
 		return nil, err

@@ -39,6 +39,12 @@ var InitrdModules = []string{
 	"crypto-sha256", "dm_mod", "dm_verity", "erofs", "overlay", "ext4", "crc32c_generic", "efivarfs",
 }
 
+// InitrdReadAhead are the files drover-init starts reading before it
+// hands over to systemd (boot.Config.ReadAhead): the agent's binary, so
+// the first service the node runs does not fault it in page by page
+// through dm-verity while systemd's early units compete for the CPU.
+var InitrdReadAhead = []string{"/usr/bin/drover-agent"}
+
 // Plan is what a build will do, computed from the recipe and lock alone.
 type Plan struct {
 	Recipe   *recipe.Recipe
