@@ -75,9 +75,6 @@ type Env struct {
 	// user-data, so it runs from the start, beside config.
 	Kernel  func() error
 	Healthz func(ctx context.Context) error
-	// Prefetch asks the kernel to read files ahead and returns at once
-	// (nil: nothing is read ahead); see ContainerdBinaries.
-	Prefetch func(paths ...string)
 	// Kube builds the API client once the kubelet has its certificate.
 	Kube func(server string, ca []byte, certFile string) (NodeAPI, error)
 	// DiscoverCA finds the cluster CA a node file pins by hash only
@@ -93,7 +90,10 @@ type Env struct {
 	// the binary through dm-verity, Go runtime and package init, the
 	// platform probe and the systemd connection).
 	Exec, Main float64
-	Poll       time.Duration // how often waits re-check (default 250ms)
+	// StartCPU and StartWait split Main-Exec: how long the process ran on
+	// a CPU and how long it waited for one (status.SchedStat; 0: unknown).
+	StartCPU, StartWait float64
+	Poll                time.Duration // how often waits re-check (default 250ms)
 	// MetadataOverNetwork says the provider is reached over the network
 	// (ECS metadata): the config phase waits for a default route first,
 	// rather than spending its first requests, and backoff, on an
@@ -193,8 +193,13 @@ func (a *Agent) runPhase(ctx context.Context, i int, name string, d time.Duratio
 // Run provisions the node and returns once it is Ready (or failed).
 func (a *Agent) Run(ctx context.Context) error {
 	if a.env.Exec > 0 {
-		a.rec.Span("start", a.env.Exec, fmt.Sprintf("exec at %.2fs, main at %.2fs (runtime and package init %.2fs), then platform probe and systemd connection %.2fs",
-			a.env.Exec, a.env.Main, a.env.Main-a.env.Exec, a.env.Uptime()-a.env.Main))
+		split := ""
+		if a.env.StartCPU > 0 {
+			split = fmt.Sprintf(": %.2fs on a CPU, %.2fs waiting for one, %.2fs blocked", a.env.StartCPU, a.env.StartWait,
+				max(0, a.env.Main-a.env.Exec-a.env.StartCPU-a.env.StartWait))
+		}
+		a.rec.Span("start", a.env.Exec, fmt.Sprintf("exec at %.2fs, main at %.2fs (sandbox, runtime and package init %.2fs%s), then platform probe and systemd connection %.2fs",
+			a.env.Exec, a.env.Main, a.env.Main-a.env.Exec, split, a.env.Uptime()-a.env.Main))
 	}
 	a.readSecureBoot()
 	steps := []struct {
@@ -216,7 +221,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	// never leaves them half-recorded in the status file.
 	var bg sync.WaitGroup
 	defer bg.Wait()
-	a.prefetch(ContainerdBinaries...)
 	a.kernel = make(chan error, 1)
 	kernel := a.begin("kernel")
 	bg.Go(func() { a.kernel <- kernel(ctx, a.dl.Network, a.kernelPrep) })

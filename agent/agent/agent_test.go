@@ -133,8 +133,7 @@ type rig struct {
 	prov *fakeProvider
 	log  []string
 
-	mu         sync.Mutex
-	prefetched []string // Env.Prefetch's paths, in call order
+	mu sync.Mutex
 }
 
 func newRig(t *testing.T, data []byte) *rig {
@@ -162,11 +161,6 @@ func (r *rig) agent() *Agent {
 		Console: func(s string) { r.log = append(r.log, s) },
 		Uptime:  func() float64 { return 1 },
 		Poll:    10 * time.Millisecond,
-		Prefetch: func(paths ...string) {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			r.prefetched = append(r.prefetched, paths...)
-		},
 	}
 	return New(env, DefaultDeadlines)
 }
@@ -187,11 +181,6 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 	// containerd starts right after apply, beside network and runtime.
 	if c, r := names["containerd"], names["runtime"]; c.Result != "ok" || c.Started.Before(names["apply"].Ended) || c.Ended.After(r.Ended) {
 		t.Errorf("containerd phase %+v must run after apply and end before runtime %+v", c, r)
-	}
-	// The runtime's binaries are read ahead from the start, the kubelet's
-	// once containerd starts.
-	if got, want := strings.Join(r.prefetched, " "), strings.Join(append(slices.Clone(ContainerdBinaries), KubeletBinaries...), " "); got != want {
-		t.Errorf("prefetched %q, want %q", got, want)
 	}
 	// The config writes no unit: no daemon-reload.
 	checkCalls(t, r.sd.Calls, "start containerd.service", "start systemd-resolved.service", "start systemd-timesyncd.service", "start kubelet.service")

@@ -246,6 +246,13 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 	if err := a.writeFiles(files); err != nil {
 		return "", err
 	}
+	// After apply's daemon-reload, so that a user-data drop-in for
+	// timesyncd's unit applies too; while containerd still starts, so the
+	// two start-ups (a second or more each under emulation) overlap.
+	ntp, err := a.startTimesyncd(ctx, facts)
+	if err != nil {
+		return "", err
+	}
 	// containerd has been starting since apply (startContainerd).
 	select {
 	case err := <-a.containerd:
@@ -255,13 +262,7 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 	case <-ctx.Done():
 		return "", fmt.Errorf("waiting for containerd, started after apply: %w", ctx.Err())
 	}
-	// After apply's daemon-reload, so that a user-data drop-in for
-	// timesyncd's unit applies too.
-	ntp, err := a.startTimesyncd(ctx, facts)
-	if err != nil {
-		return "", err
-	}
-	return "kubelet configuration written, containerd active, " + ntp, nil
+	return "kubelet configuration written, " + ntp + ", containerd active", nil
 }
 
 // ResolvedUnit answers the node's DNS (/etc/resolv.conf is its stub).
@@ -304,9 +305,6 @@ func (a *Agent) writeFiles(files []nodeconfig.File) error {
 // configuration; runtime waits for its result. The detail says how long it
 // took.
 func (a *Agent) startContainerd(ctx context.Context) (string, error) {
-	// containerd's start-up is mostly one CPU's work; the other reads and
-	// verifies the kubelet's pages meanwhile.
-	a.prefetch(KubeletBinaries...)
 	files, err := nodeconfig.RenderContainerd(a.node)
 	if err != nil {
 		return "", err
@@ -327,24 +325,6 @@ var rerunAfterApply = []struct{ dir, unit string }{
 	{"/etc/modules-load.d/", "systemd-modules-load.service"},
 	{"/etc/sysctl.d/", "systemd-sysctl.service"},
 	{"/etc/tmpfiles.d/", "systemd-tmpfiles-setup.service"},
-}
-
-// ContainerdBinaries and KubeletBinaries are read ahead (Env.Prefetch):
-// the runtime's at the agent's start, while it waits for DHCP and the
-// metadata, the kubelet's when containerd starts. Under emulation every
-// page of a binary is read and hashed by dm-verity when it is first
-// touched, which is most of these services' start-up; read ahead, that
-// I/O and hashing run in the kernel's workers beside other work instead
-// of on the critical path. A file the image lacks is skipped.
-var (
-	ContainerdBinaries = []string{"/usr/bin/containerd", "/usr/bin/containerd-shim-runc-v2", "/usr/sbin/runc"}
-	KubeletBinaries    = []string{"/usr/bin/kubelet"}
-)
-
-func (a *Agent) prefetch(paths ...string) {
-	if a.env.Prefetch != nil {
-		a.env.Prefetch(paths...)
-	}
 }
 
 // wroteUnder says whether the applied config manages anything under dir

@@ -277,6 +277,23 @@ func ProcessStart(root string) (float64, error) {
 	return float64(ticks) / 100, nil
 }
 
+// SchedStat returns how long the calling process (its first thread, the one systemd forked) has run on a CPU and how
+// long it has waited in a run queue for one, in seconds, since its process
+// was forked (/proc/self/schedstat: the kernel's sched_info,
+// nanoseconds). Called first thing in main, it splits the start-up into
+// work, contention for the CPUs and the rest (blocked on I/O or sleeping).
+func SchedStat(root string) (onCPU, waiting float64, err error) {
+	data, err := os.ReadFile(filepath.Join(root, "/proc/self/schedstat"))
+	if err != nil {
+		return 0, 0, err
+	}
+	var run, wait uint64
+	if _, err := fmt.Sscanf(string(data), "%d %d", &run, &wait); err != nil {
+		return 0, 0, fmt.Errorf("/proc/self/schedstat: %q: %w", data, err)
+	}
+	return float64(run) / 1e9, float64(wait) / 1e9, nil
+}
+
 // Uptime reads /proc/uptime under root (seconds since boot), or 0.
 func Uptime(root string) func() float64 {
 	return func() float64 {

@@ -80,3 +80,27 @@ func TestSpanAndProcessStart(t *testing.T) {
 		t.Errorf("short stat: err %v", err)
 	}
 }
+
+func TestSchedStat(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "proc/self"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "proc/self/schedstat"), []byte("1500000000 250000000 12\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cpu, wait, err := SchedStat(root)
+	if err != nil || cpu != 1.5 || wait != 0.25 {
+		t.Fatalf("SchedStat = %v, %v, %v; want 1.5 s on a CPU, 0.25 s waiting", cpu, wait, err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "proc/self/schedstat"), []byte("garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := SchedStat(root); err == nil {
+		t.Error("SchedStat accepted a schedstat without numbers")
+	}
+	// The real file of this process: it has run, so some time on a CPU.
+	if cpu, _, err := SchedStat("/"); err != nil || cpu <= 0 {
+		t.Errorf("SchedStat of this process = %v, %v; want time on a CPU", cpu, err)
+	}
+}

@@ -13,8 +13,6 @@ import (
 	"maps"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/drover-os/drover/agent/agent"
@@ -26,7 +24,6 @@ import (
 	"github.com/drover-os/drover/agent/provider"
 	"github.com/drover-os/drover/agent/status"
 	"github.com/drover-os/drover/agent/systemd"
-	"golang.org/x/sys/unix"
 )
 
 const usage = `usage: drover-agent run | status | validate FILE | apply FILE
@@ -97,9 +94,13 @@ func console(s string) { fmt.Println(s) }
 
 func run(ctx context.Context) error {
 	mainAt := status.Uptime("/")()
+	onCPU, waiting, schedErr := status.SchedStat("/")
 	execAt, err := status.ProcessStart("/")
 	if err != nil {
 		console("drover-agent: start time unknown: " + err.Error())
+	}
+	if schedErr != nil {
+		console("drover-agent: start-up CPU time unknown: " + schedErr.Error())
 	}
 	probes, err := provider.ReadProbes("/")
 	if err != nil {
@@ -140,8 +141,7 @@ func run(ctx context.Context) error {
 			maps.Copy(sysctls, nodeconfig.KubeletSysctls())
 			return network.ApplySysctls("/", sysctls, logf)
 		},
-		Healthz:  func(ctx context.Context) error { return kube.Healthz(ctx, agent.HealthzURL) },
-		Prefetch: func(paths ...string) { console("drover-agent: " + prefetch(paths)) },
+		Healthz: func(ctx context.Context) error { return kube.Healthz(ctx, agent.HealthzURL) },
 		Kube: func(server string, ca []byte, cert string) (agent.NodeAPI, error) {
 			return kube.New(server, ca, cert, cert)
 		},
@@ -151,6 +151,8 @@ func run(ctx context.Context) error {
 		Notify:     func(s string) { systemd.Notify(s) },
 		Exec:       execAt,
 		Main:       mainAt,
+		StartCPU:   onCPU,
+		StartWait:  waiting,
 		// The ECS metadata service is reached over the primary NIC;
 		// fw_cfg and a local file need no network.
 		MetadataOverNetwork: platform == provider.PlatformECS,
@@ -172,24 +174,4 @@ func run(ctx context.Context) error {
 	}
 	a.Guard(ctx, agent.GuardPeriod)
 	return nil
-}
-
-// prefetch queues paths for reading ahead with POSIX_FADV_WILLNEED, which
-// starts the reads and returns: the pages (and their dm-verity checks)
-// arrive in the kernel's own time. It says what it queued.
-func prefetch(paths []string) string {
-	var n int64
-	var queued []string
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			continue
-		}
-		if fi, err := f.Stat(); err == nil && unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_WILLNEED) == nil {
-			n += fi.Size()
-			queued = append(queued, filepath.Base(p))
-		}
-		f.Close()
-	}
-	return fmt.Sprintf("read-ahead queued: %s (%.0f MiB)", strings.Join(queued, " "), float64(n)/(1<<20))
 }
