@@ -596,3 +596,32 @@ func TestReloadOnlyForUnits(t *testing.T) {
 		t.Error("hello.service not written")
 	}
 }
+
+// TestTimesyncdStartsWhileContainerdStarts: the runtime phase starts
+// timesyncd without waiting for containerd's start-up to finish.
+func TestTimesyncdStartsWhileContainerdStarts(t *testing.T) {
+	r := newRig(t, userData(t, "hello"))
+	hold := make(chan struct{})
+	r.sd.Hold = map[string]chan struct{}{"containerd.service": hold}
+	done := make(chan error, 1)
+	go func() { done <- r.agent().Run(context.Background()) }()
+	deadline := time.After(10 * time.Second)
+	for !r.sd.Called("start " + TimesyncdUnit) {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned %v before starting timesyncd", err)
+		case <-deadline:
+			close(hold)
+			<-done
+			t.Fatalf("timesyncd was not started while containerd was starting: calls %v", r.sd.Calls)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if r.sd.Called("start kubelet.service") {
+		t.Error("the kubelet started before containerd's start-up finished")
+	}
+	close(hold)
+	if err := <-done; err != nil {
+		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
+	}
+}

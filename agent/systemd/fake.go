@@ -9,10 +9,13 @@ import (
 
 // Fake is an in-memory Manager for tests of code that drives systemd.
 type Fake struct {
-	mu      sync.Mutex
-	Calls   []string          // "reload", "start X", "restart X"
-	States  map[string]string // unit -> state after Start (default "active")
-	Fail    map[string]error  // unit -> error returned by Start
+	mu     sync.Mutex
+	Calls  []string          // "reload", "start X", "restart X"
+	States map[string]string // unit -> state after Start (default "active")
+	Fail   map[string]error  // unit -> error returned by Start
+	// Hold makes Start of a unit wait until its channel is closed (after
+	// recording the call), as a slow start-up would.
+	Hold    map[string]chan struct{}
 	Reloads int
 }
 
@@ -27,7 +30,30 @@ func (f *Fake) Reload(ctx context.Context) error {
 
 // Start records the start and returns the configured error.
 func (f *Fake) Start(ctx context.Context, unit string) error {
-	return f.job("start", unit)
+	err := f.job("start", unit)
+	f.mu.Lock()
+	hold := f.Hold[unit]
+	f.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
+// Called says whether call ("start X", …) has been made.
+func (f *Fake) Called(call string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.Calls {
+		if c == call {
+			return true
+		}
+	}
+	return false
 }
 
 // Restart records the restart and returns what Start would.
