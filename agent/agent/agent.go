@@ -75,6 +75,10 @@ type Env struct {
 	// user-data, so it runs from the start, beside config.
 	Kernel  func() error
 	Healthz func(ctx context.Context) error
+	// Prefetch starts reading files into the page cache in the
+	// background and returns at once (nil: nothing is read ahead); see
+	// KubeletBinaries.
+	Prefetch func(paths ...string)
 	// Kube builds the API client once the kubelet has its certificate.
 	Kube func(server string, ca []byte, certFile string) (NodeAPI, error)
 	// DiscoverCA finds the cluster CA a node file pins by hash only

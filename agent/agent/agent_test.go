@@ -132,6 +132,8 @@ type rig struct {
 	api  *fakeAPI
 	prov *fakeProvider
 	log  []string
+	// Env.Prefetch's paths, in call order
+	prefetched []string
 
 	mu sync.Mutex
 }
@@ -159,8 +161,13 @@ func (r *rig) agent() *Agent {
 		},
 		Kube:    func(string, []byte, string) (NodeAPI, error) { return r.api, nil },
 		Console: func(s string) { r.log = append(r.log, s) },
-		Uptime:  func() float64 { return 1 },
-		Poll:    10 * time.Millisecond,
+		Prefetch: func(paths ...string) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.prefetched = append(r.prefetched, paths...)
+		},
+		Uptime: func() float64 { return 1 },
+		Poll:   10 * time.Millisecond,
 	}
 	return New(env, DefaultDeadlines)
 }
@@ -181,6 +188,10 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 	// containerd starts right after apply, beside network and runtime.
 	if c, r := names["containerd"], names["runtime"]; c.Result != "ok" || c.Started.Before(names["apply"].Ended) || c.Ended.After(r.Ended) {
 		t.Errorf("containerd phase %+v must run after apply and end before runtime %+v", c, r)
+	}
+	// The kubelet's binary is read ahead once containerd starts.
+	if got, want := strings.Join(r.prefetched, " "), strings.Join(KubeletBinaries, " "); got != want {
+		t.Errorf("prefetched %q, want %q", got, want)
 	}
 	// The config writes no unit: no daemon-reload.
 	checkCalls(t, r.sd.Calls, "start containerd.service", "start systemd-resolved.service", "start systemd-timesyncd.service", "start kubelet.service")

@@ -305,6 +305,7 @@ func (a *Agent) writeFiles(files []nodeconfig.File) error {
 // configuration; runtime waits for its result. The detail says how long it
 // took.
 func (a *Agent) startContainerd(ctx context.Context) (string, error) {
+	a.prefetch(KubeletBinaries...)
 	files, err := nodeconfig.RenderContainerd(a.node)
 	if err != nil {
 		return "", err
@@ -317,6 +318,25 @@ func (a *Agent) startContainerd(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("containerd active after %.1fs", a.env.Uptime()-t), nil
+}
+
+// KubeletBinaries are read ahead (Env.Prefetch) when containerd starts.
+// Under emulation every page of a binary is read and hashed by dm-verity
+// when it is first touched, and the kubelet faults in much of its 90 MB
+// one page cluster at a time while it initialises. Read beside
+// containerd's start-up, over three fresh instances each, the kubelet
+// answered healthz 2.1-4.6 s after its start instead of 5.0-7.3 s, and
+// containerd took 6.2-8.4 s instead of 4.4-6.2 s: the two together were
+// 0.7 s (first boot) and 1.7 s (reboot) shorter in the median. Nothing
+// else is read ahead: containerd's binaries, read at the agent's start,
+// took 6 s beside udevd and networkd, DHCP completed about 2 s later, and
+// containerd started no faster from the cache.
+var KubeletBinaries = []string{"/usr/bin/kubelet"}
+
+func (a *Agent) prefetch(paths ...string) {
+	if a.env.Prefetch != nil {
+		a.env.Prefetch(paths...)
+	}
 }
 
 // rerunAfterApply are the boot services that read a directory a config

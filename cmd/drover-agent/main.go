@@ -13,6 +13,8 @@ import (
 	"maps"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/drover-os/drover/agent/agent"
@@ -24,6 +26,7 @@ import (
 	"github.com/drover-os/drover/agent/provider"
 	"github.com/drover-os/drover/agent/status"
 	"github.com/drover-os/drover/agent/systemd"
+	"github.com/drover-os/drover/internal/readahead"
 )
 
 const usage = `usage: drover-agent run | status | validate FILE | apply FILE
@@ -141,7 +144,8 @@ func run(ctx context.Context) error {
 			maps.Copy(sysctls, nodeconfig.KubeletSysctls())
 			return network.ApplySysctls("/", sysctls, logf)
 		},
-		Healthz: func(ctx context.Context) error { return kube.Healthz(ctx, agent.HealthzURL) },
+		Healthz:  func(ctx context.Context) error { return kube.Healthz(ctx, agent.HealthzURL) },
+		Prefetch: func(paths ...string) { prefetch(paths, status.Uptime("/")) },
 		Kube: func(server string, ca []byte, cert string) (agent.NodeAPI, error) {
 			return kube.New(server, ca, cert, cert)
 		},
@@ -174,4 +178,29 @@ func run(ctx context.Context) error {
 	}
 	a.Guard(ctx, agent.GuardPeriod)
 	return nil
+}
+
+// prefetch reads paths to their end in the background, one after the
+// other (readahead.Read: paced, so the service starting meanwhile does not
+// queue its own page faults behind them), and says on the console what it
+// read and how long that took once it is done. A file the image lacks is
+// skipped.
+func prefetch(paths []string, uptime func() float64) {
+	go func() {
+		t := uptime()
+		var n int64
+		var read []string
+		for _, p := range paths {
+			m, err := readahead.Read(p)
+			n += m
+			if err != nil {
+				if !os.IsNotExist(err) {
+					console("drover-agent: read-ahead: " + err.Error())
+				}
+				continue
+			}
+			read = append(read, filepath.Base(p))
+		}
+		console(fmt.Sprintf("drover-agent: read ahead: %s (%.0f MiB in %.1fs)", strings.Join(read, " "), float64(n)/(1<<20), uptime()-t))
+	}()
 }

@@ -8,11 +8,14 @@
 // kernel clamps it to the device's readahead size (mm/readahead.c,
 // force_page_cache_ra: at most max(io_pages, ra_pages) pages from the
 // offset), so it reads the first 128 KiB of a binary on a default device and
-// returns as if it had queued all of it. Queue covers the whole file.
+// returns as if it had queued all of it. Both functions here cover the
+// whole file.
 package readahead
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"unsafe"
 
@@ -44,6 +47,31 @@ func Queue(path string) (int64, error) {
 		}
 	}
 	return fi.Size(), nil
+}
+
+// Read reads path to its end and discards the bytes, so its pages are in
+// the page cache when it returns. Unlike Queue it paces itself: only its
+// current read is in flight, so a process faulting in its own pages
+// meanwhile does not queue behind a whole binary's I/O. It returns the
+// bytes read.
+func Read(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	var n int64
+	for {
+		m, err := f.Read(buf)
+		n += int64(m)
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, fmt.Errorf("reading %s ahead: %w", path, err)
+		}
+	}
 }
 
 // Resident returns how many of path's pages are in the page cache and how

@@ -80,8 +80,29 @@ func TestQueueReadsTheWholeFile(t *testing.T) {
 	t.Fatalf("after Queue, %d of %d pages of %s are in the page cache", in, total, p)
 }
 
+func TestReadReadsTheWholeFile(t *testing.T) {
+	p := coldFile(t)
+	n, err := Read(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 64<<20 {
+		t.Fatalf("Read returned %d bytes, want %d", n, 64<<20)
+	}
+	in, total, err := Resident(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in != total {
+		t.Fatalf("after Read, %d of %d pages of %s are in the page cache", in, total, p)
+	}
+}
+
 func TestMissingFile(t *testing.T) {
 	if _, err := Queue("/nonexistent/drover"); !os.IsNotExist(err) {
 		t.Fatalf("Queue of a missing file: %v, want not-exist", err)
+	}
+	if _, err := Read("/nonexistent/drover"); !os.IsNotExist(err) {
+		t.Fatalf("Read of a missing file: %v, want not-exist", err)
 	}
 }
