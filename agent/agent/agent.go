@@ -144,6 +144,9 @@ type Agent struct {
 	// start is the config's enabled units, started by the units phase.
 	start    []string
 	nodeName string
+	// kubeletStart is when the kubelet phase started the kubelet: the
+	// Node's Ready condition counts only if posted after it.
+	kubeletStart time.Time
 	// containerd receives the result of the containerd phase, which runs
 	// beside network and runtime; kernel that of the kernel phase, which
 	// runs beside config, apply and network.

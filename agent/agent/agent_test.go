@@ -53,6 +53,9 @@ type fakeAPI struct {
 	// refuse makes the next refuse calls of SetCondition and Event fail,
 	// as an API server that is down would.
 	refuse int
+	// staleReady: the Node's Ready condition was last posted an hour ago,
+	// as one left from before a reboot.
+	staleReady bool
 }
 
 func (f *fakeAPI) refused() bool {
@@ -66,7 +69,12 @@ func (f *fakeAPI) refused() bool {
 func (f *fakeAPI) GetNode(ctx context.Context, name string) (*kube.Node, error) {
 	n := &kube.Node{}
 	n.Metadata.Name = name
-	n.Status.Conditions = []kube.Condition{{Type: "Ready", Status: "True", Reason: "KubeletReady", Message: "kubelet is posting ready status"}}
+	hb := time.Now()
+	if f.staleReady {
+		hb = hb.Add(-time.Hour)
+	}
+	n.Status.Conditions = []kube.Condition{{Type: "Ready", Status: "True", Reason: "KubeletReady", Message: "kubelet is posting ready status",
+		LastHeartbeatTime: hb.UTC().Format(time.RFC3339)}}
 	return n, nil
 }
 func (f *fakeAPI) SetCondition(ctx context.Context, name string, c kube.Condition) error {
@@ -634,5 +642,19 @@ func TestTimesyncdStartsWhileContainerdStarts(t *testing.T) {
 	close(hold)
 	if err := <-done; err != nil {
 		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
+	}
+}
+
+// TestReadyNotFromBeforeTheKubelet: a Ready condition posted before this
+// boot's kubelet started (the Node's, from before a reboot) does not end
+// the ready phase.
+func TestReadyNotFromBeforeTheKubelet(t *testing.T) {
+	r := newRig(t, userData(t, "hello"))
+	r.api.staleReady = true
+	a := r.agent()
+	a.dl.Ready = 300 * time.Millisecond
+	err := a.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "before this boot's kubelet started") {
+		t.Fatalf("Run with a stale Ready condition: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/drover-os/drover/agent/ignition"
 	"github.com/drover-os/drover/agent/nodeconfig"
@@ -360,6 +361,7 @@ func (a *Agent) wroteUnder(dir string) bool {
 
 func (a *Agent) kubelet(ctx context.Context) (string, error) {
 	t := a.env.Uptime()
+	a.kubeletStart = time.Now()
 	if err := a.env.Systemd.Start(ctx, "kubelet.service"); err != nil {
 		return "", err
 	}
@@ -401,7 +403,7 @@ func (a *Agent) ready(ctx context.Context) (string, error) {
 		if err != nil {
 			return false, err
 		}
-		ok, why := n.Ready()
+		ok, why := n.ReadySince(a.kubeletStart)
 		reason = why
 		return ok, fmt.Errorf("not ready: %s", why)
 	})

@@ -128,7 +128,7 @@ func client(t *testing.T, f *fakeAPI) *Client {
 // Node decoded, and Ready read from its conditions.
 func TestGetNode(t *testing.T) {
 	f := &fakeAPI{status: 200, body: `{"metadata":{"name":"n1","uid":"u-1","labels":{"a":"b"}},"spec":{"providerID":"cn-hangzhou.i-1"},
-		"status":{"conditions":[{"type":"MemoryPressure","status":"False"},{"type":"Ready","status":"True","reason":"KubeletReady","message":"kubelet is posting ready status"}]}}`}
+		"status":{"conditions":[{"type":"MemoryPressure","status":"False"},{"type":"Ready","status":"True","reason":"KubeletReady","message":"kubelet is posting ready status","lastHeartbeatTime":"2026-12-01T10:00:05Z"}]}}`}
 	c := client(t, f)
 	n, err := c.GetNode(context.Background(), "n1")
 	if err != nil {
@@ -141,8 +141,14 @@ func TestGetNode(t *testing.T) {
 	if n.Metadata.Name != "n1" || n.Metadata.UID != "u-1" || n.Metadata.Labels["a"] != "b" || n.Spec.ProviderID != "cn-hangzhou.i-1" {
 		t.Errorf("node %+v", n)
 	}
-	if ok, why := n.Ready(); !ok || why != "KubeletReady: kubelet is posting ready status" {
-		t.Errorf("Ready() = %v, %q", ok, why)
+	kubeletStart := time.Date(2026, 12, 1, 10, 0, 5, 600e6, time.UTC) // the heartbeat has whole seconds
+	if ok, why := n.ReadySince(kubeletStart); !ok || why != "KubeletReady: kubelet is posting ready status" {
+		t.Errorf("ReadySince(the kubelet's start) = %v, %q", ok, why)
+	}
+	// Posted before this boot's kubelet started: the Node's leftover from
+	// before a reboot.
+	if ok, why := n.ReadySince(kubeletStart.Add(2 * time.Second)); ok || !strings.Contains(why, "before this boot's kubelet started") {
+		t.Errorf("ReadySince(after the heartbeat) = %v, %q", ok, why)
 	}
 
 	// A name is one path segment, escaped.

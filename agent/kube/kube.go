@@ -66,12 +66,29 @@ type Node struct {
 	} `json:"status"`
 }
 
-// Ready returns whether the Ready condition is True, and its reason.
-func (n *Node) Ready() (bool, string) {
+// ReadySince returns whether the Ready condition is True and was posted
+// at or after since (its lastHeartbeatTime, whole seconds), and its reason.
+// A Node keeps the condition its kubelet posted before a reboot until the
+// node lifecycle controller marks it Unknown, tens of seconds later: a
+// Ready older than this boot's kubelet says nothing about it.
+func (n *Node) ReadySince(since time.Time) (bool, string) {
 	for _, c := range n.Status.Conditions {
-		if c.Type == "Ready" {
-			return c.Status == "True", c.Reason + ": " + c.Message
+		if c.Type != "Ready" {
+			continue
 		}
+		why := c.Reason + ": " + c.Message
+		if c.Status != "True" {
+			return false, why
+		}
+		hb, err := time.Parse(time.RFC3339, c.LastHeartbeatTime)
+		if err != nil {
+			return false, fmt.Sprintf("Ready condition without a valid lastHeartbeatTime (%q)", c.LastHeartbeatTime)
+		}
+		if hb.Before(since.Truncate(time.Second)) {
+			return false, fmt.Sprintf("Ready condition last posted %s, before this boot's kubelet started (%s)",
+				hb.UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339))
+		}
+		return true, why
 	}
 	return false, "no Ready condition yet"
 }
