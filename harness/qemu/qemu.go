@@ -327,10 +327,18 @@ func (c *Config) Args(kvm bool) []string {
 		// a secure flash it stops at once.
 		machine = "q35,smm=on"
 	}
+	// -nodefaults: no default CD-ROM drive, which an ECS instance does not
+	// have either; on q35 it made every boot load the ATAPI, SCSI CD-ROM
+	// and sg drivers and run udev's cdrom_id, ata_id and scsi_id while
+	// the node waited for DHCP. The devices the command line names, and
+	// on x86 the standard VGA an ECS console shows, are all it has.
 	a := []string{
 		"-name", "drover", "-machine", machine, "-accel", accel, "-cpu", cpu,
 		"-smp", strconv.Itoa(c.CPUs), "-m", strconv.Itoa(c.MemoryMiB),
-		"-nographic", "-no-reboot",
+		"-nodefaults", "-nographic", "-no-reboot",
+	}
+	if !c.arm64() {
+		a = append(a, "-vga", "std")
 	}
 	if c.SecureBoot {
 		a = append(a, "-global", "driver=cfi.pflash01,property=secure,value=on")
