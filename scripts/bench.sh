@@ -3,12 +3,12 @@
 # (scripts/host-setup.sh), root for the peer pipeline (mmdebstrap) and the
 # boots, and network access to the Debian mirror and the Go module proxy.
 # Work files go to $BENCH_DIR (default: a temp dir). Sections can be picked
-# with BENCH="sources build agent boot arm64" (default: all).
+# with BENCH="sources build agent boot arm64 go" (default: all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DROVER=${DROVER:-$PWD/bin/drover}
 RECIPE=${RECIPE:-recipes/ecs-node.yaml}
-SECTIONS=${BENCH:-sources build agent boot arm64}
+SECTIONS=${BENCH:-sources build agent boot arm64 go}
 work=${BENCH_DIR:-$(mktemp -d /tmp/drover-bench.XXXXXX)}
 mkdir -p "$work"
 name=$(basename "$RECIPE" .yaml)
@@ -140,5 +140,7 @@ if has arm64; then
     | sed 's/^/  /' || { echo "  arm64 boot bench failed (see $work/boot-arm64.log)"; tail -5 "$work/boot-arm64.log" | sed 's/^/  /'; }
 fi
 
-echo "== go benchmarks (parsers, cache, verity, formats, rootfs)"
-go test -run '^$' -bench . -benchtime 3x ./image/debian ./image/fetch ./image/verity ./image/formats ./image/rootfs 2>&1 | grep -E '^Benchmark' | sed 's/^/  /' || true
+if has go; then
+  echo "== go benchmarks (parsers, cache, verity, formats, rootfs)"
+  go test -run '^$' -bench . -benchtime 3x ./image/debian ./image/fetch ./image/verity ./image/formats ./image/rootfs 2>&1 | grep -E '^Benchmark' | sed 's/^/  /' || true
+fi
