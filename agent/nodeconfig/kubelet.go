@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,6 +63,15 @@ func KubeletConfig(c *Config, f Facts) ([]byte, error) {
 		// /etc/resolv.conf names the 127.0.0.53 stub that pods cannot
 		// reach; the upstream servers are in this file.
 		ResolverConfig: ptr("/run/systemd/resolve/resolv.conf"),
+		// After a reboot the Node still holds the previous boot's
+		// Ready=True, so the kubelet's fast status update (which posts
+		// only while the Node is not Ready) does nothing, and this boot's
+		// Ready waits for the periodic sync: 9-12 s after the kubelet had
+		// its certificate at the default 10 s. With the node lease as the
+		// heartbeat, the sync writes the status only when it changed (or
+		// every nodeStatusReportFrequency, 5 min), so a shorter period
+		// costs a local computation, not API server writes.
+		NodeStatusUpdateFrequency: metav1.Duration{Duration: NodeStatusUpdateFrequency},
 	}
 	setInvariants(&kc)
 	if len(c.Kubelet.Config) > 0 {
@@ -86,6 +96,10 @@ func KubeletConfig(c *Config, f Facts) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// NodeStatusUpdateFrequency is how often the kubelet computes the node's
+// status (KubeletConfig); kubelet.config can set another.
+const NodeStatusUpdateFrequency = 4 * time.Second
 
 func ptr[T any](v T) *T { return &v }
 
