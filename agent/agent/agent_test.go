@@ -140,10 +140,9 @@ type rig struct {
 	api  *fakeAPI
 	prov *fakeProvider
 	log  []string
-	// Env.Prefetch's paths, in call order
-	prefetched []string
 
-	mu sync.Mutex
+	mu         sync.Mutex
+	prefetched []string // Env.Prefetch's paths, in call order
 }
 
 func newRig(t *testing.T, data []byte) *rig {

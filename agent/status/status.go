@@ -277,11 +277,12 @@ func ProcessStart(root string) (float64, error) {
 	return float64(ticks) / 100, nil
 }
 
-// SchedStat returns how long the calling process (its first thread, the one systemd forked) has run on a CPU and how
-// long it has waited in a run queue for one, in seconds, since its process
-// was forked (/proc/self/schedstat: the kernel's sched_info,
-// nanoseconds). Called first thing in main, it splits the start-up into
-// work, contention for the CPUs and the rest (blocked on I/O or sleeping).
+// SchedStat returns how long the calling process (its first thread, the
+// one systemd forked) has run on a CPU and how long it has waited in a run
+// queue for one since the fork, in seconds (/proc/self/schedstat: the
+// kernel's sched_info, nanoseconds). Called first thing in main, it splits
+// the start-up into work, contention for the CPUs and the rest (blocked on
+// I/O or sleeping).
 func SchedStat(root string) (onCPU, waiting float64, err error) {
 	data, err := os.ReadFile(filepath.Join(root, "/proc/self/schedstat"))
 	if err != nil {

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -72,36 +71,4 @@ func Read(path string) (int64, error) {
 			return n, fmt.Errorf("reading %s ahead: %w", path, err)
 		}
 	}
-}
-
-// Resident returns how many of path's pages are in the page cache and how
-// many it has (mincore(2) over a read-only mapping), for tests and probes
-// that check a read-ahead really happened.
-func Resident(path string) (in, total int, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || fi.Size() == 0 {
-		return 0, 0, err
-	}
-	m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return 0, 0, fmt.Errorf("mapping %s: %w", path, err)
-	}
-	defer unix.Munmap(m)
-	page := os.Getpagesize()
-	vec := make([]byte, (len(m)+page-1)/page)
-	// x/sys/unix has no mincore wrapper on Linux.
-	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
-		return 0, 0, fmt.Errorf("mincore %s: %w", path, e)
-	}
-	for _, v := range vec {
-		if v&1 != 0 {
-			in++
-		}
-	}
-	return in, len(vec), nil
 }

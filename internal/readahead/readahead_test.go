@@ -1,10 +1,12 @@
 package readahead
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -47,7 +49,7 @@ func drop(t *testing.T, p string) {
 	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
 		t.Fatal(err)
 	}
-	in, total, err := Resident(p)
+	in, total, err := resident(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +72,7 @@ func TestQueueReadsTheWholeFile(t *testing.T) {
 	// gets further.
 	var in, total int
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if in, total, err = Resident(p); err != nil {
+		if in, total, err = resident(p); err != nil {
 			t.Fatal(err)
 		}
 		if in == total {
@@ -89,7 +91,7 @@ func TestReadReadsTheWholeFile(t *testing.T) {
 	if n != 64<<20 {
 		t.Fatalf("Read returned %d bytes, want %d", n, 64<<20)
 	}
-	in, total, err := Resident(p)
+	in, total, err := resident(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,4 +107,35 @@ func TestMissingFile(t *testing.T) {
 	if _, err := Read("/nonexistent/drover"); !os.IsNotExist(err) {
 		t.Fatalf("Read of a missing file: %v, want not-exist", err)
 	}
+}
+
+// resident returns how many of path's pages are in the page cache and how
+// many it has (mincore(2) over a read-only mapping).
+func resident(path string) (in, total int, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return 0, 0, err
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return 0, 0, fmt.Errorf("mapping %s: %w", path, err)
+	}
+	defer unix.Munmap(m)
+	page := os.Getpagesize()
+	vec := make([]byte, (len(m)+page-1)/page)
+	// x/sys/unix has no mincore wrapper on Linux.
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		return 0, 0, fmt.Errorf("mincore %s: %w", path, e)
+	}
+	for _, v := range vec {
+		if v&1 != 0 {
+			in++
+		}
+	}
+	return in, len(vec), nil
 }
