@@ -133,7 +133,11 @@ type Agent struct {
 	userData []byte
 	// fromStore: userData is the stored config (a later boot).
 	fromStore bool
-	facts     provider.Facts
+	// storedWant is the digest of the user-data the instance was launched
+	// with, when config chose the stored config without the user-data:
+	// the metadata phase checks the user-data against it.
+	storedWant string
+	facts      provider.Facts
 	// secureBoot is drover-init's finding: "true", "false" or "" (unknown).
 	secureBoot string
 	primary    Primary
@@ -149,8 +153,10 @@ type Agent struct {
 	kubeletStart time.Time
 	// containerd receives the result of the containerd phase, which runs
 	// beside network and runtime; kernel that of the kernel phase, which
-	// runs beside config, apply and network.
-	containerd, kernel chan error
+	// runs beside config, apply and network; metadataDone that of a
+	// later boot's metadata phase (nil if config fetched the metadata
+	// itself), which runs beside apply and containerd.
+	containerd, kernel, metadataDone chan error
 }
 
 // New returns an agent over env.
@@ -225,9 +231,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		{"cleanup", time.Minute, a.cleanup},
 	}
 	// Background phases finish before Run returns, so a failure elsewhere
-	// never leaves them half-recorded in the status file.
+	// never leaves them half-recorded in the status file; on a failure
+	// they are cancelled first, so the failure is not held up by a wait
+	// (for the network, containerd) that no longer matters.
+	ctx, cancel := context.WithCancel(ctx)
 	var bg sync.WaitGroup
-	defer bg.Wait()
+	defer func() { bg.Wait(); cancel() }()
 	a.kernel = make(chan error, 1)
 	kernel := a.begin("kernel")
 	bg.Go(func() { a.kernel <- kernel(ctx, a.dl.Network, a.kernelPrep) })
@@ -245,7 +254,13 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		}
 		if err != nil {
+			cancel()
 			return err
+		}
+		if s.name == "config" && a.storedWant != "" {
+			a.metadataDone = make(chan error, 1)
+			run := a.begin("metadata")
+			bg.Go(func() { a.metadataDone <- run(ctx, a.dl.Config, a.metadata) })
 		}
 		if s.name == "apply" {
 			// The config's enabled units start beside the join: they

@@ -35,11 +35,22 @@ type fakeProvider struct {
 	data    []byte
 	present bool
 	ntp     string // ntp-conf/ntp-servers
+	// hold makes UserData wait until it is closed, as a metadata service
+	// not reachable yet would; err makes it fail.
+	hold chan struct{}
+	err  error
 }
 
 func (f *fakeProvider) Name() string { return "fake" }
-func (f *fakeProvider) UserData(context.Context) ([]byte, bool, error) {
-	return f.data, f.present, nil
+func (f *fakeProvider) UserData(ctx context.Context) ([]byte, bool, error) {
+	if f.hold != nil {
+		select {
+		case <-f.hold:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+	}
+	return f.data, f.present, f.err
 }
 func (f *fakeProvider) Facts(context.Context) (provider.Facts, error) {
 	return provider.Facts{InstanceID: "i-bp1abc", RegionID: "cn-hangzhou", ZoneID: "cn-hangzhou-h",
@@ -305,6 +316,63 @@ func TestSecondBootReappliesStoredAndRefusesChange(t *testing.T) {
 	}
 	if fileExists(filepath.Join(r.root, "/etc/kubernetes/bootstrap-kubelet.conf")) {
 		t.Error("bootstrap kubeconfig rewritten on a joined node")
+	}
+}
+
+// TestLaterBootAppliesBeforeTheMetadata: a later boot applies the stored
+// config and starts containerd without waiting for the metadata service;
+// the user-data check and the facts (the metadata phase) come beside them,
+// and the network phase waits for them, failing with their error.
+func TestLaterBootAppliesBeforeTheMetadata(t *testing.T) {
+	r := newRig(t, userData(t, "v1"))
+	if err := r.agent().Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(filepath.Join(r.root, "etc"))
+	r.sd.Calls = nil
+	r.prov.hold = make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- r.agent().Run(context.Background()) }()
+	deadline := time.After(10 * time.Second)
+	for !r.sd.Called("start containerd.service") {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned %v before starting containerd", err)
+		case <-deadline:
+			close(r.prov.hold)
+			<-done
+			t.Fatalf("containerd was not started while the metadata was unreachable: calls %v", r.sd.Calls)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if !fileExists(filepath.Join(r.root, "/etc/motd")) {
+		t.Error("the stored config was not applied before the metadata answered")
+	}
+	if r.sd.Called("start kubelet.service") {
+		t.Error("the kubelet started before the instance facts were known")
+	}
+	close(r.prov.hold)
+	if err := <-done; err != nil {
+		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
+	}
+	st, _ := status.Read(r.root)
+	var meta *status.Phase
+	for i, p := range st.Phases {
+		if p.Name == "metadata" {
+			meta = &st.Phases[i]
+		}
+	}
+	if meta == nil || meta.Result != "ok" || !strings.Contains(meta.Detail, "user-data unchanged since first boot") {
+		t.Errorf("metadata phase %+v", meta)
+	}
+
+	// A metadata service that fails fails the join in the network phase,
+	// naming the metadata.
+	os.RemoveAll(filepath.Join(r.root, "etc"))
+	r.prov.hold, r.prov.err = nil, errors.New("GET user-data: 500 Internal Server Error")
+	err := r.agent().Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "instance facts (metadata, fetched since config): fetching user-data from fake: GET user-data: 500") {
+		t.Fatalf("want the metadata failure, got %v", err)
 	}
 }
 

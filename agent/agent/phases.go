@@ -47,59 +47,104 @@ func nodeFileCheck(files map[string][]byte, validate func([]byte, string) []node
 	return out
 }
 
-// config fetches the user-data and checks it against what this instance
-// was first provisioned with.
+// config decides which configuration this boot applies. On the first boot
+// it is the user-data. On a later boot it is the copy stored at the first:
+// the user-data is then only checked against it (a change is refused, not
+// applied), so that check and the instance facts run beside apply and
+// containerd's start (the metadata phase) rather than before them; only a
+// redacted stored config whose kubelet certificate is unusable needs the
+// user-data itself (its bootstrap token) first.
 func (a *Agent) config(ctx context.Context) (string, error) {
-	if a.env.MetadataOverNetwork {
-		// Event-driven (netlink): returns as soon as DHCP has configured
-		// an interface with a default route. The network phase still
-		// picks the primary interface by the metadata's MAC.
-		if _, err := a.env.Network(ctx, ""); err != nil {
-			return "", fmt.Errorf("waiting for a network route to the %s metadata service: %w", a.env.Provider.Name(), err)
+	stored, serr := os.ReadFile(a.path(StoredConfig))
+	if serr == nil {
+		want := a.storedDigest(stored)
+		redacted := digest(stored) != want
+		if !redacted || a.clientCertErr() == nil {
+			a.userData, a.fromStore, a.storedWant = stored, true, want
+			what := ""
+			if redacted {
+				what = ", bootstrap token redacted"
+			}
+			return fmt.Sprintf("stored config from first boot (%d bytes%s), re-applied; the user-data is checked against it beside apply", len(stored), what), nil
 		}
 	}
-	data, present, err := a.env.Provider.UserData(ctx)
+	data, present, err := a.fetchMetadata(ctx)
 	if err != nil {
-		return "", fmt.Errorf("fetching user-data from %s: %w", a.env.Provider.Name(), err)
+		return "", err
 	}
-	facts, err := a.env.Provider.Facts(ctx)
-	if err != nil {
-		return "", fmt.Errorf("reading instance facts from %s: %w", a.env.Provider.Name(), err)
-	}
-	a.facts = facts
-	stored, serr := os.ReadFile(a.path(StoredConfig))
 	var want string
 	if serr == nil {
 		want = a.storedDigest(stored)
 	}
 	switch {
 	case serr == nil && present && digest(data) != want:
-		// Keep running the configuration the instance was provisioned
-		// with; say loudly that the new one is refused.
-		a.rec.Note("REFUSED: user-data changed since first boot (sha256 " + digest(data)[:12] + " vs stored " + want[:12] + "): " + ErrImmutable.Error())
-		a.rec.SetState("provisioning", "user-data refused: "+ErrImmutable.Error())
+		a.refuse(data, want)
 		a.userData, a.fromStore = stored, true
 		return fmt.Sprintf("stored config from first boot (%d bytes); the changed user-data is REFUSED", len(stored)), nil
-	case serr == nil && present && digest(stored) != want:
-		// The stored config is redacted (redactSecrets). While the
-		// kubelet's certificate is valid it is all the node needs; without
-		// one the kubelet must bootstrap again, with the token of the
-		// user-data the instance was launched with.
-		if cerr := a.clientCertErr(); cerr != nil {
-			a.userData = data
-			a.rec.Note("the kubelet's client certificate cannot be used (" + cerr.Error() + "): bootstrapping again with the token of the user-data (same sha256 " + want[:12] + " as at first boot)")
-			return fmt.Sprintf("user-data from %s (%d bytes, unchanged since first boot), to bootstrap again", a.env.Provider.Name(), len(data)), nil
-		}
-		a.userData, a.fromStore = stored, true
-		return fmt.Sprintf("stored config from first boot (%d bytes, bootstrap token redacted), re-applied", len(stored)), nil
+	case serr == nil && present:
+		// The stored config is redacted (redactSecrets) and the kubelet's
+		// certificate cannot be used: the kubelet must bootstrap again,
+		// with the token of the user-data the instance was launched with.
+		a.userData = data
+		a.rec.Note("the kubelet's client certificate cannot be used (" + a.clientCertErr().Error() + "): bootstrapping again with the token of the user-data (same sha256 " + want[:12] + " as at first boot)")
+		return fmt.Sprintf("user-data from %s (%d bytes, unchanged since first boot), to bootstrap again", a.env.Provider.Name(), len(data)), nil
 	case serr == nil:
 		a.userData, a.fromStore = stored, true
-		return fmt.Sprintf("stored config from first boot (%d bytes), re-applied", len(stored)), nil
+		return fmt.Sprintf("stored config from first boot (%d bytes), re-applied; no user-data now", len(stored)), nil
 	case !present:
 		return "", errNoConfig
 	}
 	a.userData = data
-	return fmt.Sprintf("user-data from %s (%d bytes), instance %s", a.env.Provider.Name(), len(data), facts.InstanceID), nil
+	return fmt.Sprintf("user-data from %s (%d bytes), instance %s", a.env.Provider.Name(), len(data), a.facts.InstanceID), nil
+}
+
+// fetchMetadata waits for a route to the metadata service (on ECS), then
+// fetches the user-data and the instance facts (into a.facts).
+func (a *Agent) fetchMetadata(ctx context.Context) ([]byte, bool, error) {
+	if a.env.MetadataOverNetwork {
+		// Event-driven (netlink): returns as soon as DHCP has configured
+		// an interface with a default route. The network phase still
+		// picks the primary interface by the metadata's MAC.
+		if _, err := a.env.Network(ctx, ""); err != nil {
+			return nil, false, fmt.Errorf("waiting for a network route to the %s metadata service: %w", a.env.Provider.Name(), err)
+		}
+	}
+	data, present, err := a.env.Provider.UserData(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("fetching user-data from %s: %w", a.env.Provider.Name(), err)
+	}
+	facts, err := a.env.Provider.Facts(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading instance facts from %s: %w", a.env.Provider.Name(), err)
+	}
+	a.facts = facts
+	return data, present, nil
+}
+
+// metadata is a later boot's check of the user-data against the stored
+// config (config chose the stored one without waiting for it), and its
+// fetch of the instance facts, which the network phase waits for.
+func (a *Agent) metadata(ctx context.Context) (string, error) {
+	data, present, err := a.fetchMetadata(ctx)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case !present:
+		return "no user-data now; the stored config stands, instance " + a.facts.InstanceID, nil
+	case digest(data) != a.storedWant:
+		a.refuse(data, a.storedWant)
+		return "user-data changed since first boot: REFUSED, the stored config stands", nil
+	}
+	return fmt.Sprintf("user-data unchanged since first boot (sha256 %s), instance %s", a.storedWant[:12], a.facts.InstanceID), nil
+}
+
+// refuse records that the user-data differs from what the instance was
+// first provisioned with: the node keeps running the stored config and
+// says so loudly.
+func (a *Agent) refuse(data []byte, want string) {
+	a.rec.Note("REFUSED: user-data changed since first boot (sha256 " + digest(data)[:12] + " vs stored " + want[:12] + "): " + ErrImmutable.Error())
+	a.rec.SetState("provisioning", "user-data refused: "+ErrImmutable.Error())
 }
 
 // apply validates the whole config, then writes it; nothing is written
@@ -174,6 +219,16 @@ func mustRead(p string) []byte {
 }
 
 func (a *Agent) network(ctx context.Context) (string, error) {
+	if a.metadataDone != nil {
+		select {
+		case err := <-a.metadataDone:
+			if err != nil {
+				return "", fmt.Errorf("instance facts (metadata, fetched since config): %w", err)
+			}
+		case <-ctx.Done():
+			return "", fmt.Errorf("waiting for the instance facts from the metadata: %w", ctx.Err())
+		}
+	}
 	p, err := a.env.Network(ctx, a.facts.MAC)
 	if err != nil {
 		return "", err
@@ -247,6 +302,10 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 	if err := a.writeFiles(files); err != nil {
 		return "", err
 	}
+	serving, err := ensureServingCert(a.env.Root, a.nodeName, time.Now())
+	if err != nil {
+		return "", err
+	}
 	// After apply's daemon-reload, so that a user-data drop-in for
 	// timesyncd's unit applies too; while containerd still starts, so the
 	// two start-ups (a second or more each under emulation) overlap.
@@ -263,7 +322,7 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 	case <-ctx.Done():
 		return "", fmt.Errorf("waiting for containerd, started after apply: %w", ctx.Err())
 	}
-	return "kubelet configuration written, " + ntp + ", containerd active", nil
+	return "kubelet configuration written, " + serving + ", " + ntp + ", containerd active", nil
 }
 
 // ResolvedUnit answers the node's DNS (/etc/resolv.conf is its stub).
