@@ -376,6 +376,58 @@ func TestLaterBootAppliesBeforeTheMetadata(t *testing.T) {
 	}
 }
 
+// TestRebootMarksStaleReady: on a later boot the Node's Ready condition,
+// posted before the reboot, is marked Unknown before the kubelet starts
+// (so the kubelet's fast status update is not skipped); on the first boot
+// nothing is marked, and an API error is in the runtime phase's detail,
+// not a failed join.
+func TestRebootMarksStaleReady(t *testing.T) {
+	r := newRig(t, userData(t, "v1"))
+	if err := r.agent().Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.api.conds) != 0 {
+		t.Fatalf("first boot set conditions %+v", r.api.conds)
+	}
+	os.RemoveAll(filepath.Join(r.root, "etc"))
+	hold := make(chan struct{})
+	r.sd.Hold, r.sd.Calls = map[string]chan struct{}{"kubelet.service": hold}, nil
+	done := make(chan error, 1)
+	go func() { done <- r.agent().Run(context.Background()) }()
+	for deadline := time.Now().Add(10 * time.Second); !r.sd.Called("start kubelet.service"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the kubelet was not started")
+		}
+	}
+	r.api.mu.Lock()
+	conds := slices.Clone(r.api.conds)
+	r.api.mu.Unlock()
+	close(hold)
+	if err := <-done; err != nil {
+		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
+	}
+	if len(conds) != 1 || conds[0].Type != "Ready" || conds[0].Status != "Unknown" || conds[0].Reason != "NodeRebooted" {
+		t.Errorf("conditions when the kubelet started: %+v, want Ready Unknown (NodeRebooted)", conds)
+	}
+
+	// The API server refuses: the join goes on, with a note.
+	os.RemoveAll(filepath.Join(r.root, "etc"))
+	r.sd.Hold, r.api.conds, r.api.refuse, r.log = nil, nil, 1, nil
+	if err := r.agent().Run(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
+	}
+	st, _ := status.Read(r.root)
+	var detail string
+	for _, p := range st.Phases {
+		if p.Name == "runtime" {
+			detail = p.Detail
+		}
+	}
+	if !strings.Contains(detail, "stays until the kubelet posts status (503") {
+		t.Errorf("runtime detail %q does not say the mark was refused", detail)
+	}
+}
+
 func TestNoUserDataLeavesNodeUnconfigured(t *testing.T) {
 	r := newRig(t, nil)
 	if err := r.agent().Run(context.Background()); err != nil {

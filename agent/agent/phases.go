@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-os/drover/agent/ignition"
+	"github.com/drover-os/drover/agent/kube"
 	"github.com/drover-os/drover/agent/nodeconfig"
 	"github.com/drover-os/drover/agent/provider"
 	"github.com/drover-os/drover/internal/atomicfile"
@@ -306,6 +307,9 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if !bootstrap {
+		serving += ", " + a.markStaleReady(ctx)
+	}
 	// After apply's daemon-reload, so that a user-data drop-in for
 	// timesyncd's unit applies too; while containerd still starts, so the
 	// two start-ups (a second or more each under emulation) overlap.
@@ -323,6 +327,39 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("waiting for containerd, started after apply: %w", ctx.Err())
 	}
 	return "kubelet configuration written, " + serving + ", " + ntp + ", containerd active", nil
+}
+
+// staleReadyTimeout bounds markStaleReady: it only shortens the join.
+const staleReadyTimeout = 5 * time.Second
+
+// markStaleReady marks the Node's Ready condition Unknown on a later boot,
+// before the kubelet starts: it is what the kubelet posted before the
+// reboot. The kubelet's fast first status update (every 100 ms until the
+// node is ready) ends at once on a Node whose Ready is True already, so a
+// rebooted kubelet reported Ready only with its next periodic status, 4-6
+// s after it registered, and the node lifecycle controller would mark the
+// stale condition Unknown only after its grace period. With the kubelet's
+// own credentials (a node may patch its own status); best effort: on an
+// error the kubelet's periodic status still comes, and the runtime
+// phase's detail says why.
+func (a *Agent) markStaleReady(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, staleReadyTimeout)
+	defer cancel()
+	api, err := a.env.Kube(a.node.Cluster.Server, []byte(a.node.Cluster.CAData), a.path(KubeletCert))
+	if err == nil {
+		var n *kube.Node
+		if n, err = api.GetNode(ctx, a.nodeName); err == nil {
+			if !n.Ready() {
+				return "the Node's Ready condition is not True: left to the kubelet"
+			}
+			err = api.SetCondition(ctx, a.nodeName, kube.Condition{Type: "Ready", Status: "Unknown", Reason: "NodeRebooted",
+				Message: "drover-agent: the node has rebooted and its kubelet not posted status since"})
+		}
+	}
+	if err != nil {
+		return "the Node's Ready condition from before the reboot stays until the kubelet posts status (" + err.Error() + ")"
+	}
+	return "the Node's Ready condition from before the reboot marked Unknown"
 }
 
 // ResolvedUnit answers the node's DNS (/etc/resolv.conf is its stub).

@@ -93,6 +93,16 @@ func (n *Node) ReadySince(since time.Time) (bool, string) {
 	return false, "no Ready condition yet"
 }
 
+// Ready says whether the Node's Ready condition is True, whenever posted.
+func (n *Node) Ready() bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == "Ready" {
+			return c.Status == "True"
+		}
+	}
+	return false
+}
+
 // GetNode reads the Node called name.
 func (c *Client) GetNode(ctx context.Context, name string) (*Node, error) {
 	var n Node
