@@ -221,13 +221,8 @@ func mustRead(p string) []byte {
 
 func (a *Agent) network(ctx context.Context) (string, error) {
 	if a.metadataDone != nil {
-		select {
-		case err := <-a.metadataDone:
-			if err != nil {
-				return "", fmt.Errorf("instance facts (metadata, fetched since config): %w", err)
-			}
-		case <-ctx.Done():
-			return "", fmt.Errorf("waiting for the instance facts from the metadata: %w", ctx.Err())
+		if err := await(ctx, a.metadataDone, "instance facts (metadata, fetched since config)"); err != nil {
+			return "", err
 		}
 	}
 	p, err := a.env.Network(ctx, a.facts.MAC)
@@ -249,15 +244,23 @@ func (a *Agent) network(ctx context.Context) (string, error) {
 	if err := a.env.Systemd.Start(ctx, ResolvedUnit); err != nil {
 		return "", fmt.Errorf("name resolution for the cluster: %w", err)
 	}
-	select {
-	case err := <-a.kernel:
-		if err != nil {
-			return "", fmt.Errorf("kernel prerequisites (loaded since the agent started): %w", err)
-		}
-	case <-ctx.Done():
-		return "", fmt.Errorf("waiting for the kernel prerequisites: %w", ctx.Err())
+	if err := await(ctx, a.kernel, "kernel prerequisites (loaded since the agent started)"); err != nil {
+		return "", err
 	}
 	return fmt.Sprintf("%s %s via %s, hostname %s", p.Link, p.IPv4, p.Gateway, a.nodeName), nil
+}
+
+// await waits for the result of a background phase, named by what.
+func await(ctx context.Context, result <-chan error, what string) error {
+	select {
+	case err := <-result:
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+	}
 }
 
 // kernelPrep loads the node's kernel modules and sysctls (br_netfilter,
@@ -318,13 +321,8 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 		return "", err
 	}
 	// containerd has been starting since apply (startContainerd).
-	select {
-	case err := <-a.containerd:
-		if err != nil {
-			return "", fmt.Errorf("containerd (started after apply): %w", err)
-		}
-	case <-ctx.Done():
-		return "", fmt.Errorf("waiting for containerd, started after apply: %w", ctx.Err())
+	if err := await(ctx, a.containerd, "containerd (started after apply)"); err != nil {
+		return "", err
 	}
 	return "kubelet configuration written, " + serving + ", " + ntp + ", containerd active", nil
 }
