@@ -57,10 +57,15 @@ func nodeFileCheck(files map[string][]byte, validate func([]byte, string) []node
 // user-data itself (its bootstrap token) first.
 func (a *Agent) config(ctx context.Context) (string, error) {
 	stored, serr := os.ReadFile(a.path(StoredConfig))
+	var want string
+	var certErr error // why the kubelet's certificate cannot be used (a redacted stored config only)
 	if serr == nil {
-		want := a.storedDigest(stored)
+		want = a.storedDigest(stored)
 		redacted := digest(stored) != want
-		if !redacted || a.clientCertErr() == nil {
+		if redacted {
+			certErr = a.clientCertErr()
+		}
+		if certErr == nil {
 			a.userData, a.fromStore, a.storedWant = stored, true, want
 			what := ""
 			if redacted {
@@ -73,10 +78,6 @@ func (a *Agent) config(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var want string
-	if serr == nil {
-		want = a.storedDigest(stored)
-	}
 	switch {
 	case serr == nil && present && digest(data) != want:
 		a.refuse(data, want)
@@ -87,7 +88,7 @@ func (a *Agent) config(ctx context.Context) (string, error) {
 		// certificate cannot be used: the kubelet must bootstrap again,
 		// with the token of the user-data the instance was launched with.
 		a.userData = data
-		a.rec.Note("the kubelet's client certificate cannot be used (" + a.clientCertErr().Error() + "): bootstrapping again with the token of the user-data (same sha256 " + want[:12] + " as at first boot)")
+		a.rec.Note("the kubelet's client certificate cannot be used (" + certErr.Error() + "): bootstrapping again with the token of the user-data (same sha256 " + want[:12] + " as at first boot)")
 		return fmt.Sprintf("user-data from %s (%d bytes, unchanged since first boot), to bootstrap again", a.env.Provider.Name(), len(data)), nil
 	case serr == nil:
 		a.userData, a.fromStore = stored, true
@@ -310,8 +311,9 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	done := []string{"kubelet configuration written", serving}
 	if !bootstrap {
-		serving += ", " + a.markStaleReady(ctx)
+		done = append(done, a.markStaleReady(ctx))
 	}
 	// After apply's daemon-reload, so that a user-data drop-in for
 	// timesyncd's unit applies too; while containerd still starts, so the
@@ -324,7 +326,7 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 	if err := await(ctx, a.containerd, "containerd (started after apply)"); err != nil {
 		return "", err
 	}
-	return "kubelet configuration written, " + serving + ", " + ntp + ", containerd active", nil
+	return strings.Join(append(done, ntp, "containerd active"), ", "), nil
 }
 
 // staleReadyTimeout bounds markStaleReady: it only shortens the join.
@@ -343,21 +345,29 @@ const staleReadyTimeout = 5 * time.Second
 func (a *Agent) markStaleReady(ctx context.Context) string {
 	ctx, cancel := context.WithTimeout(ctx, staleReadyTimeout)
 	defer cancel()
-	api, err := a.env.Kube(a.node.Cluster.Server, []byte(a.node.Cluster.CAData), a.path(KubeletCert))
-	if err == nil {
-		var n *kube.Node
-		if n, err = api.GetNode(ctx, a.nodeName); err == nil {
-			if !n.Ready() {
-				return "the Node's Ready condition is not True: left to the kubelet"
-			}
-			err = api.SetCondition(ctx, a.nodeName, kube.Condition{Type: "Ready", Status: "Unknown", Reason: "NodeRebooted",
-				Message: "drover-agent: the node has rebooted and its kubelet not posted status since"})
-		}
-	}
-	if err != nil {
+	marked, err := a.unreadyStale(ctx)
+	switch {
+	case err != nil:
 		return "the Node's Ready condition from before the reboot stays until the kubelet posts status (" + err.Error() + ")"
+	case !marked:
+		return "the Node's Ready condition is not True: left to the kubelet"
 	}
 	return "the Node's Ready condition from before the reboot marked Unknown"
+}
+
+// unreadyStale sets the Node's Ready condition Unknown if it is True, and
+// says whether it did.
+func (a *Agent) unreadyStale(ctx context.Context) (bool, error) {
+	api, name, err := a.API()
+	if err != nil {
+		return false, err
+	}
+	n, err := api.GetNode(ctx, name)
+	if err != nil || !n.Ready() {
+		return false, err
+	}
+	return true, api.SetCondition(ctx, name, kube.Condition{Type: "Ready", Status: "Unknown", Reason: "NodeRebooted",
+		Message: "drover-agent: the node has rebooted and its kubelet not posted status since"})
 }
 
 // ResolvedUnit answers the node's DNS (/etc/resolv.conf is its stub).
@@ -487,7 +497,7 @@ func (a *Agent) certificate(ctx context.Context) (string, error) {
 }
 
 func (a *Agent) ready(ctx context.Context) (string, error) {
-	api, err := a.env.Kube(a.node.Cluster.Server, []byte(a.node.Cluster.CAData), a.path(KubeletCert))
+	api, _, err := a.API()
 	if err != nil {
 		return "", err
 	}

@@ -72,35 +72,39 @@ type Node struct {
 // node lifecycle controller marks it Unknown, tens of seconds later: a
 // Ready older than this boot's kubelet says nothing about it.
 func (n *Node) ReadySince(since time.Time) (bool, string) {
-	for _, c := range n.Status.Conditions {
-		if c.Type != "Ready" {
-			continue
-		}
-		why := c.Reason + ": " + c.Message
-		if c.Status != "True" {
-			return false, why
-		}
-		hb, err := time.Parse(time.RFC3339, c.LastHeartbeatTime)
-		if err != nil {
-			return false, fmt.Sprintf("Ready condition without a valid lastHeartbeatTime (%q)", c.LastHeartbeatTime)
-		}
-		if hb.Before(since.Truncate(time.Second)) {
-			return false, fmt.Sprintf("Ready condition last posted %s, before this boot's kubelet started (%s)",
-				hb.UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339))
-		}
-		return true, why
+	c := n.condition("Ready")
+	if c == nil {
+		return false, "no Ready condition yet"
 	}
-	return false, "no Ready condition yet"
+	why := c.Reason + ": " + c.Message
+	if c.Status != "True" {
+		return false, why
+	}
+	hb, err := time.Parse(time.RFC3339, c.LastHeartbeatTime)
+	if err != nil {
+		return false, fmt.Sprintf("Ready condition without a valid lastHeartbeatTime (%q)", c.LastHeartbeatTime)
+	}
+	if hb.Before(since.Truncate(time.Second)) {
+		return false, fmt.Sprintf("Ready condition last posted %s, before this boot's kubelet started (%s)",
+			hb.UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339))
+	}
+	return true, why
 }
 
 // Ready says whether the Node's Ready condition is True, whenever posted.
 func (n *Node) Ready() bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == "Ready" {
-			return c.Status == "True"
+	c := n.condition("Ready")
+	return c != nil && c.Status == "True"
+}
+
+// condition returns the Node's condition of type t (nil: none).
+func (n *Node) condition(t string) *Condition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == t {
+			return &n.Status.Conditions[i]
 		}
 	}
-	return false
+	return nil
 }
 
 // GetNode reads the Node called name.
