@@ -133,7 +133,7 @@ func (p *parser) fields(n *yaml.Node, path string, known ...string) map[string]e
 			p.add(k.Line, path, "field names must be strings, got %s", describe(k))
 			continue
 		}
-		fp := join(path, k.Value)
+		fp := keyPath(path, k.Value)
 		if !contains(known, k.Value) {
 			p.add(k.Line, fp, "unknown field; known fields here are %s", strings.Join(known, ", "))
 			continue
@@ -172,6 +172,19 @@ func join(path, field string) string {
 	}
 	return path + "." + field
 }
+
+// keyPath names a key the document wrote under path. A key that is not a
+// plain word (empty, or holding dots, spaces or quotes) is written quoted
+// in brackets, so the path still says which key is meant: `"": 1` is at
+// [""], not at the document as a whole.
+func keyPath(path, key string) string {
+	if !plainField.MatchString(key) {
+		return fmt.Sprintf("%s[%q]", path, key)
+	}
+	return join(path, key)
+}
+
+var plainField = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
 
 // str reads a string scalar. Other scalars are wrong types even though YAML
 // could coerce them: a label value of 1.10 silently becoming "1.1" is the

@@ -46,7 +46,7 @@ func (p *parser) kubeletOverrides(n *yaml.Node, path string) json.RawMessage {
 		k := n.Content[i]
 		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!str" {
 			if why, ok := ownedKubeletFields[k.Value]; ok {
-				p.add(k.Line, join(path, k.Value), "may not be overridden: %s", why)
+				p.add(k.Line, keyPath(path, k.Value), "may not be overridden: %s", why)
 			}
 		}
 	}
@@ -112,7 +112,7 @@ func (p *parser) checkKubeletValue(n *yaml.Node, t reflect.Type, path string) {
 			p.add(k.Line, path, "field names must be strings, got %s", describe(k))
 			continue
 		}
-		fp := join(path, k.Value)
+		fp := keyPath(path, k.Value)
 		if first, dup := seen[k.Value]; dup {
 			p.add(k.Line, fp, "set twice (first on line %d); keep one", first)
 			continue
