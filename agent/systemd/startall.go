@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	sddbus "github.com/coreos/go-systemd/v22/dbus"
 )
 
 // UnitResult is one unit's outcome after StartAll: the start job's result,
@@ -51,13 +53,20 @@ func (r UnitResult) String() string {
 // queued together), then returns each unit's result in the order given.
 func (c *Conn) StartAll(ctx context.Context, units []string) []UnitResult {
 	out := make([]UnitResult, len(units))
+	sc, err := c.conn(ctx)
+	if err != nil {
+		for i, u := range units {
+			out[i] = UnitResult{Unit: u, Error: err.Error()}
+		}
+		return out
+	}
 	chans := make([]chan string, len(units))
 	for i, u := range units {
 		out[i].Unit = u
 		// Buffered: a job that ends after ctx is abandoned never blocks
 		// go-systemd's dispatcher.
 		ch := make(chan string, 1)
-		if _, err := c.c.StartUnitContext(ctx, u, "replace", ch); err != nil {
+		if _, err := sc.StartUnitContext(ctx, u, "replace", ch); err != nil {
 			out[i].Error = fmt.Sprintf("queueing the start job: %v", err)
 			continue
 		}
@@ -74,14 +83,14 @@ func (c *Conn) StartAll(ctx context.Context, units []string) []UnitResult {
 		}
 	}
 	for i := range out {
-		c.fill(context.WithoutCancel(ctx), &out[i])
+		fill(context.WithoutCancel(ctx), sc, &out[i])
 	}
 	return out
 }
 
 // fill reads the unit's state and its type's Result property.
-func (c *Conn) fill(ctx context.Context, r *UnitResult) {
-	props, err := c.c.GetUnitPropertiesContext(ctx, r.Unit)
+func fill(ctx context.Context, sc *sddbus.Conn, r *UnitResult) {
+	props, err := sc.GetUnitPropertiesContext(ctx, r.Unit)
 	if err != nil {
 		if r.Error == "" {
 			r.Error = fmt.Sprintf("reading its state: %v", err)
@@ -91,7 +100,7 @@ func (c *Conn) fill(ctx context.Context, r *UnitResult) {
 	r.Active, _ = props["ActiveState"].(string)
 	r.Sub, _ = props["SubState"].(string)
 	if typ := unitType(r.Unit); typ != "" {
-		if p, err := c.c.GetUnitTypePropertyContext(ctx, r.Unit, typ, "Result"); err == nil {
+		if p, err := sc.GetUnitTypePropertyContext(ctx, r.Unit, typ, "Result"); err == nil {
 			r.Result, _ = p.Value.Value().(string)
 		}
 	}

@@ -115,10 +115,8 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sd, err := systemd.Dial(ctx)
-	if err != nil {
-		return err
-	}
+	// Dialed when a phase first needs systemd, not here: see systemd.Conn.
+	sd := systemd.New()
 	defer sd.Close()
 	logf := func(format string, args ...any) { console("drover-agent: " + fmt.Sprintf(format, args...)) }
 	env := agent.Env{
@@ -169,6 +167,10 @@ func run(ctx context.Context) error {
 	if a.Status().Snapshot().State != "joined" {
 		return nil
 	}
+	// The guard starts no units; every signal systemd would go on sending
+	// the open connection (each pod's scopes and mounts) would be decoded
+	// for nothing.
+	sd.Close()
 	// The guard needs none of provisioning's privileges: reading the
 	// watched files (of any mode) and talking to the API server.
 	if err := caps.Drop(caps.DACReadSearch); err != nil {
