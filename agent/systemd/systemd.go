@@ -54,7 +54,9 @@ type Conn struct {
 func New() *Conn {
 	return &Conn{dial: func(ctx context.Context) (*sddbus.Conn, error) {
 		return sddbus.NewConnection(oneSocket(func() (*dbus.Conn, error) {
-			c, err := dbus.Dial("unix:path=/run/systemd/private", dbus.WithContext(ctx))
+			// godbus closes a connection when its context ends; this one
+			// outlives the call that dialed it, so only Close ends it.
+			c, err := dbus.Dial("unix:path=/run/systemd/private", dbus.WithContext(context.WithoutCancel(ctx)))
 			if err != nil {
 				return nil, err
 			}
