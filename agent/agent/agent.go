@@ -155,8 +155,14 @@ type Agent struct {
 	// beside network and runtime; kernel that of the kernel phase, which
 	// runs beside config, apply and network; metadataDone that of a
 	// later boot's metadata phase (nil if config fetched the metadata
-	// itself), which runs beside apply and containerd.
-	containerd, kernel, metadataDone chan error
+	// itself), which runs beside apply and containerd; timeDone that of
+	// the time phase, which runs beside runtime and kubelet.
+	containerd, kernel, metadataDone, timeDone chan error
+	// rendered is closed once runtime has written the node's
+	// configuration (timesyncd's drop-in among it).
+	rendered chan struct{}
+	// bg counts the background phases, which Run waits for.
+	bg sync.WaitGroup
 }
 
 // New returns an agent over env.
@@ -189,6 +195,16 @@ func (a *Agent) begin(name string) func(context.Context, time.Duration, func(ctx
 	return func(ctx context.Context, d time.Duration, fn func(ctx context.Context) (string, error)) error {
 		return a.runPhase(ctx, i, name, d, fn)
 	}
+}
+
+// background begins phase name now and runs it beside the agent's
+// sequence; its result arrives on the returned channel. Run waits for
+// every background phase before it returns.
+func (a *Agent) background(ctx context.Context, name string, d time.Duration, fn func(context.Context) (string, error)) chan error {
+	done := make(chan error, 1)
+	run := a.begin(name)
+	a.bg.Go(func() { done <- run(ctx, d, fn) })
+	return done
 }
 
 func (a *Agent) runPhase(ctx context.Context, i int, name string, d time.Duration, fn func(ctx context.Context) (string, error)) error {
@@ -235,16 +251,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	// they are cancelled first, so the failure is not held up by a wait
 	// (for the network, containerd) that no longer matters.
 	ctx, cancel := context.WithCancel(ctx)
-	var bg sync.WaitGroup
-	defer func() { bg.Wait(); cancel() }()
-	a.kernel = make(chan error, 1)
-	kernel := a.begin("kernel")
-	bg.Go(func() { a.kernel <- kernel(ctx, a.dl.Network, a.kernelPrep) })
+	defer func() { a.bg.Wait(); cancel() }()
+	a.rendered = make(chan struct{})
+	a.kernel = a.background(ctx, "kernel", a.dl.Network, a.kernelPrep)
 	for _, s := range steps {
 		if s.name == "containerd" {
-			a.containerd = make(chan error, 1)
-			run := a.begin(s.name)
-			bg.Go(func() { a.containerd <- run(ctx, s.d, a.startContainerd) })
+			a.containerd = a.background(ctx, s.name, s.d, a.startContainerd)
 			continue
 		}
 		err := a.phase(ctx, s.name, s.d, s.fn)
@@ -258,18 +270,23 @@ func (a *Agent) Run(ctx context.Context) error {
 			return err
 		}
 		if s.name == "config" && a.storedWant != "" {
-			a.metadataDone = make(chan error, 1)
-			run := a.begin("metadata")
-			bg.Go(func() { a.metadataDone <- run(ctx, a.dl.Config, a.metadata) })
+			a.metadataDone = a.background(ctx, "metadata", a.dl.Config, a.metadata)
+		}
+		if s.name == "network" {
+			a.timeDone = a.background(ctx, "time", a.dl.Runtime, a.startTime)
 		}
 		if s.name == "apply" {
 			// The config's enabled units start beside the join: they
 			// may be ordered after anything, the agent included.
-			bg.Go(func() { a.phase(ctx, "units", a.dl.Units, a.startUnits) })
+			a.background(ctx, "units", a.dl.Units, a.startUnits)
 			// The node's configuration is in place: boot may go on while
 			// the join proceeds (STATUS= tells each phase).
 			a.env.Notify("READY=1")
 		}
+	}
+	if err := await(ctx, a.timeDone, "the clock (systemd-timesyncd, started beside the kubelet)"); err != nil {
+		cancel()
+		return err
 	}
 	a.rec.SetState("joined", a.snapshotError())
 	a.env.Notify("STATUS=joined")

@@ -196,7 +196,7 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
 	}
 	st, _ := status.Read(r.root)
-	if st.State != "joined" || len(st.Phases) != 11 {
+	if st.State != "joined" || len(st.Phases) != 12 {
 		t.Fatalf("status %+v", st)
 	}
 	names := map[string]status.Phase{}
@@ -206,6 +206,11 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 	// containerd starts right after apply, beside network and runtime.
 	if c, r := names["containerd"], names["runtime"]; c.Result != "ok" || c.Started.Before(names["apply"].Ended) || c.Ended.After(r.Ended) {
 		t.Errorf("containerd phase %+v must run after apply and end before runtime %+v", c, r)
+	}
+	// timesyncd starts once runtime has written its drop-in, and the
+	// join waits for it, not the kubelet.
+	if tm := names["time"]; tm.Result != "ok" || tm.Started.Before(names["network"].Ended) {
+		t.Errorf("time phase %+v must start after network", tm)
 	}
 	// The kubelet's binary is read ahead once containerd starts.
 	if got, want := strings.Join(r.prefetched, " "), strings.Join(KubeletBinaries, " "); got != want {
@@ -677,11 +682,13 @@ func ptr[T any](v T) *T { return &v }
 // after apply (and its reload or re-runs), before timesyncd and kubelet.
 func checkCalls(t *testing.T, got []string, want ...string) {
 	t.Helper()
-	const ctrd = "start containerd.service"
+	const ctrd, tsd = "start containerd.service", "start systemd-timesyncd.service"
+	// containerd's and timesyncd's starts run beside the other phases:
+	// their place among the other calls is not fixed.
 	strip := func(calls []string) []string {
 		var out []string
 		for _, c := range calls {
-			if c != ctrd {
+			if c != ctrd && c != tsd {
 				out = append(out, c)
 			}
 		}
@@ -689,8 +696,7 @@ func checkCalls(t *testing.T, got []string, want ...string) {
 	}
 	at := func(calls []string, c string) int { return slices.Index(calls, c) }
 	g, w := strings.Join(strip(got), ","), strings.Join(strip(want), ",")
-	if g != w || len(got) != len(want) || at(got, ctrd) < 0 ||
-		at(got, ctrd) > at(got, "start systemd-timesyncd.service") ||
+	if g != w || len(got) != len(want) || at(got, ctrd) < 0 || at(got, ctrd) > at(got, tsd) ||
 		(at(got, "reload") >= 0 && at(got, ctrd) < at(got, "reload")) {
 		t.Errorf("systemd calls %s, want %s (containerd after apply, before timesyncd)", strings.Join(got, ","), strings.Join(want, ","))
 	}
@@ -761,6 +767,46 @@ func TestTimesyncdStartsWhileContainerdStarts(t *testing.T) {
 	close(hold)
 	if err := <-done; err != nil {
 		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
+	}
+}
+
+// TestKubeletDoesNotWaitForTimesyncd: the kubelet starts while
+// timesyncd's start job still runs, and the node is joined only once it
+// has finished; a timesyncd that fails to start fails the join.
+func TestKubeletDoesNotWaitForTimesyncd(t *testing.T) {
+	r := newRig(t, userData(t, "hello"))
+	hold := make(chan struct{})
+	r.sd.Hold = map[string]chan struct{}{TimesyncdUnit: hold}
+	done := make(chan error, 1)
+	a := r.agent()
+	go func() { done <- a.Run(context.Background()) }()
+	deadline := time.After(10 * time.Second)
+	for !r.sd.Called("start kubelet.service") {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned %v before starting the kubelet", err)
+		case <-deadline:
+			close(hold)
+			<-done
+			t.Fatalf("the kubelet waited for timesyncd: calls %v", r.sd.Calls)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned %v while timesyncd was still starting", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(hold)
+	if err := <-done; err != nil || a.Status().Snapshot().State != "joined" {
+		t.Fatalf("Run: %v, state %s", err, a.Status().Snapshot().State)
+	}
+
+	r = newRig(t, userData(t, "hello"))
+	r.sd.Fail = map[string]error{TimesyncdUnit: errors.New("unit masked")}
+	err := r.agent().Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "systemd-timesyncd") || !strings.Contains(err.Error(), "unit masked") {
+		t.Fatalf("Run with a timesyncd that cannot start: %v", err)
 	}
 }
 

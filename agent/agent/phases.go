@@ -315,18 +315,13 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 	if !bootstrap {
 		done = append(done, a.markStaleReady(ctx))
 	}
-	// After apply's daemon-reload, so that a user-data drop-in for
-	// timesyncd's unit applies too; while containerd still starts, so the
-	// two start-ups (a second or more each under emulation) overlap.
-	ntp, err := a.startTimesyncd(ctx, facts)
-	if err != nil {
-		return "", err
-	}
+	// timesyncd's drop-in is written: the time phase starts it.
+	close(a.rendered)
 	// containerd has been starting since apply (startContainerd).
 	if err := await(ctx, a.containerd, "containerd (started after apply)"); err != nil {
 		return "", err
 	}
-	return strings.Join(append(done, ntp, "containerd active"), ", "), nil
+	return strings.Join(append(done, "containerd active"), ", "), nil
 }
 
 // staleReadyTimeout bounds markStaleReady: it only shortens the join.
@@ -373,12 +368,26 @@ func (a *Agent) unreadyStale(ctx context.Context) (bool, error) {
 // ResolvedUnit answers the node's DNS (/etc/resolv.conf is its stub).
 const ResolvedUnit = "systemd-resolved.service"
 
-// TimesyncdUnit keeps the clock right. The image does not enable it: it
-// starts here, on its rendered configuration, before the kubelet (whose
-// certificates, and the API server's, are only as good as the clock).
+// TimesyncdUnit keeps the clock right. The image does not enable it: the
+// time phase starts it on its rendered configuration (after apply's
+// daemon-reload, so a user-data drop-in for it applies too), as soon as
+// runtime has written that. Its start is queued before the kubelet's
+// (whose certificates, and the API server's, are only as good as the
+// clock) but not waited for: timesyncd being active says nothing of the
+// clock being synchronised, and its start-up (a second or more under
+// emulation) overlapped containerd's on a first boot but held up the
+// kubelet on a later one, where containerd is up by then.
 const TimesyncdUnit = "systemd-timesyncd.service"
 
-func (a *Agent) startTimesyncd(ctx context.Context, f nodeconfig.Facts) (string, error) {
+// startTime is the time phase: it starts timesyncd once runtime has
+// written its drop-in. The agent joins only once it has started.
+func (a *Agent) startTime(ctx context.Context) (string, error) {
+	select {
+	case <-a.rendered:
+	case <-ctx.Done():
+		return "", fmt.Errorf("waiting for the runtime phase to write %s: %w", nodeconfig.TimesyncdDropIn, ctx.Err())
+	}
+	f := a.nodeFacts()
 	what := "time servers " + strings.Join(f.NTPServers, " ") + " from the metadata"
 	if len(f.NTPServers) == 0 {
 		what = "no time servers in the metadata (ntp-conf/ntp-servers): timesyncd's defaults"
