@@ -43,7 +43,7 @@ type Manager interface {
 // which cost the agent 2.6 of its 4.9 s of CPU under emulation and
 // systemd as much again to send. So: one socket for both, dialed when the
 // agent first needs systemd (on a first boot, once the user-data is in),
-// and closed once the kubelet is up (the drift guard needs no systemd).
+// and closed once the node has joined (the drift guard needs no systemd).
 type Conn struct {
 	dial func(ctx context.Context) (*sddbus.Conn, error)
 	mu   sync.Mutex
