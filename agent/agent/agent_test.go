@@ -741,30 +741,41 @@ func TestReloadOnlyForUnits(t *testing.T) {
 	}
 }
 
+// runHeld runs the agent with unit's start job held and waits until the
+// fake systemd has seen call. It returns the agent, Run's result and the
+// release of the held job. Run returning first ("before starting what"),
+// or call not coming within 10 s (late), fails the test.
+func runHeld(t *testing.T, r *rig, unit, call, what, late string) (*Agent, <-chan error, func()) {
+	t.Helper()
+	hold := make(chan struct{})
+	r.sd.Hold = map[string]chan struct{}{unit: hold}
+	done := make(chan error, 1)
+	a := r.agent()
+	go func() { done <- a.Run(context.Background()) }()
+	deadline := time.After(10 * time.Second)
+	for !r.sd.Called(call) {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned %v before starting %s", err, what)
+		case <-deadline:
+			close(hold)
+			<-done
+			t.Fatalf("%s: calls %v", late, r.sd.Calls)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return a, done, func() { close(hold) }
+}
+
 // TestTimesyncdStartsWhileContainerdStarts: the runtime phase starts
 // timesyncd without waiting for containerd's start-up to finish.
 func TestTimesyncdStartsWhileContainerdStarts(t *testing.T) {
 	r := newRig(t, userData(t, "hello"))
-	hold := make(chan struct{})
-	r.sd.Hold = map[string]chan struct{}{"containerd.service": hold}
-	done := make(chan error, 1)
-	go func() { done <- r.agent().Run(context.Background()) }()
-	deadline := time.After(10 * time.Second)
-	for !r.sd.Called("start " + TimesyncdUnit) {
-		select {
-		case err := <-done:
-			t.Fatalf("Run returned %v before starting timesyncd", err)
-		case <-deadline:
-			close(hold)
-			<-done
-			t.Fatalf("timesyncd was not started while containerd was starting: calls %v", r.sd.Calls)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	_, done, release := runHeld(t, r, "containerd.service", "start "+TimesyncdUnit, "timesyncd", "timesyncd was not started while containerd was starting")
 	if r.sd.Called("start kubelet.service") {
 		t.Error("the kubelet started before containerd's start-up finished")
 	}
-	close(hold)
+	release()
 	if err := <-done; err != nil {
 		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
 	}
@@ -775,29 +786,13 @@ func TestTimesyncdStartsWhileContainerdStarts(t *testing.T) {
 // has finished; a timesyncd that fails to start fails the join.
 func TestKubeletDoesNotWaitForTimesyncd(t *testing.T) {
 	r := newRig(t, userData(t, "hello"))
-	hold := make(chan struct{})
-	r.sd.Hold = map[string]chan struct{}{TimesyncdUnit: hold}
-	done := make(chan error, 1)
-	a := r.agent()
-	go func() { done <- a.Run(context.Background()) }()
-	deadline := time.After(10 * time.Second)
-	for !r.sd.Called("start kubelet.service") {
-		select {
-		case err := <-done:
-			t.Fatalf("Run returned %v before starting the kubelet", err)
-		case <-deadline:
-			close(hold)
-			<-done
-			t.Fatalf("the kubelet waited for timesyncd: calls %v", r.sd.Calls)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	a, done, release := runHeld(t, r, TimesyncdUnit, "start kubelet.service", "the kubelet", "the kubelet waited for timesyncd")
 	select {
 	case err := <-done:
 		t.Fatalf("Run returned %v while timesyncd was still starting", err)
 	case <-time.After(100 * time.Millisecond):
 	}
-	close(hold)
+	release()
 	if err := <-done; err != nil || a.Status().Snapshot().State != "joined" {
 		t.Fatalf("Run: %v, state %s", err, a.Status().Snapshot().State)
 	}
