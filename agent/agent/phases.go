@@ -371,12 +371,13 @@ const ResolvedUnit = "systemd-resolved.service"
 // TimesyncdUnit keeps the clock right. The image does not enable it: the
 // time phase starts it on its rendered configuration (after apply's
 // daemon-reload, so a user-data drop-in for it applies too), as soon as
-// runtime has written that. Its start is queued before the kubelet's
-// (whose certificates, and the API server's, are only as good as the
-// clock) but not waited for: timesyncd being active says nothing of the
-// clock being synchronised, and its start-up (a second or more under
-// emulation) overlapped containerd's on a first boot but held up the
-// kubelet on a later one, where containerd is up by then.
+// runtime has written that. Its start and the kubelet's run side by
+// side, in either order, and the kubelet does not wait for it: timesyncd
+// being active says nothing of the clock being synchronised (which the
+// kubelet's certificates, and the API server's, do need; the image's
+// clock starts from the instance's RTC), and its start-up (a second or
+// more under emulation) overlapped containerd's on a first boot but held
+// up the kubelet on a later one, where containerd is up by then.
 const TimesyncdUnit = "systemd-timesyncd.service"
 
 // startTime is the time phase: it starts timesyncd once runtime has
