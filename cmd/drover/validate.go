@@ -26,13 +26,14 @@ func newValidateCmd() *cobra.Command {
 user-data file (raw or gzip Ignition JSON) and touches nothing. Every problem is
 printed with its JSON path. Exit status 0 means the node would accept it, 1 that
 it would refuse it — so a pipeline can reject bad user-data before it reaches a
-launch template.
+launch template — and 2 that nothing was checked (a file that cannot be read, a
+missing argument, an unknown flag).
 
 http(s) contents are fetched to check their verification hash; --offline skips
 that (everything else is still checked).`,
 		Example: `  drover validate userdata.ign
   drover userdata --server https://10.0.0.1:6443 --ca-file ca.crt --token abcdef.0123456789abcdef > ud.ign && drover validate ud.ign`,
-		Args: cobra.ExactArgs(1),
+		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := os.ReadFile(args[0])
 			if err != nil {
@@ -74,6 +75,7 @@ that (everything else is still checked).`,
 	}
 	cmd.Flags().BoolVar(&offline, "offline", false, "do not fetch http(s) contents to check their hashes")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the verdict as JSON")
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: 2, err: err} })
 	return cmd
 }
 

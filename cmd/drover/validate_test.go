@@ -93,8 +93,9 @@ func TestValidateGolden(t *testing.T) {
 
 // TestValidateGoldenCases pins the sample user-data (accepted, and refused
 // for its node file), --json for both verdicts, a missing file, a missing
-// argument, and `drover userdata --from`, whose output must be the sample
-// user-data byte for byte.
+// argument and an unknown flag (exit 2: nothing was checked), and
+// `drover userdata --from`, whose output must be the sample user-data
+// byte for byte.
 func TestValidateGoldenCases(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -107,6 +108,7 @@ func TestValidateGoldenCases(t *testing.T) {
 		{"json-refused", []string{"validate", "--offline", "--json", "testdata/ignition/52-many-problems.ign"}},
 		{"missing-file", []string{"validate", "--offline", "testdata/ignition/no-such.ign"}},
 		{"no-argument", []string{"validate"}},
+		{"unknown-flag", []string{"validate", "--ofline", "testdata/userdata/pool.ign"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errOut, code := droverAt(t, repoRoot, tc.args...)
