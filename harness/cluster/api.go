@@ -23,6 +23,10 @@ type Node struct {
 	// posted in status.nodeInfo (v1.37.2, containerd://2.4.2).
 	KubeletVersion          string
 	ContainerRuntimeVersion string
+	// BootID is the boot ID the kubelet posted in status.nodeInfo
+	// (/proc/sys/kernel/random/boot_id): which boot of the machine the
+	// status, Ready included, was last posted from.
+	BootID string
 	// Conditions are all of the Node's conditions by type (the kubelet's
 	// and drover-agent's DroverConfigDrift).
 	Conditions map[string]Condition
@@ -70,13 +74,15 @@ type apiNode struct {
 		NodeInfo   struct {
 			KubeletVersion          string `json:"kubeletVersion"`
 			ContainerRuntimeVersion string `json:"containerRuntimeVersion"`
+			BootID                  string `json:"bootID"`
 		} `json:"nodeInfo"`
 	} `json:"status"`
 }
 
 func (n *apiNode) node() Node {
 	out := Node{Name: n.Metadata.Name, ProviderID: n.Spec.ProviderID, Labels: n.Metadata.Labels, Conditions: map[string]Condition{},
-		KubeletVersion: n.Status.NodeInfo.KubeletVersion, ContainerRuntimeVersion: n.Status.NodeInfo.ContainerRuntimeVersion}
+		KubeletVersion: n.Status.NodeInfo.KubeletVersion, ContainerRuntimeVersion: n.Status.NodeInfo.ContainerRuntimeVersion,
+		BootID: n.Status.NodeInfo.BootID}
 	for _, c := range n.Status.Conditions {
 		out.Conditions[c.Type] = Condition{Status: c.Status, Reason: c.Reason, Message: c.Message}
 		if c.Type == "Ready" {

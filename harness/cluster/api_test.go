@@ -9,7 +9,7 @@ import (
 const nodeListJSON = `{"kind":"NodeList","items":[
  {"metadata":{"name":"n1","labels":{"topology.kubernetes.io/zone":"cn-hangzhou-k"}},"spec":{"providerID":"cn-hangzhou.i-1"},
   "status":{"conditions":[{"type":"MemoryPressure","status":"False"},{"type":"Ready","status":"True","reason":"KubeletReady","message":"kubelet is posting ready status"}],
-   "nodeInfo":{"kubeletVersion":"v1.37.2","containerRuntimeVersion":"containerd://2.4.2","osImage":"Debian"}}},
+   "nodeInfo":{"kubeletVersion":"v1.37.2","containerRuntimeVersion":"containerd://2.4.2","osImage":"Debian","bootID":"7d2f0c1e-5b6a-4f3e-9a1d-2c8b4e6f0a17"}}},
  {"metadata":{"name":"n2"},"spec":{},"status":{"conditions":[{"type":"Ready","status":"False","reason":"KubeletNotReady","message":"cni plugin not initialized"}]}},
  {"metadata":{"name":"n3"}}]}`
 
@@ -45,7 +45,7 @@ func TestClusterQueries(t *testing.T) {
 		t.Fatalf("Nodes = %+v, %v", nodes, err)
 	}
 	if n := nodes[0]; n.Name != "n1" || !n.Ready || n.ProviderID != "cn-hangzhou.i-1" || n.Labels["topology.kubernetes.io/zone"] != "cn-hangzhou-k" || n.ReadyReason != "KubeletReady" ||
-		n.KubeletVersion != "v1.37.2" || n.ContainerRuntimeVersion != "containerd://2.4.2" {
+		n.KubeletVersion != "v1.37.2" || n.ContainerRuntimeVersion != "containerd://2.4.2" || n.BootID != "7d2f0c1e-5b6a-4f3e-9a1d-2c8b4e6f0a17" {
 		t.Errorf("n1 = %+v", n)
 	}
 	if n := nodes[1]; n.Ready || n.ReadyReason != "KubeletNotReady" || n.ReadyMessage != "cni plugin not initialized" {

@@ -3,10 +3,12 @@ package smoke
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/drover-os/drover/harness/cluster"
 	"github.com/drover-os/drover/harness/ecsmeta"
 	"github.com/drover-os/drover/harness/qemu"
 	"github.com/drover-os/drover/harness/timeline"
@@ -53,6 +55,10 @@ type Instance struct {
 	Config   *qemu.Config
 	Meta     ecsmeta.Instance
 	NodeName string
+	// BootID is the boot ID in the Node's status when WaitJoined last
+	// found it Ready: after a reboot, a Ready posted from that boot is
+	// not this boot's.
+	BootID string
 }
 
 // Boot starts a fresh instance of image with the given user-data and
@@ -93,7 +99,8 @@ func (e *Env) Restart(ctx context.Context, in *Instance, nvme bool) error {
 
 // WaitJoined waits for the agent to report the node Ready on the console
 // of the current boot (a Node object from an earlier boot may still say
-// Ready), then for the API server to agree.
+// Ready), then for the API server to agree with a status the kubelet
+// posted from a boot other than the one the instance last joined from.
 func (e *Env) WaitJoined(ctx context.Context, in *Instance) error {
 	got, err := in.VM.WaitFor(ctx, "] ready: ok", "FAILED:", "FATAL")
 	if err != nil {
@@ -104,15 +111,35 @@ func (e *Env) WaitJoined(ctx context.Context, in *Instance) error {
 	}
 	for {
 		n, err := e.Cluster.Node(ctx, in.NodeName)
-		if err == nil && n != nil && n.Ready {
-			return nil
+		if err == nil {
+			if err = readyFromNewBoot(n, in.BootID); err == nil {
+				in.BootID = n.BootID
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("node %s not Ready in the API: %w", in.NodeName, ctx.Err())
+			return fmt.Errorf("node %s not Ready in the API: %w (%w)", in.NodeName, err, ctx.Err())
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// readyFromNewBoot says why n is not Ready as the kubelet of a boot other
+// than prev (the boot ID of the instance's last join, "" before the first)
+// posted it.
+func readyFromNewBoot(n *cluster.Node, prev string) error {
+	switch {
+	case n.Conditions["Ready"] == (cluster.Condition{}):
+		return errors.New("no Ready condition posted")
+	case !n.Ready:
+		return fmt.Errorf("Ready is not True: %s: %s", n.ReadyReason, n.ReadyMessage)
+	case n.BootID == "":
+		return errors.New("Ready, but the status gives no nodeInfo.bootID")
+	case n.BootID == prev:
+		return fmt.Errorf("Ready, but posted from boot %s, the one before the reboot", prev)
+	}
+	return nil
 }
 
 func lastMatch(log, pat string) string {

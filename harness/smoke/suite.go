@@ -164,12 +164,13 @@ func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan, boots
 		return
 	}
 	r.Logs["second boot"] = in.Config.SerialLog()
+	first := in.BootID
 	jctx, cancel := context.WithTimeout(ctx, p.JoinTimeout)
 	err = e.WaitJoined(jctx, in)
 	cancel()
 	log := in.VM.Log()
 	r.Timelines["second boot"] = timeline.Parse(log)
-	if !r.add("Ready again after the reboot", s, err, "") {
+	if !r.add("Ready again after the reboot", s, err, "the Node's Ready posted from boot "+in.BootID+", not "+first) {
 		return
 	}
 	s = time.Now()
