@@ -75,16 +75,36 @@ type Tree struct {
 	Prefer map[string]string
 }
 
+// skeletonOwner owns the layout New starts every tree with (and, in the
+// manifest, what finalize writes).
+const skeletonOwner = "drover"
+
+// skeletonAliases are the merged-/usr links New makes.
+var skeletonAliases = []string{"bin", "sbin", "lib", "lib64"}
+
 // New returns a tree with the root directory and the merged-/usr symlinks.
 func New() *Tree {
 	t := &Tree{nodes: map[string]*Node{}}
-	t.nodes["/"] = &Node{Path: "/", Kind: Dir, Mode: 0o755, Owner: "drover"}
-	t.nodes["/usr"] = &Node{Path: "/usr", Kind: Dir, Mode: 0o755, Owner: "drover"}
-	for _, a := range []string{"bin", "sbin", "lib", "lib64"} {
-		t.nodes["/"+a] = &Node{Path: "/" + a, Kind: Symlink, Mode: 0o777, Target: "usr/" + a, Owner: "drover"}
-		t.nodes["/usr/"+a] = &Node{Path: "/usr/" + a, Kind: Dir, Mode: 0o755, Owner: "drover"}
+	t.nodes["/"] = &Node{Path: "/", Kind: Dir, Mode: 0o755, Owner: skeletonOwner}
+	t.nodes["/usr"] = &Node{Path: "/usr", Kind: Dir, Mode: 0o755, Owner: skeletonOwner}
+	for _, a := range skeletonAliases {
+		t.nodes["/"+a] = &Node{Path: "/" + a, Kind: Symlink, Mode: 0o777, Target: "usr/" + a, Owner: skeletonOwner}
+		t.nodes["/usr/"+a] = &Node{Path: "/usr/" + a, Kind: Dir, Mode: 0o755, Owner: skeletonOwner}
 	}
 	return t
+}
+
+// skeleton says whether p is one of the paths New makes.
+func skeleton(p string) bool {
+	if p == "/" || p == "/usr" {
+		return true
+	}
+	for _, a := range skeletonAliases {
+		if p == "/"+a || p == "/usr/"+a {
+			return true
+		}
+	}
+	return false
 }
 
 // Get returns the node at p, or nil.
@@ -125,6 +145,12 @@ func (t *Tree) Add(n *Node) error {
 	}
 	if same(old, n) {
 		return nil
+	}
+	if old.Owner == skeletonOwner && skeleton(n.Path) {
+		// No prefer: can pick a package over the layout every path
+		// under /usr, and every alias, depends on.
+		return fmt.Errorf("%s %s from %s: %s is the merged-/usr layout's %s, which every image has and no package can replace",
+			n.Kind, n.Path, n.Owner, n.Path, old.Kind)
 	}
 	switch t.Prefer[n.Path] {
 	case n.Owner:

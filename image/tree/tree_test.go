@@ -47,6 +47,22 @@ func TestConflicts(t *testing.T) {
 	if string(tr.Get("/usr/bin/x").Data) != "b" {
 		t.Error("prefer did not pick pkg-b")
 	}
+	// The merged-/usr layout is not a package's to replace, prefer: or
+	// not, and the error does not suggest one.
+	tr.Prefer = map[string]string{"/usr": "rt", "/usr/lib": "rt"}
+	for p, n := range map[string]*Node{
+		"/usr":     {Path: "/usr", Kind: Regular, Mode: 0o644, Data: []byte("x"), Owner: "rt"},
+		"/usr/lib": {Path: "/usr/lib", Kind: Symlink, Target: "/opt/lib", Owner: "rt"},
+		"/lib":     {Path: "/lib", Kind: Symlink, Target: "/opt/lib", Owner: "rt"},
+	} {
+		want := n.Kind.String() + " " + p + " from rt: " + p + " is the merged-/usr layout's " + tr.Get(p).Kind.String() + ", which every image has and no package can replace"
+		if err := tr.Add(n); err == nil || err.Error() != want {
+			t.Errorf("%s: got %v, want %s", p, err, want)
+		}
+	}
+	if n := tr.Get("/usr"); n.Kind != Dir || n.Owner != "drover" {
+		t.Errorf("/usr is now %+v", n)
+	}
 }
 
 func TestParentsAndRemove(t *testing.T) {
