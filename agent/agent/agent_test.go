@@ -395,19 +395,12 @@ func TestRebootMarksStaleReady(t *testing.T) {
 		t.Fatalf("first boot set conditions %+v", r.api.conds)
 	}
 	os.RemoveAll(filepath.Join(r.root, "etc"))
-	hold := make(chan struct{})
-	r.sd.Hold, r.sd.Calls = map[string]chan struct{}{"kubelet.service": hold}, nil
-	done := make(chan error, 1)
-	go func() { done <- r.agent().Run(context.Background()) }()
-	for deadline := time.Now().Add(10 * time.Second); !r.sd.Called("start kubelet.service"); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the kubelet was not started")
-		}
-	}
+	r.sd.Calls = nil
+	done, release := runHeld(t, r, r.agent(), "kubelet.service", "start kubelet.service", "the kubelet", "the kubelet was not started")
 	r.api.mu.Lock()
 	conds := slices.Clone(r.api.conds)
 	r.api.mu.Unlock()
-	close(hold)
+	release()
 	if err := <-done; err != nil {
 		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
 	}
