@@ -53,11 +53,15 @@ type Manifest struct {
 // Package is one Debian package in the image. Source, Depends and Licenses
 // come from the .deb's control file and its copyright file, for the SBOM.
 type Package struct {
-	Name          string   `json:"name"`
-	Version       string   `json:"version"`
-	Arch          string   `json:"arch"`
-	SHA256        string   `json:"sha256"`
-	Path          string   `json:"path"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Arch    string `json:"arch"`
+	SHA256  string `json:"sha256"`
+	Path    string `json:"path"`
+	// Suite is the Debian suite the lock took the package from (trixie,
+	// trixie-updates, trixie-security): a security update is one from a
+	// -security suite.
+	Suite         string   `json:"suite,omitempty"`
 	Source        string   `json:"source,omitempty"`
 	SourceVersion string   `json:"sourceVersion,omitempty"`
 	Depends       []string `json:"depends,omitempty"`  // packages of the image its Depends and Pre-Depends name
@@ -162,7 +166,7 @@ func newManifest(p *Plan, version string) *Manifest {
 		if left[d.Name] {
 			continue
 		}
-		m.Packages = append(m.Packages, Package{Name: d.Name, Version: d.Version, Arch: d.Arch, SHA256: d.SHA256, Path: d.Path})
+		m.Packages = append(m.Packages, Package{Name: d.Name, Version: d.Version, Arch: d.Arch, SHA256: d.SHA256, Path: d.Path, Suite: d.Suite})
 	}
 	return m
 }

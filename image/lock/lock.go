@@ -66,7 +66,11 @@ type Deb struct {
 	Name, Version, Arch string
 	Size                int64
 	SHA256              string
-	Path                string
+	// Suite is the recipe's suite whose signed index lists the package;
+	// it names the archive the path is relative to (a -security suite's
+	// pool is on the security archive, not the main mirror).
+	Suite string
+	Path  string
 }
 
 // FileName is the package's file name in the archive pool.
