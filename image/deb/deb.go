@@ -33,9 +33,30 @@ type Options struct {
 	// that later extractions of the same .deb (a warm build) skip the
 	// decompression, which dominates assembly (xz decodes at ~30 MB/s).
 	Unpacked Unpacked
+	// Aside, when set, is handed the content of the regular files it
+	// wants, whether Skip drops them or not: the build reads each
+	// package's Debian changelog this way, though the image leaves
+	// /usr/share/doc out.
+	Aside Aside
 
 	tee io.Writer // receives the decompressed data.tar while it is read
 }
+
+// Aside collects files while packages are read. ExtractAll calls it from
+// several goroutines, and may hand the same file twice (a kept data.tar
+// that turns out damaged is read again from the .deb): Put replaces.
+type Aside interface {
+	// Want is asked for every regular file's canonical path.
+	Want(path string) bool
+	// Put receives a wanted file of package pkg; data may be the tree
+	// node's own, so it must not be changed. Files larger than MaxAside
+	// are not handed over.
+	Put(pkg, path string, data []byte)
+}
+
+// MaxAside bounds a file handed to Options.Aside (a package's largest
+// changelog, the kernel's, is 1.5 MiB compressed).
+const MaxAside = 64 << 20
 
 // Unpacked stores decompressed data.tar streams, keyed by the .deb's path
 // (which, in drover's cache, names its sha256).

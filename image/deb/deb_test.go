@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -398,5 +399,58 @@ func TestExtractAllFromUnpacked(t *testing.T) {
 	}
 	if !reflect.DeepEqual(dump(t, first), dump(t, third)) {
 		t.Fatal("damaged kept copies changed the tree")
+	}
+}
+
+// memAside keeps the files an Aside is handed, by "package path".
+type memAside struct {
+	mu    sync.Mutex
+	files map[string]string
+}
+
+func (m *memAside) Want(p string) bool { return strings.HasPrefix(path.Base(p), "changelog") }
+
+func (m *memAside) Put(pkg, p string, data []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.files[pkg+" "+p] = string(data)
+}
+
+// TestExtractAside: the files Aside wants reach it whether Skip drops them
+// or not, from the .deb and from a kept data.tar alike; nothing else does.
+func TestExtractAside(t *testing.T) {
+	entries := append(sampleEntries(),
+		debtest.File("./usr/share/doc/foo/changelog.Debian.gz", 0o644, "skipped changelog"),
+		debtest.File("./usr/share/foo/changelog", 0o644, "kept changelog"),
+		debtest.Symlink("./usr/share/doc/foo/changelog.gz", "changelog.Debian.gz"),
+	)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "foo.deb")
+	if err := os.WriteFile(p, buildDeb(t, "foo", "xz", entries), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	skip := func(p string) bool {
+		return strings.HasPrefix(p, "/usr/share/doc/") && !strings.HasSuffix(p, "/copyright")
+	}
+	want := map[string]string{
+		"foo /usr/share/doc/foo/changelog.Debian.gz": "skipped changelog",
+		"foo /usr/share/foo/changelog":               "kept changelog",
+	}
+	u := &memUnpacked{kept: map[string][]byte{}}
+	for run := range 2 { // the second run reads the kept data.tar
+		a := &memAside{files: map[string]string{}}
+		tr := tree.New()
+		if err := ExtractAll(map[string]string{"foo": p}, []string{"foo"}, tr, Options{Skip: skip, Aside: a, Unpacked: u}, 1); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(a.files, want) {
+			t.Errorf("run %d: set aside %q, want %q", run, a.files, want)
+		}
+		if tr.Get("/usr/share/doc/foo/changelog.Debian.gz") != nil || tr.Get("/usr/share/foo/changelog") == nil {
+			t.Errorf("run %d: Aside changed what is extracted", run)
+		}
+	}
+	if u.hits != 1 {
+		t.Errorf("the second run read %d kept copies, want 1", u.hits)
 	}
 }

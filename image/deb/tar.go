@@ -92,14 +92,25 @@ func readDataTar(r io.Reader, member, pkg string, opt Options, st *Stats) ([]*tr
 			return nil, fmt.Errorf("extracting %s: reading %s after %d entries: %w", pkg, member, len(nodes), err)
 		}
 		p := tree.Canonical(hdr.Name)
+		aside := opt.Aside != nil && hdr.Typeflag == tar.TypeReg && hdr.Size >= 0 && hdr.Size <= MaxAside && opt.Aside.Want(p)
 		if p != "/" && opt.Skip != nil && opt.Skip(p) {
 			st.Skipped++
 			skipped[p] = true
+			if aside {
+				data := make([]byte, hdr.Size)
+				if _, err := io.ReadFull(tr, data); err != nil {
+					return nil, fmt.Errorf("extracting %s: %s: reading content: %w", pkg, hdr.Name, noEOF(err))
+				}
+				opt.Aside.Put(pkg, p, data)
+			}
 			continue
 		}
 		n, err := entryNode(tr, hdr, p, pkg, seen, skipped, st)
 		if err != nil {
 			return nil, fmt.Errorf("extracting %s: %s: %w", pkg, hdr.Name, err)
+		}
+		if aside {
+			opt.Aside.Put(pkg, p, n.Data)
 		}
 		seen[p] = n
 		nodes = append(nodes, n)
