@@ -191,29 +191,7 @@ func (g *goCmd) explainGetError(ctx context.Context, env Env, c Component, err e
 // serves it (k8s.io/kubernetes's, for StagingReplaces). It fetches only the
 // go.mod, not the module zip.
 func ModuleGoMod(ctx context.Context, env Env, module, version string) (string, error) {
-	if !pathRE.MatchString(module) || !semverRE.MatchString(version) {
-		return "", fmt.Errorf("fetching go.mod of %s@%s: want a module path and an exact version", module, version)
-	}
-	g, err := env.prepare(ctx)
-	if err != nil {
-		return "", fmt.Errorf("fetching go.mod of %s@%s: %w", module, version, err)
-	}
-	lang, err := langVersion(g.version)
-	if err != nil {
-		return "", fmt.Errorf("fetching go.mod of %s@%s: %w", module, version, err)
-	}
-	// An empty module of its own, so that a go.mod above the work dir (and
-	// its replaces) cannot take part in the query.
-	dir, err := os.MkdirTemp(env.workDir(), "drover-gomod-list-")
-	if err != nil {
-		return "", fmt.Errorf("fetching go.mod of %s@%s: %w", module, version, err)
-	}
-	defer os.RemoveAll(dir)
-	empty := goModFile{Module: moduleBase + "list", Go: lang}
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(empty.render()), 0o644); err != nil {
-		return "", fmt.Errorf("fetching go.mod of %s@%s: %w", module, version, err)
-	}
-	out, err := g.run(ctx, dir, nil, "list", "-m", "-json=Path,Version,GoMod", module+"@"+version)
+	out, err := queryModule(ctx, env, module, version, "list", "-m", "-json=Path,Version,GoMod", module+"@"+version)
 	if err != nil {
 		return "", fmt.Errorf("fetching go.mod of %s@%s: %w", module, version, err)
 	}
@@ -226,4 +204,47 @@ func ModuleGoMod(ctx context.Context, env Env, module, version string) (string, 
 		return "", fmt.Errorf("fetching go.mod of %s@%s: %w", module, version, err)
 	}
 	return string(text), nil
+}
+
+// ModuleDir returns the directory of module@version in the module cache,
+// downloading the module when it is not there (`go mod download` checks a
+// fresh download against the checksum database, as a build does). The build reads the release notes
+// a module carries (Kubernetes' CHANGELOG/, containerd's releases/) from it.
+func ModuleDir(ctx context.Context, env Env, module, version string) (string, error) {
+	out, err := queryModule(ctx, env, module, version, "mod", "download", "-json", module+"@"+version)
+	if err != nil {
+		return "", fmt.Errorf("downloading %s@%s: %w", module, version, err)
+	}
+	var m struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
+		return "", fmt.Errorf("downloading %s@%s: `go mod download` named no directory (%v%s)", module, version, err, m.Error)
+	}
+	return m.Dir, nil
+}
+
+// queryModule runs a go command about module@version in an empty module of
+// its own, so that a go.mod above the work dir (and its replaces) cannot
+// take part in the query, and returns its output.
+func queryModule(ctx context.Context, env Env, module, version string, args ...string) ([]byte, error) {
+	if !pathRE.MatchString(module) || !semverRE.MatchString(version) {
+		return nil, fmt.Errorf("want a module path and an exact version")
+	}
+	g, err := env.prepare(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lang, err := langVersion(g.version)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(env.workDir(), "drover-gomod-list-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	empty := goModFile{Module: moduleBase + "list", Go: lang}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(empty.render()), 0o644); err != nil {
+		return nil, err
+	}
+	return g.run(ctx, dir, nil, args...)
 }
