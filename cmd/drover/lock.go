@@ -24,8 +24,8 @@ func newLockCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lock RECIPE",
 		Short: "Resolve a recipe and pin every input in RECIPE.lock",
-		Long: `lock resolves a recipe into RECIPE.lock beside it: the signed Debian Release
-(date and InRelease sha256), every package of the dependency closure (Depends
+		Long: `lock resolves a recipe into RECIPE.lock beside it: the signed Release of each
+of the recipe's Debian suites (date, InRelease sha256, signer), every package of the dependency closure (Depends
 and Pre-Depends, alternatives, versions, virtual packages) with version, size,
 sha256 and archive path, every Go component's module graph (go.mod and go.sum
 lines) and every URL component's sha256.
@@ -35,8 +35,12 @@ and drover's own binaries are built with: the previous lock's, else the
 installed go's; --toolchain go1.X.Y bumps it and re-locks the Go components
 in one command (the go command fetches that release from the module proxy).
 
-The InRelease signature is checked against the keys committed in recipes/keys
-(or --keyring) before anything else is fetched. Locking an unchanged recipe against an unchanged archive
+Each package is taken at its highest version among the recipe's suites (e.g.
+trixie, trixie-updates and trixie-security), as apt does at equal priority;
+the deb line and --explain name the suite it came from. Each InRelease
+signature is checked against the keys committed in recipes/keys for its suite
+(the security archive has its own), or --keyring, before anything else is
+fetched. Locking an unchanged recipe against an unchanged archive
 changes nothing. Review the lock's diff: one line per package.`,
 		Example: `  drover lock recipes/ecs-node.yaml
   drover lock --explain recipes/minimal.yaml
@@ -137,7 +141,9 @@ func printExplain(w io.Writer, res *sources.Result) {
 		fmt.Fprintln(w, "(the lock is unchanged; run `drover sources RECIPE` for the full explanation)")
 		return
 	}
-	fmt.Fprintf(w, "suite %s, Release of %s, InRelease sha256 %s\n", res.Release.Name(), res.Release.Date.UTC().Format("2006-01-02T15:04:05Z"), res.Release.SHA256)
+	for _, s := range res.Suites {
+		fmt.Fprintf(w, "suite %s, Release of %s, InRelease sha256 %s, signed by %s\n", s.Name, s.Release.Date.UTC().Format("2006-01-02T15:04:05Z"), s.Release.SHA256, s.Release.SignedBy)
+	}
 	var total int64
 	for _, d := range res.Lock.Debs {
 		total += d.Size
@@ -146,7 +152,7 @@ func printExplain(w io.Writer, res *sources.Result) {
 	debs := append([]lock.Deb(nil), res.Lock.Debs...)
 	sort.Slice(debs, func(i, j int) bool { return debs[i].Name < debs[j].Name })
 	for _, d := range debs {
-		fmt.Fprintf(w, "  %-36s %-28s %s\n", d.Name, d.Version, res.Why[d.Name])
+		fmt.Fprintf(w, "  %-36s %-28s %-16s %s\n", d.Name, d.Version, d.Suite, res.Why[d.Name])
 	}
 	for _, c := range res.Choices {
 		fmt.Fprintf(w, "choice: %s\n", c)

@@ -14,7 +14,7 @@ func TestFetchRefusesStaleLock(t *testing.T) {
 	dir := t.TempDir()
 	r := filepath.Join(dir, "r.yaml")
 	os.WriteFile(r, []byte("name: t\npackages: [libc6]\n"), 0o644)
-	common := []string{"--mirror", a.URL, "--keyring", a.KeyringPath, "--cache", filepath.Join(dir, "cache")}
+	common := []string{"--mirror", a.URL, "--security-mirror", a.SecurityURL, "--keyring", a.KeyringPath, "--cache", filepath.Join(dir, "cache")}
 	if _, errOut, code := drover(t, append([]string{"lock", r}, common...)...); code != 0 {
 		t.Fatalf("lock failed: %s", errOut)
 	}
@@ -46,7 +46,7 @@ func TestLockRefusesKeyNotInTheRepository(t *testing.T) {
 	dir := t.TempDir()
 	r := filepath.Join(dir, "r.yaml")
 	os.WriteFile(r, []byte("name: t\npackages: [libc6]\n"), 0o644)
-	_, errOut, code := drover(t, "lock", r, "--mirror", a.URL, "--cache", filepath.Join(dir, "cache"))
+	_, errOut, code := drover(t, "lock", r, "--mirror", a.URL, "--security-mirror", a.SecurityURL, "--cache", filepath.Join(dir, "cache"))
 	want := "drover: InRelease for trixie is signed by key " + a.Fingerprint() + ", which is not in keyring recipes/keys/debian-archive-trixie.asc"
 	if code != 1 || !strings.HasPrefix(errOut, want) {
 		t.Fatalf("exit %d, stderr\n%s\nwant it to start with\n%s", code, errOut, want)

@@ -23,6 +23,7 @@ var version = "dev"
 type globals struct {
 	cacheDir string
 	mirror   string
+	security string
 	keyring  string
 	quiet    bool
 	parallel int
@@ -42,7 +43,9 @@ A typical pipeline:
   drover validate userdata.ign             # reject bad user-data before it reaches a launch template
 
 Inputs come from a Debian mirror (--mirror, else $DROVER_MIRROR, else the build
-host's apt sources), the Go module proxy (as configured for the go command) and
+host's apt sources) and, for the -security suite, Debian's security archive
+(--security-mirror, else $DROVER_SECURITY_MIRROR, else apt's -security entry),
+the Go module proxy (as configured for the go command) and
 https URLs pinned by sha256. Downloads are cached, verified, under
 $XDG_CACHE_HOME/drover (or --cache).`,
 		SilenceUsage:  true,
@@ -54,6 +57,7 @@ $XDG_CACHE_HOME/drover (or --cache).`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.cacheDir, "cache", "", "download and build cache (default $XDG_CACHE_HOME/drover)")
 	pf.StringVar(&g.mirror, "mirror", "", "Debian archive root URL (default $DROVER_MIRROR, else the build host's apt sources)")
+	pf.StringVar(&g.security, "security-mirror", "", "Debian security archive root URL, for the recipe's -security suite (default $DROVER_SECURITY_MIRROR, else the build host's apt sources' -security entry)")
 	pf.StringVar(&g.keyring, "keyring", "", "OpenPGP keyring the Debian InRelease must be signed by, for a private mirror (default: the recipe's debian.keyring, else the keys committed in recipes/keys; the lock records which)")
 	pf.BoolVarP(&g.quiet, "quiet", "q", false, "print only errors")
 	pf.IntVar(&g.parallel, "parallel", 4, "parallel downloads")
@@ -98,6 +102,9 @@ func (g *globals) options(needMirror bool) (sources.Options, error) {
 			return o, fmt.Errorf("%w (pass --mirror URL or set DROVER_MIRROR)", err)
 		}
 		o.Mirror = m
+		// Needed only by a recipe with a -security suite: Archive reports
+		// the error then.
+		o.SecurityMirror, o.SecurityMirrorErr = debian.ResolveSecurityMirror(g.security, os.Getenv, os.DirFS("/"))
 	}
 	return o, nil
 }

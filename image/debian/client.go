@@ -122,12 +122,18 @@ func (c *Client) Index(ctx context.Context, rel *Release, components []string, a
 	}
 	var all []Package
 	for _, comp := range components {
-		if len(rel.Components) > 0 && !slices.Contains(rel.Components, comp) {
+		// The security archive's Release names its components
+		// "updates/main" while its indexes sit under main/, as apt asks
+		// for them.
+		if len(rel.Components) > 0 && !slices.Contains(rel.Components, comp) && !slices.Contains(rel.Components, "updates/"+comp) {
 			return nil, fmt.Errorf("component %q is not in %s (components: %s): check the recipe's components", comp, rel.Name(), strings.Join(rel.Components, " "))
 		}
 		pkgs, err := c.componentIndex(ctx, rel, comp, arch)
 		if err != nil {
 			return nil, err
+		}
+		for i := range pkgs {
+			pkgs[i].Suite = rel.Name()
 		}
 		all = append(all, pkgs...)
 	}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/url"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -13,6 +14,15 @@ import (
 // MirrorEnv is the environment variable that names the archive root when no
 // --mirror flag is given.
 const MirrorEnv = "DROVER_MIRROR"
+
+// SecurityMirrorEnv names the security archive's root (where the -security
+// suites are) when no --security-mirror flag is given.
+const SecurityMirrorEnv = "DROVER_SECURITY_MIRROR"
+
+// IsSecuritySuite reports whether suite is a security suite
+// (trixie-security): Debian publishes those on the security archive, a
+// repository of its own with its own pool and signing key.
+func IsSecuritySuite(suite string) bool { return strings.HasSuffix(suite, "-security") }
 
 // errNoMirror is wrapped by MirrorFromAPT when the host's sources name no
 // usable Debian archive.
@@ -57,6 +67,40 @@ func normalizeMirror(raw, from string) (string, error) {
 // Entries signed by a keyring file that is not a Debian archive keyring (a
 // vendor repository) are skipped, since they never carry Debian suites.
 func MirrorFromAPT(fsys fs.FS) (string, error) {
+	m, err := firstAPTEntry(fsys, usableEntry)
+	if err != nil {
+		return "", err
+	}
+	if m == "" {
+		return "", fmt.Errorf("finding the Debian mirror: %w (read /etc/apt/sources.list and /etc/apt/sources.list.d/*.list, *.sources): pass --mirror or set %s to the archive root, e.g. http://HOST/debian", errNoMirror, MirrorEnv)
+	}
+	return m, nil
+}
+
+// ResolveSecurityMirror picks the security archive's root the way
+// ResolveMirror picks the main one: the flag, else $DROVER_SECURITY_MIRROR,
+// else the first Debian entry of the host's apt sources for a -security
+// suite (whatever release it is for: the archive root serves them all).
+func ResolveSecurityMirror(flag string, getenv func(string) string, fsys fs.FS) (string, error) {
+	if flag != "" {
+		return normalizeMirror(flag, "--security-mirror")
+	}
+	if v := getenv(SecurityMirrorEnv); v != "" {
+		return normalizeMirror(v, SecurityMirrorEnv)
+	}
+	m, err := firstAPTEntry(fsys, securityEntry)
+	if err != nil {
+		return "", err
+	}
+	if m == "" {
+		return "", fmt.Errorf("finding the Debian security archive: no -security suite in the host's apt sources (read /etc/apt/sources.list and /etc/apt/sources.list.d/*.list, *.sources): pass --security-mirror or set %s to the security archive's root, e.g. http://HOST/debian-security", SecurityMirrorEnv)
+	}
+	return m, nil
+}
+
+// firstAPTEntry returns the first URI of the first entry of the host's apt
+// sources that use accepts, in the order apt reads them; "" when none does.
+func firstAPTEntry(fsys fs.FS, use func(sourceEntry) bool) (string, error) {
 	var files []string
 	if _, err := fs.Stat(fsys, "etc/apt/sources.list"); err == nil {
 		files = append(files, "etc/apt/sources.list")
@@ -85,7 +129,7 @@ func MirrorFromAPT(fsys fs.FS) (string, error) {
 			entries = parseOneLineSources(name, string(data))
 		}
 		for _, e := range entries {
-			if !usableEntry(e) {
+			if !use(e) {
 				continue
 			}
 			for _, u := range e.uris {
@@ -95,7 +139,12 @@ func MirrorFromAPT(fsys fs.FS) (string, error) {
 			}
 		}
 	}
-	return "", fmt.Errorf("finding the Debian mirror: %w (read /etc/apt/sources.list and /etc/apt/sources.list.d/*.list, *.sources): pass --mirror or set %s to the archive root, e.g. http://HOST/debian", errNoMirror, MirrorEnv)
+	return "", nil
+}
+
+// securityEntry accepts a Debian entry for a -security suite.
+func securityEntry(e sourceEntry) bool {
+	return len(e.uris) > 0 && signedByDebian(e.signedBy) && slices.ContainsFunc(e.suites, IsSecuritySuite)
 }
 
 func usableEntry(e sourceEntry) bool {

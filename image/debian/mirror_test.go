@@ -176,3 +176,63 @@ func TestResolveMirror(t *testing.T) {
 		t.Errorf("schemeless env mirror: err = %v, want a rejection naming %s", err, MirrorEnv)
 	}
 }
+
+func TestResolveSecurityMirror(t *testing.T) {
+	deb822 := files("etc/apt/sources.list.d/debian.sources", `Types: deb
+URIs: http://deb.example.invalid/debian
+Suites: trixie trixie-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb-src
+URIs: http://src.example.invalid/debian-security
+Suites: trixie-security
+
+Types: deb
+URIs: http://deb.example.invalid/debian-security/
+Suites: trixie-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+`)
+	oneLine := files("etc/apt/sources.list", "deb http://deb.example.invalid/debian bookworm main\n"+
+		"deb [signed-by=/usr/share/keyrings/vendor.gpg] http://vendor.example.invalid/x bookworm-security main\n"+
+		"deb http://sec.example.invalid/debian-security bookworm-security main\n")
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == SecurityMirrorEnv {
+				return v
+			}
+			return ""
+		}
+	}
+	for _, tc := range []struct {
+		name, flag, env string
+		fs              fstest.MapFS
+		want, err       string
+	}{
+		{name: "deb822 security stanza", fs: deb822, want: "http://deb.example.invalid/debian-security"},
+		{name: "one-line, vendor entry skipped", fs: oneLine, want: "http://sec.example.invalid/debian-security"},
+		{name: "environment over apt", env: "http://env.example.invalid/debian-security", fs: deb822, want: "http://env.example.invalid/debian-security"},
+		{name: "flag over environment", flag: "https://flag.example.invalid/ds/", env: "http://env.example.invalid/x", fs: deb822, want: "https://flag.example.invalid/ds"},
+		{name: "bad flag", flag: "ftp://x", fs: deb822, err: `mirror "ftp://x" from --security-mirror: want an http:// or https:// URL`},
+		{name: "no security entry", fs: files("etc/apt/sources.list", "deb http://deb.example.invalid/debian trixie main\n"),
+			err: "no -security suite in the host's apt sources (read /etc/apt/sources.list and /etc/apt/sources.list.d/*.list, *.sources): pass --security-mirror or set DROVER_SECURITY_MIRROR"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ResolveSecurityMirror(tc.flag, env(tc.env), tc.fs)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+	// The main mirror is still the first non-security entry.
+	if m, err := MirrorFromAPT(oneLine); err != nil || m != "http://deb.example.invalid/debian" {
+		t.Errorf("main mirror %q, %v", m, err)
+	}
+}

@@ -19,6 +19,10 @@ type Package struct {
 	MultiArch     string
 	InstalledSize int64 // KiB
 
+	// Suite is the suite whose index listed the package (set by the
+	// client, not a field of the stanza): the archive Filename is in.
+	Suite string
+
 	Depends    string
 	PreDepends string
 	Provides   string

@@ -5,7 +5,7 @@ import "testing"
 // TestBlankAndTabbedLines: a merge or an editor leaves lines of only blanks
 // and tab-separated fields; Parse reads them like Format's own output.
 func TestBlankAndTabbedLines(t *testing.T) {
-	text := "lock 1\n   \n\t\ninputs ab\nepoch 0 x\ngo k m@v p t\ngomod\tk\trequire  a v1\n  gosum k a v1 h1:x=\n"
+	text := "lock 2\n   \n\t\ninputs ab\nepoch 0 x\ngo k m@v p t\ngomod\tk\trequire  a v1\n  gosum k a v1 h1:x=\n"
 	l, err := Parse("x.lock", []byte(text))
 	if err != nil {
 		t.Fatal(err)
@@ -20,10 +20,10 @@ func TestBlankAndTabbedLines(t *testing.T) {
 // epoch 1970.
 func TestHeaderLinesOnce(t *testing.T) {
 	for _, tc := range []struct{ text, want string }{
-		{"lock 1\nepoch 5 x\n", "x.lock: no \"inputs\" line; the lock is damaged: run `drover lock` again"},
-		{"lock 1\ninputs a\n", "x.lock: no \"epoch\" line; the lock is damaged: run `drover lock` again"},
-		{"lock 1\ninputs a\nepoch 5 x\ninputs b\n", "x.lock:4: \"inputs\" line given twice (first on line 2); the lock is damaged: run `drover lock` again"},
-		{"lock 1\ninputs a\nepoch 5 x\nepoch 6 x\n", "x.lock:4: \"epoch\" line given twice (first on line 3); the lock is damaged: run `drover lock` again"},
+		{"lock 2\nepoch 5 x\n", "x.lock: no \"inputs\" line; the lock is damaged: run `drover lock` again"},
+		{"lock 2\ninputs a\n", "x.lock: no \"epoch\" line; the lock is damaged: run `drover lock` again"},
+		{"lock 2\ninputs a\nepoch 5 x\ninputs b\n", "x.lock:4: \"inputs\" line given twice (first on line 2); the lock is damaged: run `drover lock` again"},
+		{"lock 2\ninputs a\nepoch 5 x\nepoch 6 x\n", "x.lock:4: \"epoch\" line given twice (first on line 3); the lock is damaged: run `drover lock` again"},
 	} {
 		_, err := Parse("x.lock", []byte(tc.text))
 		if err == nil || err.Error() != tc.want {

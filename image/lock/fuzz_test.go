@@ -23,11 +23,11 @@ func FuzzParse(f *testing.F) {
 	} else {
 		f.Fatal(err)
 	}
-	const head = "lock 1\ninputs ab\nepoch 0 x\n"
+	const head = "lock 2\ninputs ab\nepoch 0 x\n"
 	for _, s := range []string{
-		"", "lock 1\n", head, head + "\t\n", head + "go k m@v p t\ngomod k\tx\n", "lock 1\ninputs a\ninputs b\nepoch 1 x\n",
+		"", "lock 2\n", head, head + "\t\n", head + "go k m@v p t\ngomod k\tx\n", "lock 2\ninputs a\ninputs b\nepoch 1 x\n",
 		head + "go k m@v p t\n  gomod k  require a v1\n", head + "suite s 2026-01-01T00:00:00+08:00 ff\n",
-		"lock 1\ninputs a\nepoch -5 x\n", head + "deb a 1 amd64 -1 aa pool/a.deb\n", head + "url u aa 3 https://x/y\n",
+		"lock 2\ninputs a\nepoch -5 x\n", head + "deb a 1 amd64 -1 aa trixie pool/a.deb\n", head + "url u aa 3 https://x/y\n",
 	} {
 		f.Add([]byte(s))
 	}

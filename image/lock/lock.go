@@ -9,7 +9,7 @@
 //	toolchain <Go toolchain every Go binary of the image is built with, e.g. go1.26.8>
 //	suite <name> <Release date RFC 3339> <InRelease sha256>
 //	signer <suite> <fingerprint of the key that signed it> <trust root>
-//	deb <name> <version> <arch> <size> <sha256> <archive path>
+//	deb <name> <version> <arch> <size> <sha256> <suite> <archive path>
 //	go <name> <module>@<version> <package> <toolchain>
 //	gomod <name> <go.mod line>
 //	gosum <name> <go.sum line>
@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,7 +34,9 @@ import (
 )
 
 // Version is the lock format version this builder writes and reads.
-const Version = 1
+// Version 2 added the suite to each deb line: a recipe takes several
+// suites, and a -security suite's pool is on another archive.
+const Version = 2
 
 // Lock is a parsed lock file.
 type Lock struct {
@@ -71,6 +74,9 @@ type Deb struct {
 	// pool is on the security archive, not the main mirror).
 	Suite string
 	Path  string
+	// Line is the deb line's number in the lock file Parse read it from
+	// (0 for a lock made in memory), for errors that name the line.
+	Line int
 }
 
 // FileName is the package's file name in the archive pool.
@@ -120,7 +126,7 @@ func (l *Lock) Format(header string) []byte {
 		return debs[i].Arch < debs[j].Arch
 	})
 	for _, d := range debs {
-		fmt.Fprintf(&b, "deb %s %s %s %d %s %s\n", d.Name, d.Version, d.Arch, d.Size, d.SHA256, d.Path)
+		fmt.Fprintf(&b, "deb %s %s %s %d %s %s %s\n", d.Name, d.Version, d.Arch, d.Size, d.SHA256, d.Suite, d.Path)
 	}
 	gos := append([]Go(nil), l.Go...)
 	sort.Slice(gos, func(i, j int) bool { return gos[i].Name < gos[j].Name })
@@ -172,7 +178,7 @@ func Parse(path string, data []byte) (*Lock, error) {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	n := 0
-	sawVersion := false
+	sawVersion, format1 := false, false
 	// Format writes each header line once; a lock without its inputs would
 	// look stale for a reason it does not say, one without its epoch would
 	// stamp the image 1970, and two of either are a botched merge.
@@ -188,7 +194,10 @@ func Parse(path string, data []byte) (*Lock, error) {
 		bad := func(format string, args ...any) error {
 			return fmt.Errorf("%s:%d: %s; the lock is damaged: run `drover lock` again", path, n, fmt.Sprintf(format, args...))
 		}
-		want := map[string]int{"lock": 2, "inputs": 2, "epoch": 3, "toolchain": 2, "suite": 4, "signer": 4, "deb": 7, "go": 5, "url": 5}
+		want := map[string]int{"lock": 2, "inputs": 2, "epoch": 3, "toolchain": 2, "suite": 4, "signer": 4, "deb": 8, "go": 5, "url": 5}
+		if format1 {
+			want["deb"] = 7
+		}
 		if w, ok := want[f[0]]; ok && len(f) != w {
 			return nil, bad("%q line wants %d fields, has %d", f[0], w, len(f))
 		}
@@ -200,7 +209,13 @@ func Parse(path string, data []byte) (*Lock, error) {
 		}
 		switch f[0] {
 		case "lock":
-			if f[1] != strconv.Itoa(Version) {
+			switch f[1] {
+			case strconv.Itoa(Version):
+			case "1":
+				// One suite, deb lines without it: still read, so that the
+				// first re-lock keeps the Go pins and the toolchain.
+				format1 = true
+			default:
 				return nil, bad("lock format %s is not supported (this drover reads %d)", f[1], Version)
 			}
 			sawVersion = true
@@ -237,7 +252,13 @@ func Parse(path string, data []byte) (*Lock, error) {
 			if err != nil {
 				return nil, bad("size %q is not a number", f[4])
 			}
-			l.Debs = append(l.Debs, Deb{Name: f[1], Version: f[2], Arch: f[3], Size: size, SHA256: f[5], Path: f[6]})
+			if format1 {
+				if len(l.Suites) != 1 {
+					return nil, bad("a format 1 lock has one suite line before its deb lines")
+				}
+				f = slices.Insert(f, 6, l.Suites[0].Name)
+			}
+			l.Debs = append(l.Debs, Deb{Name: f[1], Version: f[2], Arch: f[3], Size: size, SHA256: f[5], Suite: f[6], Path: f[7], Line: n})
 		case "go":
 			mod, ver, ok := strings.Cut(f[2], "@")
 			if !ok {

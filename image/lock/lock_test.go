@@ -17,8 +17,8 @@ func sample() *Lock {
 		Suites: []Suite{{Name: "trixie", Date: time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC), InRelease: "ff00",
 			Signer: "41587F7DB8C774BCCF131416762F67A0B2C39DE4", Trust: "repo:recipes/keys/debian-archive-trixie.asc"}},
 		Debs: []Deb{
-			{Name: "systemd", Version: "257.13-1~deb13u1", Arch: "amd64", Size: 100, SHA256: "bb", Path: "pool/main/s/systemd/systemd_257.13-1~deb13u1_amd64.deb"},
-			{Name: "base-files", Version: "13.8", Arch: "amd64", Size: 7, SHA256: "aa", Path: "pool/main/b/base-files/base-files_13.8_amd64.deb"},
+			{Name: "systemd", Version: "257.13-1~deb13u1", Arch: "amd64", Size: 100, SHA256: "bb", Suite: "trixie-security", Path: "pool/main/s/systemd/systemd_257.13-1~deb13u1_amd64.deb"},
+			{Name: "base-files", Version: "13.8", Arch: "amd64", Size: 7, SHA256: "aa", Suite: "trixie", Path: "pool/main/b/base-files/base-files_13.8_amd64.deb"},
 		},
 		Go: []Go{{Name: "kubelet", Module: "k8s.io/kubernetes", Version: "v1.36.3", Package: "k8s.io/kubernetes/cmd/kubelet", Toolchain: "go1.26.8",
 			GoMod: []string{"module drover.invalid/build/kubelet", "require k8s.io/kubernetes v1.36.3"},
@@ -37,7 +37,7 @@ func TestRoundTripIsStable(t *testing.T) {
 	if !bytes.Equal(text, again) {
 		t.Fatalf("format is not stable:\n%s\n---\n%s", text, again)
 	}
-	if !strings.Contains(string(text), "deb base-files 13.8 amd64 7 aa pool/main/b/base-files/base-files_13.8_amd64.deb\ndeb systemd") {
+	if !strings.Contains(string(text), "deb base-files 13.8 amd64 7 aa trixie pool/main/b/base-files/base-files_13.8_amd64.deb\ndeb systemd") {
 		t.Errorf("debs not sorted by name:\n%s", text)
 	}
 	if !strings.Contains(string(text), "\nsuite trixie 2026-11-29T08:00:00Z ff00\nsigner trixie 41587F7DB8C774BCCF131416762F67A0B2C39DE4 repo:recipes/keys/debian-archive-trixie.asc\n") {
@@ -56,14 +56,15 @@ func TestRoundTripIsStable(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct{ text, want string }{
-		{"lock 1\ndeb a b\n", "x.lock:2: \"deb\" line wants 7 fields, has 3; the lock is damaged: run `drover lock` again"},
-		{"lock 2\n", "x.lock:1: lock format 2 is not supported (this drover reads 1); the lock is damaged: run `drover lock` again"},
-		{"inputs x\n", "x.lock: not a drover lock file (no `lock 1` line); run `drover lock` again"},
-		{"lock 1\ngosum k a b c\n", "x.lock:2: gosum for unknown Go component \"k\"; the lock is damaged: run `drover lock` again"},
-		{"lock 1\nsigner trixie AB repo:x\n", "x.lock:2: signer for suite \"trixie\" does not follow its suite line; the lock is damaged: run `drover lock` again"},
-		{"lock 1\nsuite trixie 2026-11-29T08:00:00Z ff\nsigner trixie AB repo:x\nsigner trixie CD repo:x\n", "x.lock:4: suite \"trixie\" has two signer lines; the lock is damaged: run `drover lock` again"},
-		{"lock 1\ntoolchain 1.26\n", "x.lock:2: toolchain \"1.26\" is not a Go release (go1.X.Y); the lock is damaged: run `drover lock` again"},
-		{"lock 1\nfrob x\n", "x.lock:2: unknown line kind \"frob\"; the lock is damaged: run `drover lock` again"},
+		{"lock 1\ninputs x\nepoch 1 x\ndeb a 1 amd64 1 aa pool/a.deb\n", "x.lock:4: a format 1 lock has one suite line before its deb lines; the lock is damaged: run `drover lock` again"},
+		{"lock 2\ndeb a b\n", "x.lock:2: \"deb\" line wants 8 fields, has 3; the lock is damaged: run `drover lock` again"},
+		{"lock 3\n", "x.lock:1: lock format 3 is not supported (this drover reads 2); the lock is damaged: run `drover lock` again"},
+		{"inputs x\n", "x.lock: not a drover lock file (no `lock 2` line); run `drover lock` again"},
+		{"lock 2\ngosum k a b c\n", "x.lock:2: gosum for unknown Go component \"k\"; the lock is damaged: run `drover lock` again"},
+		{"lock 2\nsigner trixie AB repo:x\n", "x.lock:2: signer for suite \"trixie\" does not follow its suite line; the lock is damaged: run `drover lock` again"},
+		{"lock 2\nsuite trixie 2026-11-29T08:00:00Z ff\nsigner trixie AB repo:x\nsigner trixie CD repo:x\n", "x.lock:4: suite \"trixie\" has two signer lines; the lock is damaged: run `drover lock` again"},
+		{"lock 2\ntoolchain 1.26\n", "x.lock:2: toolchain \"1.26\" is not a Go release (go1.X.Y); the lock is damaged: run `drover lock` again"},
+		{"lock 2\nfrob x\n", "x.lock:2: unknown line kind \"frob\"; the lock is damaged: run `drover lock` again"},
 	} {
 		_, err := Parse("x.lock", []byte(tc.text))
 		if err == nil || err.Error() != tc.want {
@@ -99,5 +100,25 @@ func TestWriteAtomicAndReadMissing(t *testing.T) {
 	}
 	if _, err := Read(p); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReadsFormat1: a lock written before deb lines named their suite is
+// still read (its one suite for every package), so the first re-lock
+// keeps its Go pins; it is written back as format 2.
+func TestReadsFormat1(t *testing.T) {
+	text := "lock 1\ninputs ab\nepoch 1 x\nsuite trixie 2026-11-29T08:00:00Z ff\ndeb a 1 amd64 1 aa pool/a.deb\n"
+	l, err := Parse("x.lock", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Debs) != 1 || l.Debs[0].Suite != "trixie" || l.Debs[0].Path != "pool/a.deb" {
+		t.Fatalf("format 1 deb line: %+v", l.Debs)
+	}
+	if out := string(l.Format("")); !strings.Contains(out, "lock 2\n") || !strings.Contains(out, "deb a 1 amd64 1 aa trixie pool/a.deb\n") {
+		t.Errorf("written back as:\n%s", out)
+	}
+	if _, err := Parse("x.lock", []byte(strings.Replace(text, "lock 1", "lock 2", 1))); err == nil {
+		t.Error("a format 2 lock with a 7-field deb line was read")
 	}
 }

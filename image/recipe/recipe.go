@@ -50,8 +50,13 @@ type Recipe struct {
 	Sources []Source `yaml:"-"`
 }
 
-// Debian selects the Debian suite the packages come from.
+// Debian selects the Debian suites the packages come from.
 type Debian struct {
+	// Suites are the suites a Debian system of the release would use, e.g.
+	// trixie, trixie-updates and trixie-security: the lock takes each
+	// package's highest version among them, as apt does at equal priority.
+	// The first is the release itself. Suite is the one-suite shorthand.
+	Suites     []string `yaml:"suites"`
 	Suite      string   `yaml:"suite"`
 	Components []string `yaml:"components"`
 	// Keyring is the OpenPGP keyring InRelease must verify against; empty
@@ -143,6 +148,21 @@ const (
 	DefaultESPSize = "64MiB"
 )
 
+// DefaultSuites are the suites of a recipe that names none: the release,
+// its stable updates and its security updates.
+func DefaultSuites() []string {
+	return []string{DefaultSuite, DefaultSuite + "-updates", DefaultSuite + "-security"}
+}
+
+// Release is the Debian release the recipe's suites belong to: its first
+// suite (trixie).
+func (d Debian) Release() string {
+	if len(d.Suites) == 0 {
+		return d.Suite
+	}
+	return d.Suites[0]
+}
+
 // Load reads and validates the recipe at path.
 func Load(path string) (*Recipe, error) {
 	data, err := os.ReadFile(path)
@@ -179,8 +199,13 @@ func (r *Recipe) applyDefaults() {
 	if r.Arch == "" {
 		r.Arch = DefaultArch
 	}
-	if r.Debian.Suite == "" {
-		r.Debian.Suite = DefaultSuite
+	switch {
+	case len(r.Debian.Suites) > 0:
+		// with suite: too, validate says to pick one
+	case r.Debian.Suite != "":
+		r.Debian.Suites, r.Debian.Suite = []string{r.Debian.Suite}, ""
+	default:
+		r.Debian.Suites = DefaultSuites()
 	}
 	if len(r.Debian.Components) == 0 {
 		r.Debian.Components = []string{"main"}
@@ -216,7 +241,7 @@ func (r *Recipe) Roots() []string {
 }
 
 // InputsDigest is the sha256 of everything in the recipe that decides what
-// the lock resolves: arch, suite, components, keyring, packages, kernel, Go
+// the lock resolves: arch, suites, components, keyring, packages, kernel, Go
 // and URL components. A lock records it; a different digest means the lock
 // is stale. Files, units, cmdline and image options do not need a re-lock.
 func (r *Recipe) InputsDigest() string {
@@ -227,12 +252,13 @@ func (r *Recipe) InputsDigest() string {
 	}
 	type urlIn struct{ URL, SHA256 string }
 	in := struct {
-		Arch, Suite, Kernel string
-		Components          []string
-		Packages            []string
-		Go                  []goIn
-		URLs                []urlIn
-	}{Arch: r.Arch, Suite: r.Debian.Suite, Kernel: r.Kernel, Components: r.Debian.Components, Packages: r.Packages}
+		Arch, Kernel string
+		Suites       []string
+		Components   []string
+		Packages     []string
+		Go           []goIn
+		URLs         []urlIn
+	}{Arch: r.Arch, Suites: r.Debian.Suites, Kernel: r.Kernel, Components: r.Debian.Components, Packages: r.Packages}
 	for _, g := range r.Go {
 		in.Go = append(in.Go, goIn{g.Module, g.Version, g.Package, g.Replace, g.Ldflags, g.Tags, g.Release})
 	}

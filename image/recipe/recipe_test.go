@@ -12,7 +12,7 @@ func TestShippedRecipesParse(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if r.Name != name || r.Debian.Suite != "trixie" || r.Kernel != "linux-image-cloud-amd64" {
+		if r.Name != name || strings.Join(r.Debian.Suites, " ") != "trixie trixie-updates trixie-security" || r.Kernel != "linux-image-cloud-amd64" {
 			t.Errorf("%s: unexpected recipe %+v", name, r)
 		}
 	}
@@ -23,7 +23,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Arch != "amd64" || r.Debian.Suite != "trixie" || r.Debian.Components[0] != "main" ||
+	if r.Arch != "amd64" || strings.Join(r.Debian.Suites, " ") != "trixie trixie-updates trixie-security" || r.Debian.Components[0] != "main" ||
 		r.Kernel != "linux-image-cloud-amd64" || r.Files[0].Mode != 0o644 || r.Image.Formats[0] != "raw" {
 		t.Errorf("defaults not applied: %+v", r)
 	}
@@ -37,7 +37,7 @@ func TestErrors(t *testing.T) {
 		{"unknown field", "name: x\npackges: [a]\n",
 			"r.yaml:2: packges: unknown field (known: extends, name, arch, epoch, debian, kernel, packages, prefer, go, urls, files, units, cmdline, image, exclude, remove)"},
 		{"unknown nested field", "name: x\ndebian:\n  suite: trixie\n  mirror: foo\n",
-			"r.yaml:4: debian.mirror: unknown field (known: suite, components, keyring)"},
+			"r.yaml:4: debian.mirror: unknown field (known: suites, suite, components, keyring)"},
 		{"wrong type list", "name: x\npackages: systemd\n",
 			`r.yaml:2: packages: want a list, got "systemd"`},
 		{"wrong type in list item", "name: x\ngo:\n  - name: k\n    replace: {a: b}\n",
@@ -79,6 +79,14 @@ func TestErrors(t *testing.T) {
 			`r.yaml:3: remove[0].glob: "usr/bin/su": want a clean absolute path or glob below /`},
 		{"remove bad glob", "name: x\nremove:\n  - {glob: \"/usr/[a\", why: w}\n",
 			`r.yaml:3: remove[0].glob: "/usr/[a": syntax error in pattern (path.Match syntax: *, ?, [...])`},
+		{"suite and suites", "name: x\ndebian:\n  suite: trixie\n  suites: [trixie]\n",
+			"r.yaml:3: debian.suite: give debian.suites or debian.suite, not both (suite: X is suites: [X])"},
+		{"suites of two releases", "name: x\ndebian:\n  suites: [trixie, bookworm-security]\n",
+			`r.yaml:3: debian.suites[1]: "bookworm-security" is not a suite of release trixie (the first suite): want one of trixie-updates, trixie-security, trixie-proposed-updates, trixie-backports`},
+		{"security first", "name: x\ndebian:\n  suites: [trixie-security, trixie]\n",
+			`r.yaml:3: debian.suites[0]: "trixie-security": the first suite is the release itself (e.g. trixie), the others its updates (trixie-updates, trixie-security)`},
+		{"suite twice", "name: x\ndebian:\n  suites: [trixie, trixie-updates, trixie-updates]\n",
+			`r.yaml:3: debian.suites[2]: "trixie-updates" is listed twice`},
 		{"remove without why", "name: x\nremove:\n  - glob: /usr/bin/su\n",
 			"r.yaml:3: remove[0].why: required: say why the node does not need /usr/bin/su"},
 	} {

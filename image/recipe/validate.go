@@ -51,6 +51,7 @@ func (r *Recipe) validate(t *tree) []error {
 	if r.Epoch < 0 {
 		v.fail("epoch", "must be a Unix time in seconds")
 	}
+	v.suites()
 	for i, c := range r.Debian.Components {
 		if !nameRE.MatchString(c) {
 			v.fail(fmt.Sprintf("debian.components[%d]", i), "%q is not a Debian archive component", c)
@@ -298,4 +299,46 @@ func (v *validator) remove() {
 			v.fail(f+".why", "required: say why the node does not need %s", rm.Glob)
 		}
 	}
+}
+
+// suiteSuffixes are the suites of a release besides the release itself.
+var suiteSuffixes = []string{"-updates", "-security", "-proposed-updates", "-backports"}
+
+// suites checks debian.suites: suite names, each once, all of the release
+// the first names (trixie-security with bookworm would mix two releases'
+// libraries in one closure).
+func (v *validator) suites() {
+	d := v.r.Debian
+	if d.Suite != "" && len(d.Suites) > 0 {
+		v.fail("debian.suite", "give debian.suites or debian.suite, not both (suite: X is suites: [X])")
+		return
+	}
+	release := d.Release()
+	for _, s := range suiteSuffixes {
+		if strings.HasSuffix(release, s) {
+			v.fail("debian.suites[0]", "%q: the first suite is the release itself (e.g. trixie), the others its updates (trixie-updates, trixie-security)", release)
+			return
+		}
+	}
+	seen := map[string]bool{}
+	for i, s := range d.Suites {
+		f := fmt.Sprintf("debian.suites[%d]", i)
+		switch {
+		case !nameRE.MatchString(s):
+			v.fail(f, "%q is not a Debian suite name", s)
+		case seen[s]:
+			v.fail(f, "%q is listed twice", s)
+		case i > 0 && !slices.ContainsFunc(suiteSuffixes, func(x string) bool { return s == release+x }):
+			v.fail(f, "%q is not a suite of release %s (the first suite): want one of %s", s, release, strings.Join(suitesOf(release), ", "))
+		}
+		seen[s] = true
+	}
+}
+
+func suitesOf(release string) []string {
+	var out []string
+	for _, s := range suiteSuffixes {
+		out = append(out, release+s)
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package sources
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/drover-os/drover/image/fetch"
@@ -22,15 +23,16 @@ type Fetched struct {
 // It first refuses a lock whose suites were not signed by a key of the trust
 // root (CheckSigners): the .deb hashes are only as good as that signature.
 func Fetch(ctx context.Context, r *recipe.Recipe, l *lock.Lock, o Options) (*Fetched, error) {
-	if o.Mirror == "" && len(l.Debs) > 0 {
-		return nil, fmt.Errorf("no Debian mirror: pass --mirror, set DROVER_MIRROR or configure apt")
-	}
 	if err := CheckSigners(r, l, o); err != nil {
 		return nil, err
 	}
 	items := make([]fetch.Item, 0, len(l.Debs)+len(l.URLs))
 	for _, d := range l.Debs {
-		items = append(items, fetch.Item{Name: d.FileName(), URL: strings.TrimSuffix(o.Mirror, "/") + "/" + d.Path, SHA256: d.SHA256, Size: d.Size})
+		root, err := debArchive(l, d, o)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, fetch.Item{Name: d.FileName(), URL: strings.TrimSuffix(root, "/") + "/" + d.Path, SHA256: d.SHA256, Size: d.Size})
 	}
 	for _, u := range l.URLs {
 		items = append(items, fetch.Item{Name: u.Name, URL: u.URL, SHA256: u.SHA256, Size: u.Size})
@@ -49,4 +51,14 @@ func Fetch(ctx context.Context, r *recipe.Recipe, l *lock.Lock, o Options) (*Fet
 		f.Bytes += u.Size
 	}
 	return f, nil
+}
+
+// debArchive is the root of the archive d's path is relative to: its
+// suite's, which must be one the lock pins (a deb line naming another suite
+// was not resolved from a signed index of this lock).
+func debArchive(l *lock.Lock, d lock.Deb, o Options) (string, error) {
+	if !slices.ContainsFunc(l.Suites, func(s lock.Suite) bool { return s.Name == d.Suite }) {
+		return "", fmt.Errorf("lock line %d: package %s %s names suite %q, which the lock does not pin: run `drover lock`", d.Line, d.Name, d.Version, d.Suite)
+	}
+	return o.Archive(d.Suite)
 }

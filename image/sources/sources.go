@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -25,14 +26,19 @@ import (
 
 // Options says where inputs come from and where progress goes.
 type Options struct {
-	Mirror   string // archive root; resolved by the CLI from --mirror, DROVER_MIRROR or apt
-	Keyring  string // --keyring; else the recipe's, else the keys in recipes/keys (see TrustRoot)
-	Cache    *cache.Cache
-	HTTP     *http.Client
-	Log      io.Writer
-	Progress bool // progress bars (a TTY)
-	Parallel int
-	Go       gomod.Env
+	Mirror string // archive root; resolved by the CLI from --mirror, DROVER_MIRROR or apt
+	// SecurityMirror is the security archive's root, where the -security
+	// suites are (--security-mirror, DROVER_SECURITY_MIRROR or apt);
+	// SecurityMirrorErr says why there is none, for when a recipe needs it.
+	SecurityMirror    string
+	SecurityMirrorErr error
+	Keyring           string // --keyring; else the recipe's, else the keys in recipes/keys (see TrustRoot)
+	Cache             *cache.Cache
+	HTTP              *http.Client
+	Log               io.Writer
+	Progress          bool // progress bars (a TTY)
+	Parallel          int
+	Go                gomod.Env
 	// Toolchain is the Go toolchain to lock (drover lock --toolchain);
 	// empty keeps the previous lock's, else takes the installed go's.
 	Toolchain string
@@ -61,23 +67,109 @@ type Result struct {
 	Unchanged bool // the previous lock still holds: same inputs, same signed Release
 	Why       map[string]string
 	Choices   []debian.Choice
-	Release   *debian.Release
+	Suites    []*Suite // every suite's verified Release, in the recipe's order
+}
+
+// Archive is the root of the repository that carries suite: the security
+// archive for a -security suite, the main mirror for the others.
+func (o *Options) Archive(suite string) (string, error) {
+	if !debian.IsSecuritySuite(suite) {
+		if o.Mirror == "" {
+			return "", fmt.Errorf("no Debian mirror for suite %s: pass --mirror, set %s or configure apt", suite, debian.MirrorEnv)
+		}
+		return o.Mirror, nil
+	}
+	if o.SecurityMirror == "" {
+		if o.SecurityMirrorErr != nil {
+			return "", fmt.Errorf("suite %s: %w", suite, o.SecurityMirrorErr)
+		}
+		return "", fmt.Errorf("no Debian security archive for suite %s: pass --security-mirror or set %s", suite, debian.SecurityMirrorEnv)
+	}
+	return o.SecurityMirror, nil
+}
+
+// Suite is one verified suite of a recipe: its signed Release, the trust
+// root that verified it and the client of its archive.
+type Suite struct {
+	Name    string
+	Release *debian.Release
+	Trust   *TrustRoot
+	Client  *debian.Client
+}
+
+// Locked is the lock's record of the suite.
+func (s *Suite) Locked() lock.Suite {
+	return lock.Suite{Name: s.Name, Date: s.Release.Date.UTC(), InRelease: s.Release.SHA256, Signer: s.Release.SignedBy, Trust: s.Trust.Source}
+}
+
+// Releases fetches and verifies the InRelease of every suite of the recipe,
+// in the recipe's order, each against its own trust root, before anything
+// else is fetched.
+func Releases(ctx context.Context, r *recipe.Recipe, o Options) ([]*Suite, error) {
+	var out []*Suite
+	for _, name := range r.Debian.Suites {
+		tr, err := o.TrustRoot(r, name)
+		if err != nil {
+			return nil, err
+		}
+		root, err := o.Archive(name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.Path, err)
+		}
+		client := &debian.Client{
+			Mirror: root, HTTP: o.HTTP, Keyring: tr.Keys, KeyringPath: tr.Name,
+			Store: oneFetcher{o.fetcher()}, IndexDir: filepath.Join(o.Cache.Dir(), "index"), Log: o.Log,
+		}
+		rel, err := client.Release(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &Suite{Name: name, Release: rel, Trust: tr, Client: client})
+	}
+	return out, nil
+}
+
+// Index merges the Packages indexes of every suite for the recipe's
+// components and architecture, in the recipe's order: the resolver takes a
+// package's highest version among them, and of equal versions the one of
+// the earlier suite (the release before its updates), as apt does when the
+// suites have the same priority.
+func Index(ctx context.Context, r *recipe.Recipe, suites []*Suite) (*debian.Index, error) {
+	var all []debian.Package
+	var names []string
+	for _, s := range suites {
+		idx, err := s.Client.Index(ctx, s.Release, r.Debian.Components, r.Arch)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, idx.Packages...)
+		names = append(names, s.Name)
+	}
+	return debian.NewIndex(strings.Join(names, ", "), r.Debian.Components, all), nil
+}
+
+// sameSuites reports whether prev pinned exactly these signed Releases,
+// verified against the same trust roots.
+func sameSuites(prev []lock.Suite, suites []*Suite) bool {
+	if len(prev) != len(suites) {
+		return false
+	}
+	for _, s := range suites {
+		i := slices.IndexFunc(prev, func(p lock.Suite) bool { return p.Name == s.Name })
+		want := s.Locked()
+		if i < 0 || !prev[i].Date.Equal(want.Date) || prev[i].InRelease != want.InRelease || prev[i].Signer != want.Signer || prev[i].Trust != want.Trust {
+			return false
+		}
+	}
+	return true
 }
 
 // Lock resolves the recipe. prev is the existing lock, or nil. The signed
-// InRelease is fetched and verified before anything else; when it and the
-// recipe inputs are unchanged the previous lock is returned as is, so
-// re-locking is cheap and changes nothing.
+// InRelease of every suite is fetched and verified before anything else;
+// when they and the recipe inputs are unchanged the previous lock is
+// returned as is, so re-locking is cheap and changes nothing.
 func Lock(ctx context.Context, r *recipe.Recipe, prev *lock.Lock, o Options) (*Result, error) {
-	tr, err := o.TrustRoot(r, r.Debian.Suite)
-	if err != nil {
-		return nil, err
-	}
-	client := &debian.Client{
-		Mirror: o.Mirror, HTTP: o.HTTP, Keyring: tr.Keys, KeyringPath: tr.Name,
-		Store: oneFetcher{o.fetcher()}, IndexDir: filepath.Join(o.Cache.Dir(), "index"), Log: o.Log,
-	}
-	rel, err := client.Release(ctx, r.Debian.Suite)
+	suites, err := Releases(ctx, r, o)
 	if err != nil {
 		return nil, err
 	}
@@ -87,12 +179,11 @@ func Lock(ctx context.Context, r *recipe.Recipe, prev *lock.Lock, o Options) (*R
 		return nil, err
 	}
 	o.Go.Toolchain = toolchain
-	if prev != nil && prev.Inputs == inputs && len(prev.Suites) == 1 && prev.Suites[0].InRelease == rel.SHA256 &&
-		prev.Suites[0].Signer == rel.SignedBy && prev.Suites[0].Trust == tr.Source && prev.Toolchain == toolchain {
-		o.logf("lock: %s unchanged (same recipe inputs, same signed %s Release of %s)", r.LockPath(), rel.Name(), rel.Date.UTC().Format("2006-01-02 15:04"))
-		return &Result{Lock: prev, Unchanged: true, Release: rel}, nil
+	if prev != nil && prev.Inputs == inputs && sameSuites(prev.Suites, suites) && prev.Toolchain == toolchain {
+		o.logf("lock: %s unchanged (same recipe inputs, same signed Releases of %s)", r.LockPath(), releaseDates(suites))
+		return &Result{Lock: prev, Unchanged: true, Suites: suites}, nil
 	}
-	idx, err := client.Index(ctx, rel, r.Debian.Components, r.Arch)
+	idx, err := Index(ctx, r, suites)
 	if err != nil {
 		return nil, err
 	}
@@ -100,12 +191,12 @@ func Lock(ctx context.Context, r *recipe.Recipe, prev *lock.Lock, o Options) (*R
 	if err != nil {
 		return nil, fmt.Errorf("resolving %s: %w", r.Path, err)
 	}
-	l := &lock.Lock{
-		Inputs: inputs, Toolchain: toolchain,
-		Suites: []lock.Suite{{Name: r.Debian.Suite, Date: rel.Date.UTC(), InRelease: rel.SHA256, Signer: rel.SignedBy, Trust: tr.Source}},
+	l := &lock.Lock{Inputs: inputs, Toolchain: toolchain}
+	for _, s := range suites {
+		l.Suites = append(l.Suites, s.Locked())
 	}
 	for _, p := range closure.Packages {
-		l.Debs = append(l.Debs, lock.Deb{Name: p.Name, Version: p.Version, Arch: p.Architecture, Size: p.Size, SHA256: p.SHA256, Path: p.Filename})
+		l.Debs = append(l.Debs, lock.Deb{Name: p.Name, Version: p.Version, Arch: p.Architecture, Size: p.Size, SHA256: p.SHA256, Suite: p.Suite, Path: p.Filename})
 	}
 	o.logf("lock: %d packages in the closure of %d requested (%s to download)", len(l.Debs), len(r.Roots()), bytesize.Format(closure.TotalSize()))
 	if l.Go, err = lockGo(ctx, r, prev, o); err != nil {
@@ -114,22 +205,34 @@ func Lock(ctx context.Context, r *recipe.Recipe, prev *lock.Lock, o Options) (*R
 	if l.URLs, err = lockURLs(ctx, r, o); err != nil {
 		return nil, err
 	}
-	l.Epoch = epoch(r, prev, l, rel)
-	return &Result{Lock: l, Why: closure.Why, Choices: closure.Choices, Release: rel}, nil
+	l.Epoch = epoch(r, prev, l, suites)
+	return &Result{Lock: l, Why: closure.Why, Choices: closure.Choices, Suites: suites}, nil
+}
+
+func releaseDates(suites []*Suite) string {
+	var parts []string
+	for _, s := range suites {
+		parts = append(parts, s.Name+" "+s.Release.Date.UTC().Format("2006-01-02 15:04"))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // epoch is the timestamp stamped on every file in the image: the recipe's
 // if it sets one; else the previous lock's when the locked content did not
 // change (so a newer Release alone does not change the image); else the
-// signed Release's date.
-func epoch(r *recipe.Recipe, prev, l *lock.Lock, rel *debian.Release) int64 {
+// newest of the signed Releases' dates.
+func epoch(r *recipe.Recipe, prev, l *lock.Lock, suites []*Suite) int64 {
 	if r.Epoch != 0 {
 		return r.Epoch
 	}
 	if prev != nil && sameContent(prev, l) {
 		return prev.Epoch
 	}
-	return rel.Date.Unix()
+	var newest int64
+	for _, s := range suites {
+		newest = max(newest, s.Release.Date.Unix())
+	}
+	return newest
 }
 
 func sameContent(a, b *lock.Lock) bool {

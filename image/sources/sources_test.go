@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -44,7 +46,7 @@ func newEnv(t *testing.T) *env {
 	}
 	log := &bytes.Buffer{}
 	return &env{t: t, archive: a, dir: t.TempDir(), log: log,
-		opts: Options{Mirror: a.URL, Keyring: a.KeyringPath, Cache: c, Log: log}}
+		opts: Options{Mirror: a.URL, SecurityMirror: a.SecurityURL, Keyring: a.KeyringPath, Cache: c, Log: log}}
 }
 
 func (e *env) recipe(body string) *recipe.Recipe {
@@ -112,7 +114,7 @@ func TestLockErrors(t *testing.T) {
 	good := sha256.Sum256([]byte("tool v1"))
 	for _, tc := range []struct{ name, recipe, want string }{
 		{"package not in archive", "name: t\npackages: [nosuchpkg]\n",
-			`package "nosuchpkg" is not in trixie (components: main); check the recipe's packages list`},
+			`package "nosuchpkg" is not in trixie, trixie-updates, trixie-security (components: main); check the recipe's packages list`},
 		{"unsatisfiable dependency", "name: t\npackages: [broken]\n",
 			"libc6 (>= 9.0)"},
 		{"url 404", fmt.Sprintf("name: t\npackages: [libc6]\nurls:\n  - name: tool\n    url: %s/files/nothere\n    sha256: %x\n    install: /usr/bin/tool\n", strings.TrimSuffix(e.archive.URL, "/debian"), sha256.Sum256(missing)),
@@ -194,5 +196,93 @@ func TestFetchDetectsCorruptCacheEntry(t *testing.T) {
 	again, _ := os.ReadFile(p)
 	if sum := sha256.Sum256(again); hex.EncodeToString(sum[:]) != deb.SHA256 {
 		t.Error("entry not repaired")
+	}
+}
+
+// TestSecurityAndUpdatesSuites: a package takes its highest version among
+// the release, its -updates and its -security suite (as apt at equal
+// priority); of equal versions the release's; each deb line names its
+// suite, and fetch takes a security update from the security archive.
+func TestSecurityAndUpdatesSuites(t *testing.T) {
+	e := newEnv(t)
+	e.archive.SetSuite(t, "trixie-updates", []debiantest.Package{
+		{Name: "libc6", Version: "2.41-12+deb13u1"},
+		// The same version as the release's: the release's is taken.
+		{Name: "libsystemd0", Version: "257.13-1", Depends: "libc6"},
+	})
+	e.archive.SetSuite(t, "trixie-security", []debiantest.Package{
+		{Name: "libc6", Version: "2.41-12+deb13u2"},
+		{Name: "systemd", Version: "257.13-1+deb13u1", Depends: "libc6 (>= 2.38), libsystemd0 (= 257.13-1)"},
+		// Older than the release's: never taken.
+		{Name: "mawk", Version: "1.3.4-0+deb13u1", Provides: "awk"},
+	})
+	r := e.recipe("name: t\npackages: [systemd, base-files]\n")
+	res, err := e.lock(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, d := range res.Lock.Debs {
+		got[d.Name] = d.Version + " " + d.Suite + " " + d.Path
+	}
+	for name, want := range map[string]string{
+		"libc6":       "2.41-12+deb13u2 trixie-security pool/updates/main/l/libc6/libc6_2.41-12+deb13u2_amd64.deb",
+		"systemd":     "257.13-1+deb13u1 trixie-security pool/updates/main/s/systemd/systemd_257.13-1+deb13u1_amd64.deb",
+		"libsystemd0": "257.13-1 trixie pool/main/l/libsystemd0/libsystemd0_257.13-1_amd64.deb",
+		"mawk":        "1.3.4-1 trixie pool/main/m/mawk/mawk_1.3.4-1_amd64.deb",
+	} {
+		if got[name] != want {
+			t.Errorf("%s: locked %q, want %q", name, got[name], want)
+		}
+	}
+	var names []string
+	for _, s := range res.Lock.Suites {
+		names = append(names, s.Name)
+		if s.Signer != e.archive.Fingerprint() || s.InRelease == "" {
+			t.Errorf("suite %s not pinned with its signer: %+v", s.Name, s)
+		}
+	}
+	if strings.Join(names, " ") != "trixie trixie-updates trixie-security" {
+		t.Errorf("suites %v", names)
+	}
+	text := res.Lock.Format("h")
+	if !strings.Contains(string(text), "\ndeb systemd 257.13-1+deb13u1 amd64 ") || !strings.Contains(string(text), " trixie-security pool/updates/main/s/systemd/") {
+		t.Errorf("deb line lacks the suite:\n%s", text)
+	}
+
+	l, err := lock.Parse("x.lock", text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Fetch(context.Background(), r, l, e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(f.Debs["systemd"]); string(data) != "deb systemd 257.13-1+deb13u1" {
+		t.Errorf("systemd fetched as %q", data)
+	}
+	if !slices.Contains(e.archive.Requests(), "/debian-security/pool/updates/main/s/systemd/systemd_257.13-1+deb13u1_amd64.deb") {
+		t.Errorf("systemd not fetched from the security archive: %v", e.archive.Requests())
+	}
+
+	// No security archive configured: the lock says how to give one.
+	o := e.opts
+	o.SecurityMirror, o.SecurityMirrorErr = "", errors.New("no -security suite in the host's apt sources")
+	if _, err := Lock(context.Background(), r, nil, o); err == nil || !strings.Contains(err.Error(), "suite trixie-security: no -security suite in the host's apt sources") {
+		t.Errorf("lock without a security archive: %v", err)
+	}
+	// A deb line naming a suite the lock does not pin is refused by fetch.
+	bad := *l
+	bad.Debs = append([]lock.Deb(nil), l.Debs...)
+	bad.Debs[0].Suite = "sid"
+	if _, err := Fetch(context.Background(), r, &bad, e.opts); err == nil || !strings.Contains(err.Error(), `names suite "sid", which the lock does not pin`) {
+		t.Errorf("fetch of a deb of an unpinned suite: %v", err)
+	}
+	// A newer security Release alone makes the lock stale, not unchanged.
+	prev := l
+	e.archive.SetSuite(t, "trixie-security", []debiantest.Package{{Name: "libc6", Version: "2.41-12+deb13u3"}})
+	res2, err := e.lock(r, prev)
+	if err != nil || res2.Unchanged {
+		t.Fatalf("security update not noticed: unchanged %v, %v", res2 != nil && res2.Unchanged, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -34,7 +35,11 @@ func fingerprints(t *testing.T, data []byte) map[string][]string {
 // suite, so a fresh checkout can fetch what the lock pins.
 func TestEachLockedSignerIsInTheTrustRoot(t *testing.T) {
 	n := 0
-	for _, lock := range []string{"../ecs-node.yaml.lock", "../minimal.yaml.lock"} {
+	locks, err := filepath.Glob("../*.lock")
+	if err != nil || len(locks) == 0 {
+		t.Fatalf("no locks beside the recipes: %v", err)
+	}
+	for _, lock := range locks {
 		f, err := os.Open(lock)
 		if err != nil {
 			t.Fatal(err)
@@ -66,14 +71,25 @@ func TestEachLockedSignerIsInTheTrustRoot(t *testing.T) {
 // release's automatic and stable keys, and not the previous release's
 // automatic key that the archive also signs with.
 func TestTrustRootHoldsOnlyTheSuitesOwnKeys(t *testing.T) {
-	for suite, release := range map[string]string{"trixie": "13/trixie", "bookworm": "12/bookworm"} {
-		data, name, err := Debian(suite)
+	for _, c := range []struct {
+		suite, release string
+		keys           int
+	}{
+		{"trixie", "13/trixie", 2}, {"bookworm", "12/bookworm", 2},
+		{"trixie-updates", "13/trixie", 2},
+		// The security archive has one automatic key per release, and only
+		// the security archive's key may sign its suites.
+		{"trixie-security", "Debian Security Archive Automatic Signing Key (13/trixie)", 1},
+		{"bookworm-security", "Debian Security Archive Automatic Signing Key (12/bookworm)", 1},
+	} {
+		data, name, err := Debian(c.suite)
 		if err != nil {
 			t.Fatal(err)
 		}
+		release := c.release
 		keys := fingerprints(t, data)
-		if len(keys) != 2 {
-			t.Errorf("%s holds %d keys, want the automatic and the stable key", name, len(keys))
+		if len(keys) != c.keys {
+			t.Errorf("%s holds %d keys, want %d", name, len(keys), c.keys)
 		}
 		for fp, ids := range keys {
 			if !strings.Contains(strings.Join(ids, "; "), release) {

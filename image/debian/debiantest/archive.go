@@ -31,9 +31,14 @@ type Package struct {
 	Data                []byte // the .deb bytes (any content will do for resolution tests)
 }
 
-// Archive is a running fake archive.
+// Archive is a running fake archive. Like Debian's, it serves a release
+// (Suite) with its -updates suite from the archive root (URL) and its
+// -security suite from a security archive root of its own (SecurityURL),
+// each with a signed InRelease; the updates suites start empty (SetSuite
+// fills them). One test key signs them all.
 type Archive struct {
 	URL         string // archive root to pass as the mirror
+	SecurityURL string // security archive root to pass as the security mirror
 	KeyringPath string // binary keyring file that verifies the InRelease
 	Suite       string
 	Date        time.Time
@@ -44,9 +49,11 @@ type Archive struct {
 	requests []string
 	entity   *openpgp.Entity
 	pkgs     []Package
+	updates  map[string][]Package // suite -> packages, for Suite's -updates and -security
 }
 
-// New builds and serves an archive for suite with the given packages.
+// New builds and serves an archive for suite with the given packages (and
+// its empty suite-updates and suite-security).
 func New(t testing.TB, suite string, pkgs []Package) *Archive {
 	t.Helper()
 	cfg := &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA}
@@ -54,7 +61,8 @@ func New(t testing.TB, suite string, pkgs []Package) *Archive {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Archive{Suite: suite, Date: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC), entity: e, pkgs: pkgs}
+	a := &Archive{Suite: suite, Date: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC), entity: e, pkgs: pkgs,
+		updates: map[string][]Package{suite + "-updates": nil, suite + "-security": nil}}
 	var kr bytes.Buffer
 	if err := e.Serialize(&kr); err != nil {
 		t.Fatal(err)
@@ -67,7 +75,22 @@ func New(t testing.TB, suite string, pkgs []Package) *Archive {
 	srv := httptest.NewServer(http.HandlerFunc(a.serve))
 	t.Cleanup(srv.Close)
 	a.URL = srv.URL + "/debian"
+	a.SecurityURL = srv.URL + "/debian-security"
 	return a
+}
+
+// SetSuite replaces the packages of suite (Suite's -updates or -security)
+// and re-signs the archive a day later: an update is published.
+func (a *Archive) SetSuite(t testing.TB, suite string, pkgs []Package) {
+	a.mu.Lock()
+	if _, ok := a.updates[suite]; !ok {
+		a.mu.Unlock()
+		t.Fatalf("debiantest: the archive has no suite %s", suite)
+	}
+	a.updates[suite] = pkgs
+	a.Date = a.Date.Add(24 * time.Hour)
+	a.mu.Unlock()
+	a.rebuild(t)
 }
 
 // SetPackages replaces the archive content and re-signs it (an archive update).
@@ -142,11 +165,26 @@ func (a *Archive) rebuild(t testing.TB) {
 	defer a.mu.Unlock()
 	files := map[string][]byte{}
 	for p, d := range a.files {
-		if !strings.HasPrefix(p, "/debian/") {
+		if !strings.HasPrefix(p, "/debian/") && !strings.HasPrefix(p, "/debian-security/") {
 			files[p] = d // extra content survives an archive update
 		}
 	}
-	pkgs := append([]Package(nil), a.pkgs...)
+	a.publish(t, files, "/debian/", a.Suite, "pool/main", a.pkgs)
+	for suite, pkgs := range a.updates {
+		root, pool := "/debian/", "pool/main"
+		if strings.HasSuffix(suite, "-security") {
+			// The security archive's pool, as Debian lays it out.
+			root, pool = "/debian-security/", "pool/updates/main"
+		}
+		a.publish(t, files, root, suite, pool, pkgs)
+	}
+	a.files = files
+}
+
+// publish adds suite's .debs, index and InRelease below root to files.
+func (a *Archive) publish(t testing.TB, files map[string][]byte, root, suite, pool string, pkgs []Package) {
+	t.Helper()
+	pkgs = append([]Package(nil), pkgs...)
 	sort.Slice(pkgs, func(i, j int) bool { return pkgs[i].Name < pkgs[j].Name })
 	var idx bytes.Buffer
 	for _, p := range pkgs {
@@ -158,8 +196,8 @@ func (a *Archive) rebuild(t testing.TB) {
 		if data == nil {
 			data = []byte("deb " + p.Name + " " + p.Version)
 		}
-		path := fmt.Sprintf("pool/main/%c/%s/%s_%s_%s.deb", p.Name[0], p.Name, p.Name, strings.ReplaceAll(p.Version, ":", "%3a"), arch)
-		files["/debian/"+path] = data
+		path := fmt.Sprintf("%s/%c/%s/%s_%s_%s.deb", pool, p.Name[0], p.Name, p.Name, strings.ReplaceAll(p.Version, ":", "%3a"), arch)
+		files[root+path] = data
 		fmt.Fprintf(&idx, "Package: %s\nVersion: %s\nArchitecture: %s\nPriority: optional\n", p.Name, p.Version, arch)
 		if p.Depends != "" {
 			fmt.Fprintf(&idx, "Depends: %s\n", p.Depends)
@@ -177,13 +215,17 @@ func (a *Archive) rebuild(t testing.TB) {
 	zw.Write(idx.Bytes())
 	zw.Close()
 	comp := "main/binary-amd64/Packages.xz"
-	files["/debian/dists/"+a.Suite+"/"+comp] = xzb.Bytes()
+	files[root+"dists/"+suite+"/"+comp] = xzb.Bytes()
 	var validUntil string
 	if !a.ValidUntil.IsZero() {
 		validUntil = "Valid-Until: " + a.ValidUntil.Format(time.RFC1123Z) + "\n"
 	}
-	release := fmt.Sprintf("Origin: Debian\nLabel: Debian\nSuite: %s\nCodename: %s\nDate: %s\n%sArchitectures: amd64\nComponents: main\nSHA256:\n %s %d %s\n",
-		a.Suite, a.Suite, a.Date.Format(time.RFC1123Z), validUntil, hexsum(xzb.Bytes()), xzb.Len(), comp)
+	components := "main"
+	if strings.HasSuffix(suite, "-security") {
+		components = "updates/main" // what the security archive's Release says
+	}
+	release := fmt.Sprintf("Origin: Debian\nLabel: Debian\nSuite: %s\nCodename: %s\nDate: %s\n%sArchitectures: amd64\nComponents: %s\nSHA256:\n %s %d %s\n",
+		suite, suite, a.Date.Format(time.RFC1123Z), validUntil, components, hexsum(xzb.Bytes()), xzb.Len(), comp)
 	var signed bytes.Buffer
 	w, err := clearsign.Encode(&signed, a.entity.PrivateKey, nil)
 	if err != nil {
@@ -191,6 +233,5 @@ func (a *Archive) rebuild(t testing.TB) {
 	}
 	w.Write([]byte(release))
 	w.Close()
-	files["/debian/dists/"+a.Suite+"/InRelease"] = signed.Bytes()
-	a.files = files
+	files[root+"dists/"+suite+"/InRelease"] = signed.Bytes()
 }
