@@ -76,6 +76,9 @@ type builder struct {
 	// what left it out, for the needs check.
 	leftOut map[string]string
 	own     []*ownBinary // drover-agent, drover-init
+	// changelogs are the packages' changelogs, read while unpacking
+	// though the image leaves them out.
+	changelogs *changelogFiles
 }
 
 func (b *builder) logf(format string, args ...any) {
@@ -111,7 +114,7 @@ func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("recipe %s: %w", p.Recipe.Path, err)
 	}
-	b := &builder{p: p, o: o, epoch: time.Unix(p.Lock.Epoch, 0).UTC(), tree: tree.New(), tmp: tmp, arch: a}
+	b := &builder{p: p, o: o, epoch: time.Unix(p.Lock.Epoch, 0).UTC(), tree: tree.New(), tmp: tmp, arch: a, changelogs: newChangelogFiles()}
 	b.tree.Prefer = p.Recipe.Prefer
 	b.man = newManifest(p, o.Version)
 
@@ -130,6 +133,7 @@ func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
 		{"remove paths", func() error { return b.removePaths() }},
 		{"finalize", func() error { return b.finalize() }},
 		{"needs", func() error { return b.checkNeeds() }},
+		{"changelogs", func() error { return b.recordChangelogs(ctx) }},
 		{"image", func() (err error) { disk, err = b.image(ctx); return }},
 		{"formats", func() error { return b.formats(disk) }},
 		{"manifest", func() error { return b.writeManifest(disk) }},
@@ -165,7 +169,7 @@ func (b *builder) assemble(f *sources.Fetched) error {
 		}
 	}
 	sort.Strings(order)
-	opt := deb.Options{Skip: skipDuringExtract, Unpacked: unpacked{b.o.Sources.Cache}}
+	opt := deb.Options{Skip: skipDuringExtract, Unpacked: unpacked{b.o.Sources.Cache}, Aside: b.changelogs}
 	if err := deb.ExtractAll(kept, order, b.tree, opt, 4); err != nil {
 		return err
 	}
@@ -174,7 +178,8 @@ func (b *builder) assemble(f *sources.Fetched) error {
 }
 
 // skipDuringExtract drops what the strip step would remove anyway, so it
-// never takes memory. Copyright files are kept.
+// never takes memory. Copyright files are kept; changelogs are set aside
+// for the manifest (changelogFiles).
 func skipDuringExtract(p string) bool {
 	for _, pre := range []string{"/usr/share/man/", "/usr/share/info/", "/usr/share/locale/", "/usr/share/lintian/"} {
 		if strings.HasPrefix(p, pre) {

@@ -48,6 +48,67 @@ type Manifest struct {
 	DiskSize      int64             `json:"diskSize"`
 	Images        []ImageFile       `json:"images"`
 	Files         []FileEntry       `json:"files"`
+	// Changelogs is what `drover diff` says a new version fixes from;
+	// manifests written before drover recorded it have none (nil).
+	Changelogs *Changelogs `json:"changelogs,omitempty"`
+}
+
+// Changelogs holds the recent part of each Debian source package's
+// changelog and the security IDs the Go components' release notes name.
+// Entries are bounded to keep the manifest small: those dated before Since
+// are left out, except that each source keeps its newest MinEntries, and an
+// entry's text is cut after MaxText bytes (its CVE IDs are from the whole
+// entry).
+type Changelogs struct {
+	Since      time.Time         `json:"since"`
+	MinEntries int               `json:"minEntries"`
+	MaxText    int               `json:"maxText"`
+	Debian     []SourceChangelog `json:"debian"`
+	Go         []ReleaseNotes    `json:"go"`
+}
+
+// SourceChangelog is the changelog of one source package, as one of its
+// binary packages ships it (/usr/share/doc/<dir>/changelog.Debian.gz, or
+// changelog.gz for a native package), with the binNMU entries of
+// changelog.Debian.<arch>.gz merged in; newest first.
+type SourceChangelog struct {
+	Source  string           `json:"source"`
+	Package string           `json:"package,omitempty"` // the binary package read
+	File    string           `json:"file,omitempty"`
+	Entries []ChangelogEntry `json:"entries"`
+	// More: the changelog goes on beyond the entries recorded (older
+	// entries left out, or the rest could not be read).
+	More    bool   `json:"more,omitempty"`
+	Problem string `json:"problem,omitempty"` // why nothing could be read
+}
+
+// ChangelogEntry is one upload in a Debian changelog.
+type ChangelogEntry struct {
+	Version      string    `json:"version"`
+	Date         time.Time `json:"date"`
+	Distribution string    `json:"distribution,omitempty"`
+	Urgency      string    `json:"urgency,omitempty"`
+	CVEs         []string  `json:"cves,omitempty"` // sorted, once each
+	Text         string    `json:"text"`
+	CutLines     int       `json:"cutLines,omitempty"` // lines of the text left out
+}
+
+// ReleaseNotes are the security IDs the release notes a Go module carries
+// name, per release (Kubernetes: CHANGELOG/CHANGELOG-<minor>.md of the
+// module; containerd: releases/<version>.toml).
+type ReleaseNotes struct {
+	Module   string    `json:"module"`
+	Version  string    `json:"version"`
+	File     string    `json:"file,omitempty"`
+	Releases []Release `json:"releases"`
+	Problem  string    `json:"problem,omitempty"` // e.g. no release notes in the module
+}
+
+// Release is one release's section of the notes.
+type Release struct {
+	Version string   `json:"version"`
+	CVEs    []string `json:"cves,omitempty"`
+	GHSAs   []string `json:"ghsas,omitempty"`
 }
 
 // Package is one Debian package in the image. Source, Depends and Licenses
