@@ -23,7 +23,7 @@ func TestFetchRefusesStaleLock(t *testing.T) {
 	}
 	os.WriteFile(r, []byte("name: t\npackages: [libc6, udev]\n"), 0o644)
 	_, errOut, code := drover(t, append([]string{"fetch", r}, common...)...)
-	want := "drover: lock " + r + ".lock does not match recipe " + r + " (its packages, kernel, suite or components changed since it was locked): run `drover lock " + r + "`\n"
+	want := "drover: lock " + r + ".lock does not match recipe " + r + " (its packages, kernel, suites or components changed since it was locked): run `drover lock " + r + "`\n"
 	if code != 1 || errOut != want {
 		t.Fatalf("stale lock: exit %d, stderr\n%s\nwant\n%s", code, errOut, want)
 	}

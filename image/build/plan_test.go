@@ -71,7 +71,7 @@ func TestPlanRefusesStaleLock(t *testing.T) {
 	r, l := planInputs(t)
 	l.Inputs = strings.Repeat("0", 64)
 	p, err := NewPlan(r, l, "out")
-	want := "lock recipes/plan-test.yaml.lock does not match recipe recipes/plan-test.yaml (its packages, kernel, suite or components changed since it was locked): run `drover lock recipes/plan-test.yaml`"
+	want := "lock recipes/plan-test.yaml.lock does not match recipe recipes/plan-test.yaml (its packages, kernel, suites or components changed since it was locked): run `drover lock recipes/plan-test.yaml`"
 	if p != nil || err == nil || err.Error() != want {
 		t.Fatalf("plan %v, error %v\nwant: %s", p, err, want)
 	}

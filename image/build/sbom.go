@@ -242,7 +242,7 @@ func sbom(m *Manifest) ([]byte, error) {
 	}
 
 	image := add(&spdx.Package{PackageName: m.Name, PackageSPDXIdentifier: id("image", m.Name), PackageVersion: m.Version,
-		PrimaryPackagePurpose: "OPERATING-SYSTEM", PackageComment: "drover image, build " + m.BuildID + ", root hash " + m.RootHash})
+		PrimaryPackagePurpose: "OPERATING_SYSTEM", PackageComment: "drover image, build " + m.BuildID + ", root hash " + m.RootHash})
 	rel("DOCUMENT", "DESCRIBES", image)
 
 	debIDs := map[string]common.ElementID{}

@@ -339,7 +339,7 @@ func Write(path string, data []byte) error {
 // made for different recipe inputs.
 func (l *Lock) CheckFresh(recipePath, inputs string) error {
 	if l.Inputs != inputs {
-		return fmt.Errorf("lock %s.lock does not match recipe %s (its packages, kernel, suite or components changed since it was locked): run `drover lock %s`", recipePath, recipePath, recipePath)
+		return fmt.Errorf("lock %s.lock does not match recipe %s (its packages, kernel, suites or components changed since it was locked): run `drover lock %s`", recipePath, recipePath, recipePath)
 	}
 	return nil
 }

@@ -79,7 +79,7 @@ func TestStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := l.CheckFresh("recipes/a.yaml", "other")
-	want := "lock recipes/a.yaml.lock does not match recipe recipes/a.yaml (its packages, kernel, suite or components changed since it was locked): run `drover lock recipes/a.yaml`"
+	want := "lock recipes/a.yaml.lock does not match recipe recipes/a.yaml (its packages, kernel, suites or components changed since it was locked): run `drover lock recipes/a.yaml`"
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v", err)
 	}

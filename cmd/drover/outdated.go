@@ -1,0 +1,137 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-os/drover/image/debian"
+	"github.com/drover-os/drover/image/gomod"
+	"github.com/drover-os/drover/image/lock"
+	"github.com/drover-os/drover/image/outdated"
+	"github.com/drover-os/drover/image/recipe"
+	"github.com/drover-os/drover/image/sources"
+)
+
+func newOutdatedCmd(g *globals) *cobra.Command {
+	var asJSON, securityOnly bool
+	cmd := &cobra.Command{
+		Use:   "outdated RECIPE",
+		Short: "Say whether a rebuild is due: newer Debian packages (security updates marked) and Go patch releases than RECIPE.lock pins",
+		Long: `outdated compares RECIPE.lock with what is published now: the signed indexes
+of the recipe's Debian suites (e.g. trixie, trixie-updates, trixie-security;
+each InRelease verified as drover lock does) and the Go module proxy.
+
+It lists every locked Debian package with a newer version in those suites,
+marking the ones that come from a -security suite (a published security fix
+the image lacks), and every Go component (kubelet, containerd) with a newer
+patch release of the same minor.
+
+While it reads the signed indexes it also checks every locked .deb that is
+still published: a lock line whose sha256, size or path disagrees with the
+signed index is an error naming the line (a hand-edited lock is not
+trusted). A locked version the suites no longer list (superseded) is only
+noted: the security suite keeps one version of a package.
+
+Exit status: 0 current, 1 outdated (a rebuild is due), 2 error (a lock line
+the index contradicts, a stale lock, an unverifiable InRelease, no network).
+With --security-only, only Debian security updates make it outdated; Go
+releases are not classified and are left out. Progress goes to stderr.`,
+		Example: `  drover outdated recipes/ecs-node.yaml
+  drover outdated --security-only recipes/ecs-node.yaml || drover lock recipes/ecs-node.yaml
+  drover outdated --json recipes/ecs-node.yaml | jq '.packages[] | select(.security)'`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rep, r, l, err := runOutdated(cmd, g, args[0])
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			var suites []string
+			for _, s := range l.Suites {
+				suites = append(suites, s.Name)
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				b, _ := json.MarshalIndent(struct {
+					Lock         string   `json:"lock"`
+					Suites       []string `json:"suites"`
+					Outdated     bool     `json:"outdated"`
+					SecurityOnly bool     `json:"securityOnly"`
+					*outdated.Report
+				}{relToWorkDir(r.LockPath()), r.Debian.Suites, rep.Outdated(securityOnly), securityOnly, rep}, "", "  ")
+				fmt.Fprintln(out, string(b))
+			} else if err := rep.Text(out, relToWorkDir(r.LockPath()), r.Debian.Suites, securityOnly); err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			for _, gone := range rep.Gone {
+				fmt.Fprintf(g.log(), "outdated: %s is no longer in %s (superseded); `drover lock` pins what is published\n", gone, strings.Join(suites, ", "))
+			}
+			if rep.Outdated(securityOnly) {
+				return &exitError{code: 1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().BoolVar(&securityOnly, "security-only", false, "only Debian security updates count (exit 1 only for them)")
+	return cmd
+}
+
+// runOutdated reads the recipe and its lock, fetches the signed indexes of
+// the recipe's suites and the module proxy's versions, and checks the lock
+// against them. A lock line the signed index contradicts is an error.
+func runOutdated(cmd *cobra.Command, g *globals, path string) (*outdated.Report, *recipe.Recipe, *lock.Lock, error) {
+	r, err := recipe.Load(path)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	l, err := lock.Read(r.LockPath())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := l.CheckFresh(r.Path, r.InputsDigest()); err != nil {
+		return nil, nil, nil, err
+	}
+	o, err := g.options(true)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := sources.CheckSigners(r, l, o); err != nil {
+		return nil, nil, nil, err
+	}
+	ctx := cmd.Context()
+	suites, err := sources.Releases(ctx, r, o)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var pkgs []debian.Package
+	for _, s := range suites {
+		idx, err := s.Client.Index(ctx, s.Release, r.Debian.Components, r.Arch)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		pkgs = append(pkgs, idx.Packages...)
+	}
+	versions := map[string][]string{}
+	for _, m := range outdated.GoModules(l) {
+		fmt.Fprintf(g.log(), "outdated: listing the module proxy's versions of %s\n", m)
+		v, err := gomod.ModuleVersions(ctx, o.Go, m)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		versions[m] = v
+	}
+	fmt.Fprintf(g.log(), "outdated: %d locked packages against %d published in %s\n", len(l.Debs), len(pkgs), strings.Join(r.Debian.Suites, ", "))
+	rep := outdated.Check(l, pkgs, versions)
+	if len(rep.Mismatches) > 0 {
+		var lines []string
+		for _, m := range rep.Mismatches {
+			lines = append(lines, fmt.Sprintf("%s:%d: %s", relToWorkDir(r.LockPath()), m.Line, m.Detail()))
+		}
+		return nil, nil, nil, errors.New(strings.Join(lines, "\n") + fmt.Sprintf("\nthe lock disagrees with the signed index: it was edited, or the archive changed a published file; run `drover lock %s` and review the diff", relToWorkDir(r.Path)))
+	}
+	return rep, r, l, nil
+}
