@@ -49,8 +49,10 @@ func cycloneDX(m *Manifest) ([]byte, error) {
 		}
 		deps[from] = append(deps[from], to)
 	}
+	refOf := map[string]string{}
 	for _, p := range m.Packages {
-		ref := debPURL(p)
+		ref := debianPURL(p, m.Distro)
+		refOf[p.Name] = ref
 		c := cdx.Component{BOMRef: ref, Type: cdx.ComponentTypeLibrary, Name: p.Name, Version: p.Version, PackageURL: ref,
 			Supplier: &cdx.OrganizationalEntity{Name: "Debian"}, Hashes: sha(p.SHA256),
 			Properties: props("drover:debianSource", strings.TrimSpace(p.Source+" "+p.SourceVersion), "drover:debianLicenses", strings.Join(p.Licenses, "; "))}
@@ -59,10 +61,6 @@ func cycloneDX(m *Manifest) ([]byte, error) {
 		}
 		comps = append(comps, c)
 		dependsOn(imageRef, ref)
-	}
-	refOf := map[string]string{}
-	for _, p := range m.Packages {
-		refOf[p.Name] = debPURL(p)
 	}
 	for _, p := range m.Packages {
 		for _, d := range p.Depends {
@@ -78,11 +76,11 @@ func cycloneDX(m *Manifest) ([]byte, error) {
 			if !strings.HasPrefix(sum, "h1:") {
 				return fmt.Errorf("CycloneDX SBOM: module %s of %s has no h1: hash in its build info", mod, c.Name)
 			}
-			ref := "pkg:golang/" + mod
+			modPath, version, _ := strings.Cut(mod, "@")
+			ref := goPURL(modPath, version)
 			if !modules[ref] {
 				modules[ref] = true
-				path, version, _ := strings.Cut(mod, "@")
-				comps = append(comps, cdx.Component{BOMRef: ref, Type: cdx.ComponentTypeLibrary, Name: path, Version: version,
+				comps = append(comps, cdx.Component{BOMRef: ref, Type: cdx.ComponentTypeLibrary, Name: modPath, Version: version,
 					PackageURL: ref, Properties: props("drover:goSum", sum)})
 			}
 			dependsOn(c.BOMRef, ref)
@@ -91,7 +89,7 @@ func cycloneDX(m *Manifest) ([]byte, error) {
 	}
 	for _, g := range m.Go {
 		c := cdx.Component{BOMRef: "go:" + g.Name, Type: cdx.ComponentTypeApplication, Name: g.Name, Version: g.Version,
-			PackageURL: "pkg:golang/" + g.Module + "@" + g.Version, Hashes: sha(g.SHA256),
+			PackageURL: goPURL(g.Module, g.Version), Hashes: sha(g.SHA256),
 			Properties: props("drover:install", g.Install, "drover:goPackage", g.Package, "drover:toolchain", g.GoVersion)}
 		if err := binary(c, g.Deps); err != nil {
 			return nil, err

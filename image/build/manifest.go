@@ -28,6 +28,7 @@ type Manifest struct {
 	LockSHA256   string       `json:"lockSHA256"`
 	Epoch        int64        `json:"epoch"`
 	Suites       []lock.Suite `json:"suites"`
+	Distro       string       `json:"distro,omitempty"` // the image's os-release ID-VERSION_ID ("debian-13"): its packages' purl distro
 	Kernel       string       `json:"kernel"`
 	Cmdline      string       `json:"cmdline"`
 	RootHash     string       `json:"rootHash"`

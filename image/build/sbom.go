@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/package-url/packageurl-go"
 	"github.com/spdx/tools-golang/json"
 	"github.com/spdx/tools-golang/spdx"
 	"github.com/spdx/tools-golang/spdx/v2/common"
@@ -21,11 +22,13 @@ import (
 	"github.com/drover-os/drover/image/tree"
 )
 
-// packageFacts completes the manifest's Debian packages with what the SBOM
-// needs and the lock does not hold: the source package (from each .deb's
-// control file), the packages of the image each one depends on, and the
-// licenses its machine-readable copyright file states.
+// packageFacts completes the manifest with what the SBOM needs and the lock
+// does not hold: the distribution the image's os-release names, and for
+// each Debian package its source package (from the .deb's control file),
+// the packages of the image it depends on, and the licenses its
+// machine-readable copyright file states.
 func (b *builder) packageFacts(f *sources.Fetched) error {
+	b.man.Distro = imageDistro(b.tree)
 	provides := map[string][]string{} // name or virtual name -> packages in the image
 	controls := make([]map[string]string, len(b.man.Packages))
 	for i, p := range b.man.Packages {
@@ -93,19 +96,85 @@ func relationNames(field string) []string {
 // docCopyright finds a package's copyright file; Debian lets a package's
 // doc directory be a symlink to the one of the package it depends on.
 func docCopyright(t *tree.Tree, pkg string) *tree.Node {
-	dir := "/usr/share/doc/" + pkg
+	return t.Get(resolve(t, "/usr/share/doc/"+pkg) + "/copyright")
+}
+
+// resolve follows p while it is a symlink in the tree (a few hops: the
+// links it is for are one deep).
+func resolve(t *tree.Tree, p string) string {
 	for range 4 {
-		n := t.Get(dir)
+		n := t.Get(p)
 		if n == nil || n.Kind != tree.Symlink {
 			break
 		}
 		if strings.HasPrefix(n.Target, "/") {
-			dir = n.Target
+			p = n.Target
 		} else {
-			dir = path.Join(path.Dir(dir), n.Target)
+			p = path.Join(path.Dir(p), n.Target)
 		}
 	}
-	return t.Get(dir + "/copyright")
+	return p
+}
+
+// imageDistro names the distribution the root's os-release describes the
+// way syft does for the purl distro qualifier, ID-VERSION_ID ("debian-13"),
+// which grype reads to choose the advisories to match. /etc/os-release
+// wins over /usr/lib/os-release, as os-release(5) says (Debian makes the
+// first a symlink to the second). A release without VERSION_ID (testing,
+// sid) or without os-release names none: "".
+func imageDistro(t *tree.Tree) string {
+	for _, p := range []string{"/etc/os-release", "/usr/lib/os-release"} {
+		n := t.Get(resolve(t, p))
+		if n == nil || n.Kind != tree.Regular {
+			continue
+		}
+		var id, version string
+		for _, line := range strings.Split(string(n.Data), "\n") {
+			k, v, _ := strings.Cut(strings.TrimSpace(line), "=")
+			v = strings.Trim(v, `"'`)
+			switch k {
+			case "ID":
+				id = v
+			case "VERSION_ID":
+				version = v
+			}
+		}
+		if id == "" || version == "" {
+			return ""
+		}
+		return id + "-" + version
+	}
+	return ""
+}
+
+// debianPURL is a Debian package's package URL as scanners match it (syft
+// writes it, grype and trivy read it): pkg:deb/debian/NAME@VERSION with
+// the architecture, the image's distro (debian-13), and, where the binary
+// package is not named and versioned like its source package,
+// upstream=SOURCE or upstream=SOURCE@SOURCEVERSION: Debian's advisories
+// name source packages, so that is what grype looks them up by. The
+// library does the escaping ("+" in names and versions, "@" in upstream)
+// and the canonical qualifier order.
+func debianPURL(p Package, distro string) string {
+	q := map[string]string{"arch": p.Arch, "distro": distro}
+	if p.Source != "" && p.SourceVersion != "" && p.SourceVersion != p.Version {
+		q["upstream"] = p.Source + "@" + p.SourceVersion
+	} else if p.Source != "" && p.Source != p.Name {
+		q["upstream"] = p.Source
+	}
+	maps.DeleteFunc(q, func(_, v string) bool { return v == "" })
+	return packageurl.NewPackageURL(packageurl.TypeDebian, "debian", p.Name, p.Version, packageurl.QualifiersFromMap(q), "").ToString()
+}
+
+// goPURL is the package URL of a Go module: its path up to the last slash
+// is the namespace. The path keeps its case: the Go module proxy and the Go
+// vulnerability database name modules case-sensitively.
+func goPURL(modulePath, version string) string {
+	ns, name := "", modulePath
+	if i := strings.LastIndex(modulePath, "/"); i >= 0 {
+		ns, name = modulePath[:i], modulePath[i+1:]
+	}
+	return packageurl.NewPackageURL(packageurl.TypeGolang, ns, name, version, nil, "").ToString()
 }
 
 // copyrightLicenses returns the license short names a machine-readable
@@ -253,7 +322,7 @@ func sbom(m *Manifest) ([]byte, error) {
 		x := &spdx.Package{PackageName: p.Name, PackageSPDXIdentifier: id("deb", p.Name), PackageVersion: p.Version,
 			PackageFileName: p.Path[strings.LastIndex(p.Path, "/")+1:], PackageChecksums: sha256sum(p.SHA256),
 			PackageSupplier:           &common.Supplier{SupplierType: "Organization", Supplier: "Debian"},
-			PackageExternalReferences: purl(debPURL(p)), PrimaryPackagePurpose: "LIBRARY",
+			PackageExternalReferences: purl(debianPURL(p, m.Distro)), PrimaryPackagePurpose: "LIBRARY",
 			PackageLicenseDeclared: declared}
 		if p.Source != "" {
 			x.PackageSourceInfo = "built from Debian source package " + p.Source + " " + p.SourceVersion
@@ -278,14 +347,14 @@ func sbom(m *Manifest) ([]byte, error) {
 		rel(image, "CONTAINS", bid)
 		for _, d := range deps {
 			mod, sum, _ := strings.Cut(d, " ")
-			path, version, _ := strings.Cut(mod, "@")
+			modPath, version, _ := strings.Cut(mod, "@")
 			mid, ok := modIDs[mod]
 			if !ok {
 				if !strings.HasPrefix(sum, "h1:") {
 					return fmt.Errorf("SBOM: module %s of %s has no h1: hash in its build info", mod, bin.PackageName)
 				}
-				mid = add(&spdx.Package{PackageName: path, PackageSPDXIdentifier: id("gomod", mod), PackageVersion: version,
-					PackageExternalReferences: purl("pkg:golang/" + mod), PrimaryPackagePurpose: "LIBRARY",
+				mid = add(&spdx.Package{PackageName: modPath, PackageSPDXIdentifier: id("gomod", mod), PackageVersion: version,
+					PackageExternalReferences: purl(goPURL(modPath, version)), PrimaryPackagePurpose: "LIBRARY",
 					PackageComment: "go.sum " + sum})
 				modIDs[mod] = mid
 			}
@@ -296,7 +365,7 @@ func sbom(m *Manifest) ([]byte, error) {
 	for _, g := range m.Go {
 		bin := &spdx.Package{PackageName: g.Name, PackageSPDXIdentifier: id("go", g.Name), PackageVersion: g.Version,
 			PackageFileName: g.Install, PackageChecksums: sha256sum(g.SHA256), PrimaryPackagePurpose: "APPLICATION",
-			PackageExternalReferences: purl("pkg:golang/" + g.Module + "@" + g.Version),
+			PackageExternalReferences: purl(goPURL(g.Module, g.Version)),
 			PackageComment:            "Go binary of package " + g.Package + ", built with " + g.GoVersion}
 		if err := goBinary(bin, g.Deps); err != nil {
 			return nil, err

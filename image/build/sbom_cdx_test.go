@@ -49,7 +49,7 @@ func TestCycloneDX(t *testing.T) {
 	if cad.Version != "v0.52.1" || cad.Hashes != nil || cad.Properties == nil || (*cad.Properties)[0].Value != "h1:sC8SZ6jio9ds+P2dk51bgbeYeufxo55n0X3tmrpA9as=" {
 		t.Errorf("cadvisor = %+v", cad)
 	}
-	libc := refs["pkg:deb/debian/libc6@2.41-12?arch=amd64"]
+	libc := refs["pkg:deb/debian/libc6@2.41-12?arch=amd64&distro=debian-13&upstream=glibc"]
 	if libc.Licenses == nil || (*libc.Licenses)[0].Expression != "LGPL-2.1-or-later AND GPL-2.0-or-later" || (*libc.Hashes)[0].Value != strings.Repeat("a", 64) {
 		t.Errorf("libc6 = %+v", libc)
 	}

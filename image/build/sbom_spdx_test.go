@@ -16,16 +16,31 @@ import (
 
 func sbomManifest() *Manifest {
 	return &Manifest{Name: "ecs-node", Version: "20261121.091544", BuildID: "0123456789abcdef", Builder: "drover dev", Epoch: 1795252544,
-		RootHash: strings.Repeat("d", 64),
+		RootHash: strings.Repeat("d", 64), Distro: "debian-13",
+		// Versions as Debian writes them: an epoch, a binNMU (+b3) of a
+		// security update, a backport's "~", a "+" in a package name, and
+		// binary packages named or versioned unlike their source package.
 		Packages: []Package{
+			{Name: "bsdutils", Version: "1:2.75-10+deb13u1+b3", Arch: "amd64", SHA256: strings.Repeat("1", 64),
+				Path: "pool/main/u/util-linux/bsdutils_2.75-10+deb13u1+b3_amd64.deb", Suite: "trixie-security",
+				Source: "util-linux", SourceVersion: "2.75-10+deb13u1", Depends: []string{"libc6"}},
 			{Name: "libc6", Version: "2.41-12", Arch: "amd64", SHA256: strings.Repeat("a", 64), Path: "pool/main/g/glibc/libc6_2.41-12_amd64.deb",
 				Source: "glibc", SourceVersion: "2.41-12", Licenses: []string{"LGPL-2.1+", "GPL-2+"}},
+			{Name: "libssl3t64", Version: "3.5.4-1~deb13u1", Arch: "amd64", SHA256: strings.Repeat("2", 64),
+				Path: "pool/main/o/openssl/libssl3t64_3.5.4-1~deb13u1_amd64.deb", Source: "openssl", SourceVersion: "3.5.4-1~deb13u1",
+				Depends: []string{"libc6"}},
+			{Name: "libstdc++6", Version: "14.2.0-19", Arch: "amd64", SHA256: strings.Repeat("3", 64),
+				Path: "pool/main/g/gcc-14/libstdc++6_14.2.0-19_amd64.deb", Source: "gcc-14", SourceVersion: "14.2.0-19", Depends: []string{"libc6"}},
 			{Name: "mawk", Version: "1.3.4-1", Arch: "amd64", SHA256: strings.Repeat("b", 64), Path: "pool/main/m/mawk/mawk_1.3.4-1_amd64.deb",
 				Source: "mawk", SourceVersion: "1.3.4-1", Depends: []string{"libc6"}, Licenses: []string{"GPL-2", "BSD-like-Spencer"}},
+			{Name: "tzdata", Version: "2025b-4+deb13u1", Arch: "all", SHA256: strings.Repeat("4", 64),
+				Path: "pool/main/t/tzdata/tzdata_2025b-4+deb13u1_all.deb", Source: "tzdata", SourceVersion: "2025b-4+deb13u1"},
 		},
 		Go: []GoComponent{{Name: "kubelet", Module: "k8s.io/kubernetes", Version: "v1.36.3", Package: "k8s.io/kubernetes/cmd/kubelet",
 			Install: "/usr/bin/kubelet", SHA256: strings.Repeat("c", 64), GoVersion: "go1.26.8",
 			Deps: []string{"github.com/google/cadvisor@v0.52.1 h1:sC8SZ6jio9ds+P2dk51bgbeYeufxo55n0X3tmrpA9as=",
+				"github.com/Microsoft/go-winio@v0.6.2 h1:F2VQgta7ecxGYO8k3ZZz3RS8fVIXVxONVUPlNERoyfY=",
+				"github.com/docker/cli@v29.7.2+incompatible h1:dlkwallR8XqfeVnA2ELEhdwvb4lsSwuB4IgsG8Q9cLY=",
 				"k8s.io/kubernetes@v1.36.3 h1:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="}}},
 		Own: []OwnFile{{Path: "/usr/bin/drover-agent", SHA256: strings.Repeat("e", 64), Module: "github.com/drover-os/drover", GoVersion: "go1.26.8",
 			Deps: []string{"github.com/coreos/ignition/v2@v2.24.0 h1:TVcsSWiYvhXihD8Mss3CTRuKaNZM2OIfpoKiudIhrKo="}}},
@@ -67,7 +82,7 @@ func TestSBOMIsValidSPDXAndComplete(t *testing.T) {
 	libc := byName["libc6"]
 	if libc == nil || libc.PackageVersion != "2.41-12" || libc.PackageSourceInfo != "built from Debian source package glibc 2.41-12" ||
 		libc.PackageLicenseDeclared != "LGPL-2.1-or-later AND GPL-2.0-or-later" || libc.PackageChecksums[0].Value != strings.Repeat("a", 64) ||
-		libc.PackageExternalReferences[0].Locator != "pkg:deb/debian/libc6@2.41-12?arch=amd64" {
+		libc.PackageExternalReferences[0].Locator != "pkg:deb/debian/libc6@2.41-12?arch=amd64&distro=debian-13&upstream=glibc" {
 		t.Errorf("libc6 = %+v", libc)
 	}
 	if m := byName["mawk"]; m.PackageLicenseDeclared != "GPL-2.0-only AND LicenseRef-BSD-like-Spencer" || m.PackageLicenseComments != "debian/copyright states: GPL-2; BSD-like-Spencer" {
