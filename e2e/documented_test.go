@@ -132,6 +132,14 @@ func documentedSteps(mirror string) []step {
 		{line: "drover lock --explain recipes/minimal.yaml", covers: []string{"drover lock --explain recipes/minimal.yaml", "drover lock --explain"}},
 		{line: "drover sources recipes/minimal.yaml", covers: []string{"drover sources"}},
 		{line: "drover fetch recipes/ecs-node.yaml", covers: []string{"drover fetch RECIPE"}, check: contains("verified in the cache")},
+		// After the lock: the clone's lock is then current but for what
+		// was published in the minutes between, so 1 is an answer too.
+		{line: "drover outdated recipes/ecs-node.yaml; test $? -le 1", covers: []string{"drover outdated recipes/ecs-node.yaml", "drover outdated RECIPE"},
+			note: "exit 1 (something published since the lock step) is an answer, not a failure", check: contains("recipes/ecs-node.yaml.lock is ")},
+		{line: "drover outdated --security-only recipes/ecs-node.yaml || drover lock recipes/ecs-node.yaml",
+			covers: []string{"drover outdated --security-only recipes/ecs-node.yaml || drover lock recipes/ecs-node.yaml"}},
+		{line: "drover outdated --json recipes/ecs-node.yaml | jq '.packages[] | select(.security)'",
+			covers: []string{"drover outdated --json recipes/ecs-node.yaml | jq '.packages[] | select(.security)'"}},
 		{line: "drover build --plan recipes/minimal.yaml", covers: []string{"drover build --plan recipes/minimal.yaml", "drover build --plan"}},
 		{line: "drover build recipes/minimal.yaml -o out/", covers: []string{"drover build RECIPE -o out/"}, check: contains("out/minimal.raw")},
 

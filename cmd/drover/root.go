@@ -38,6 +38,7 @@ func newRootCmd() *cobra.Command {
 declarative recipe, and smoke-tests them under QEMU.
 
 A typical pipeline:
+  drover outdated recipes/ecs-node.yaml    # exit 1: newer packages (security updates marked) than the lock pins
   drover lock recipes/ecs-node.yaml        # resolve and pin every input (review the .lock diff)
   drover build recipes/ecs-node.yaml -o out/
   drover validate userdata.ign             # reject bad user-data before it reaches a launch template
