@@ -129,7 +129,7 @@ func sourceChangelog(src string, bins []Package, files map[string]map[string][]b
 	// arch: all packages of a source can lag behind the others.
 	bins = slices.Clone(bins)
 	sort.SliceStable(bins, func(i, j int) bool {
-		if c := compareVersions(bins[i].SourceVersion, bins[j].SourceVersion); c != 0 {
+		if c := CompareDebian(bins[i].SourceVersion, bins[j].SourceVersion); c != 0 {
 			return c > 0
 		}
 		return bins[i].Name < bins[j].Name
@@ -169,7 +169,7 @@ func sourceChangelog(src string, bins []Package, files map[string]map[string][]b
 			}
 		}
 	}
-	sort.SliceStable(sc.Entries, func(i, j int) bool { return compareVersions(sc.Entries[i].Version, sc.Entries[j].Version) > 0 })
+	sort.SliceStable(sc.Entries, func(i, j int) bool { return CompareDebian(sc.Entries[i].Version, sc.Entries[j].Version) > 0 })
 	return sc
 }
 
@@ -202,9 +202,11 @@ func isNative(v string) bool {
 	return err == nil && pv.IsNative()
 }
 
-// compareVersions compares two Debian versions; one that does not parse
-// sorts before the ones that do.
-func compareVersions(a, b string) int {
+// CompareDebian orders Debian versions as dpkg does (epoch, upstream,
+// revision; ~ before anything); a version that does not parse sorts
+// before those that do. Changelog entries are recorded newest first in
+// this order, and drover diff selects them by it.
+func CompareDebian(a, b string) int {
 	va, errA := version.Parse(a)
 	vb, errB := version.Parse(b)
 	if errA != nil || errB != nil {
@@ -286,18 +288,22 @@ func cutLines(lines []string, max int) (string, int) {
 	return strings.TrimSuffix(b.String(), "\n"), 0
 }
 
-// ids are the distinct matches of re in text, sorted (CVE-2026-9999
-// before CVE-2026-10000); nil when none.
+// ids are the distinct matches of re in text, sorted by CompareIDs; nil
+// when none.
 func ids(re *regexp.Regexp, text string) []string {
 	found := re.FindAllString(text, -1)
 	if len(found) == 0 {
 		return nil
 	}
-	slices.SortFunc(found, func(a, b string) int {
-		if len(a) != len(b) && a[:9] == b[:9] { // same "CVE-YYYY-", or any GHSA
-			return len(a) - len(b)
-		}
-		return strings.Compare(a, b)
-	})
+	slices.SortFunc(found, CompareIDs)
 	return slices.Compact(found)
+}
+
+// CompareIDs orders CVE and GHSA IDs: by year, then by number
+// (CVE-2026-9999 before CVE-2026-10000).
+func CompareIDs(a, b string) int {
+	if len(a) != len(b) && len(a) > 9 && len(b) > 9 && a[:9] == b[:9] { // same "CVE-YYYY-"
+		return len(a) - len(b)
+	}
+	return strings.Compare(a, b)
 }

@@ -104,7 +104,7 @@ func readReleaseNotes(fsys fs.FS, module, version string) ReleaseNotes {
 		rn.Problem = "no release notes in the module"
 		return rn
 	}
-	sort.Slice(rn.Releases, func(i, j int) bool { return semverLess(rn.Releases[j].Version, rn.Releases[i].Version) })
+	sort.Slice(rn.Releases, func(i, j int) bool { return SemverLess(rn.Releases[j].Version, rn.Releases[i].Version) })
 	return rn
 }
 
@@ -146,8 +146,9 @@ func readNotes(fsys fs.FS, name string) (string, error) {
 	return string(data), err
 }
 
-// semverLess orders "v1.2.3" versions, pre-releases before their release.
-func semverLess(a, b string) bool {
+// SemverLess orders Go module versions ("v1.2.3"), pre-releases before
+// their release; versions that are not semver compare as strings.
+func SemverLess(a, b string) bool {
 	va, errA := semver.NewVersion(strings.TrimPrefix(a, "v"))
 	vb, errB := semver.NewVersion(strings.TrimPrefix(b, "v"))
 	if errA != nil || errB != nil {
