@@ -48,7 +48,9 @@ func comparePackages(old, new []build.Package) []PackageChange {
 		case o.Arch != n.Arch:
 			out = append(out, PackageChange{Name: name, Old: o.Version + " " + o.Arch, New: n.Version + " " + n.Arch, SameVersion: o.Version == n.Version})
 		case o.Version != n.Version:
-			out = append(out, PackageChange{Name: name, Old: o.Version, New: n.Version})
+			// A security update: a newer version from a -security suite.
+			security := strings.HasSuffix(n.Suite, "-security") && build.CompareDebian(n.Version, o.Version) > 0
+			out = append(out, PackageChange{Name: name, Old: o.Version, New: n.Version, Security: security})
 		case o.SHA256 != n.SHA256:
 			out = append(out, PackageChange{Name: name, Old: o.Version, New: n.Version, Note: "same version, different .deb (sha256 " + o.SHA256 + " → " + n.SHA256 + ")"})
 		}

@@ -1,7 +1,9 @@
 // Package diff explains what changed between two drover images by
 // comparing their manifests (`drover diff`): packages, Go and URL
 // components, kernel, command line, root hash, enabled units, initrd
-// modules, boot files, partitions and every file of the root filesystem.
+// modules, boot files, partitions and every file of the root filesystem;
+// and, from the changelogs the manifests record, what each changed
+// package's new version fixes.
 //
 // Compare is pure and deterministic: every list is sorted, so the same two
 // manifests always give the same Diff and the same rendered bytes, which a
@@ -31,15 +33,19 @@ type Diff struct {
 	// Arch is set when the images are of different architectures (an
 	// amd64 and an arm64 build of the same node): then most packages
 	// differ only by it, and Text and Markdown fold those into one line.
-	Arch          *Change         `json:"arch"`
-	Packages      []PackageChange `json:"packages"`
-	Go            []GoChange      `json:"go"`
-	URLs          []URLChange     `json:"urls"`
-	Kernel        *Change         `json:"kernel"`
-	Cmdline       *Change         `json:"cmdline"` // without drover.roothash=, see RootHash
-	RootHash      *Change         `json:"rootHash"`
-	Units         ListChange      `json:"units"`
-	InitrdModules ListChange      `json:"initrdModules"`
+	Arch     *Change         `json:"arch"`
+	Packages []PackageChange `json:"packages"`
+	Go       []GoChange      `json:"go"`
+	URLs     []URLChange     `json:"urls"`
+	// Fixes say, per changed Debian source package and Go module, what
+	// the new version fixes (or a downgrade loses), from the changelogs
+	// and release notes the manifests record.
+	Fixes         []Fix      `json:"fixes"`
+	Kernel        *Change    `json:"kernel"`
+	Cmdline       *Change    `json:"cmdline"` // without drover.roothash=, see RootHash
+	RootHash      *Change    `json:"rootHash"`
+	Units         ListChange `json:"units"`
+	InitrdModules ListChange `json:"initrdModules"`
 	// What the recipe leaves out (excluded packages as "name version",
 	// remove globs) and the setuid/setgid files ("path mode uid:gid").
 	Excluded   ListChange        `json:"excluded"`
@@ -89,11 +95,13 @@ type PackageChange struct {
 	Name string `json:"name"`
 	// SameVersion: the same version built for another architecture, the
 	// architecture being the only difference.
-	SameVersion bool       `json:"sameVersion,omitempty"`
-	Old         string     `json:"old"`
-	New         string     `json:"new"`
-	Note        string     `json:"note,omitempty"` // e.g. same version but a different .deb
-	Files       FileCounts `json:"files"`
+	SameVersion bool   `json:"sameVersion,omitempty"`
+	Old         string `json:"old"`
+	New         string `json:"new"`
+	Note        string `json:"note,omitempty"` // e.g. same version but a different .deb
+	// Security: the new version comes from a -security suite.
+	Security bool       `json:"security,omitempty"`
+	Files    FileCounts `json:"files"`
 }
 
 // GoSide is one side of a Go component change.
@@ -183,6 +191,7 @@ func Compare(old, new *build.Manifest) *Diff {
 	d.Packages = comparePackages(old.Packages, new.Packages)
 	d.Go = compareGo(old.Go, new.Go)
 	d.URLs = compareURLs(old.URLs, new.URLs)
+	d.Fixes = compareFixes(old, new)
 	d.Kernel = changed("", old.Kernel, new.Kernel)
 	d.Cmdline = changed("", withoutRootHash(old.Cmdline), withoutRootHash(new.Cmdline))
 	d.RootHash = changed("", old.RootHash, new.RootHash)

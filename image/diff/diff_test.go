@@ -217,7 +217,8 @@ var renderers = []struct {
 }
 
 // TestGolden renders a diff touching every section, a diff with many
-// files (the <details> fold) and an empty diff, in every form.
+// files (the <details> fold), an empty diff and one of package updates
+// with recorded changelogs, in every form.
 func TestGolden(t *testing.T) {
 	many := base()
 	for i := 0; i < 12; i++ {
@@ -227,6 +228,7 @@ func TestGolden(t *testing.T) {
 		"changed": Compare(base(), changedManifest()),
 		"many":    Compare(base(), many),
 		"equal":   Compare(base(), base()),
+		"fixes":   Compare(fixesOld(), fixesNew()), // fixes_test.go
 	}
 	for name, d := range cases {
 		for _, r := range renderers {

@@ -54,7 +54,11 @@ func (d *Diff) Markdown(w io.Writer) error {
 			if p.Note != "" {
 				note = strings.TrimSpace(short(p.Note) + " " + note)
 			}
-			rows = append(rows, []string{code(p.Name), cell(p.Old), cell(p.New), note})
+			newCell := cell(p.New)
+			if p.Security {
+				newCell += " **security**"
+			}
+			rows = append(rows, []string{code(p.Name), cell(p.Old), newCell, note})
 		}
 		table(&b, []string{"package", "old", "new", "files"}, rows)
 	}
@@ -73,6 +77,10 @@ func (d *Diff) Markdown(w io.Writer) error {
 			rows = append(rows, []string{code(u.Name), urlCell(u.Old), urlCell(u.New), countCell(u.Files)})
 		}
 		table(&b, []string{"component", "old", "new", "files"}, rows)
+	}
+	if len(d.Fixes) > 0 {
+		section("What the new versions fix")
+		d.fixesMarkdown(&b)
 	}
 	boot := [][]string{}
 	if d.Kernel != nil {

@@ -41,6 +41,12 @@ func (d *Diff) Text(w io.Writer) error {
 		mark, text := u.describe()
 		line("url", mark, text)
 	}
+	for _, f := range d.Fixes {
+		line(f.label(), f.mark(), f.describe())
+		for _, l := range f.detailLines() {
+			line("", " ", l)
+		}
+	}
 	if d.Kernel != nil {
 		line("kernel", "~", arrow(d.Kernel.Old, d.Kernel.New))
 	}
@@ -123,6 +129,7 @@ func (d *Diff) Summary() string {
 	count(pr, "package removed", "packages removed")
 	count(len(d.Go), "Go component changed", "Go components changed")
 	count(len(d.URLs), "URL component changed", "URL components changed")
+	parts = append(parts, d.fixSummary()...)
 	flag(d.Kernel != nil, "kernel changed")
 	flag(d.Cmdline != nil, "command line changed")
 	flag(d.RootHash != nil, "root hash changed")
@@ -193,6 +200,9 @@ func (p PackageChange) describe() (string, string) {
 		return "-", p.Name + " " + p.Old + countText(p.Files)
 	}
 	text := p.Name + " " + arrow(p.Old, p.New)
+	if p.Security {
+		text += " [security]"
+	}
 	if p.Note != "" {
 		text = p.Name + " " + p.Old + ": " + short(p.Note)
 	}
