@@ -27,6 +27,15 @@ root hash, enabled units, initrd modules, boot files, partitions and the files
 of the root filesystem. Files of a package (or component) that changed are
 counted under it; every other changed file is listed.
 
+For each Debian source package whose version changed, diff lists the
+changelog entries between the two versions and the CVE IDs they name (for a
+downgrade: the entries the image loses), and marks a newer version from a
+-security suite as a security update; for Go modules, the CVE and GHSA IDs
+of the release notes the module carries (Kubernetes' CHANGELOG/, containerd's
+releases/). The summary counts them: "fixes N CVEs in M packages". The build
+records the changelogs in the manifest; with an older manifest diff says the
+changelog is not recorded.
+
 OLD and NEW are manifest files, images (out/x.raw, .qcow2 or .vhd: the
 x.manifest.json beside it is read) or output directories holding one
 manifest.
