@@ -83,6 +83,7 @@ func (b *builder) recordChangelogs(ctx context.Context) error {
 	since := b.epoch.AddDate(-changelogYears, 0, 0)
 	cl := &Changelogs{Since: since, MinEntries: changelogMinEntries, MaxText: changelogMaxText}
 	cl.Debian = debianChangelogs(b.man.Packages, b.changelogs.files, since)
+	b.changelogs.files = nil // read: the image and its outputs need the memory more
 	var err error
 	if cl.Go, err = b.releaseNotes(ctx); err != nil {
 		return err
