@@ -104,13 +104,13 @@ func TestExcludedPackageIsLeftOutAndChecked(t *testing.T) {
 		if _, err := c.Put(sha, bytes.NewReader(data)); err != nil {
 			t.Fatal(err)
 		}
-		debs = append(debs, lock.Deb{Name: d.name, Version: "1.0", Arch: "amd64", Size: int64(len(data)), SHA256: sha, Path: "pool/main/x/" + d.name + ".deb"})
+		debs = append(debs, lock.Deb{Name: d.name, Version: "1.0", Arch: "amd64", Size: int64(len(data)), SHA256: sha, Suite: "trixie", Path: "pool/main/x/" + d.name + ".deb"})
 	}
 	r, err := recipe.Parse(filepath.Join(dir, "r.yaml"), []byte("name: x\npackages: [app]\nexclude:\n  - package: gone\n    why: test\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &lock.Lock{Inputs: r.InputsDigest(), Epoch: 1795252544, Debs: debs}
+	l := &lock.Lock{Inputs: r.InputsDigest(), Epoch: 1795252544, Debs: debs, Suites: []lock.Suite{trixieSuite}}
 	p, err := NewPlan(r, l, filepath.Join(dir, "out"))
 	if err != nil {
 		t.Fatal(err)

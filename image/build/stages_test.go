@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/drover-os/drover/image/cache"
 	"github.com/drover-os/drover/image/deb/debtest"
@@ -47,7 +48,8 @@ func kernelless(t *testing.T) (*Plan, Options, string) {
 		t.Fatal(err)
 	}
 	l := &lock.Lock{Inputs: r.InputsDigest(), Epoch: 1795252544,
-		Debs: []lock.Deb{{Name: "hello", Version: "1.0", Arch: "amd64", Size: int64(len(debBytes)), SHA256: sha, Path: "pool/main/h/hello/hello_1.0_amd64.deb"}}}
+		Debs:   []lock.Deb{{Name: "hello", Version: "1.0", Arch: "amd64", Size: int64(len(debBytes)), SHA256: sha, Suite: "trixie", Path: "pool/main/h/hello/hello_1.0_amd64.deb"}},
+		Suites: []lock.Suite{trixieSuite}}
 	out := filepath.Join(dir, "out")
 	p, err := NewPlan(r, l, out)
 	if err != nil {
@@ -111,7 +113,7 @@ func TestStagesRunInOrderAndStopAtTheFirstFailure(t *testing.T) {
 func TestStageErrorsNameTheStage(t *testing.T) {
 	p, o, out := kernelless(t)
 	o.Sources.Mirror = ""
-	if _, err := Build(context.Background(), p, o); err == nil || err.Error() != "fetch: no Debian mirror: pass --mirror, set DROVER_MIRROR or configure apt" {
+	if _, err := Build(context.Background(), p, o); err == nil || err.Error() != "fetch: no Debian mirror for suite trixie: pass --mirror, set DROVER_MIRROR or configure apt" {
 		t.Errorf("no mirror: %v", err)
 	}
 	assertNoOutputs(t, out)
@@ -141,3 +143,8 @@ func TestCancelledBuildStops(t *testing.T) {
 	}
 	assertNoOutputs(t, out)
 }
+
+// trixieSuite is a lock's record of trixie as the committed trust root
+// verifies it: fetch checks the signer before it fetches a .deb.
+var trixieSuite = lock.Suite{Name: "trixie", Date: time.Unix(1795252544, 0).UTC(), InRelease: strings.Repeat("a", 64),
+	Signer: "04B54C3CDCA79751B16BC6B5225629DF75B188BD", Trust: "repo:recipes/keys/debian-archive-trixie.asc"}
