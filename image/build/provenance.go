@@ -48,7 +48,7 @@ func Provenance(m *Manifest, subjects []Subject) ([]byte, error) {
 		{Name: "lock", Digest: map[string]string{"sha256": m.LockSHA256}},
 	}
 	for _, p := range m.Packages {
-		deps = append(deps, &intoto.ResourceDescriptor{Uri: debPURL(p), Digest: map[string]string{"sha256": p.SHA256}})
+		deps = append(deps, &intoto.ResourceDescriptor{Uri: debianPURL(p, m.Distro), Digest: map[string]string{"sha256": p.SHA256}})
 	}
 	toolchains := map[string]bool{}
 	goDeps := func(component string, mods []string) error {
@@ -120,11 +120,8 @@ func moduleDescriptor(dep string) (*intoto.ResourceDescriptor, error) {
 	if !ok || err != nil || len(raw) != 32 {
 		return nil, fmt.Errorf("module %s has no h1: hash in its build info (%q): build it with module mode and go.sum", mod, sum)
 	}
-	return &intoto.ResourceDescriptor{Uri: "pkg:golang/" + mod, Digest: map[string]string{"dirHash": hex.EncodeToString(raw)}}, nil
-}
-
-func debPURL(p Package) string {
-	return fmt.Sprintf("pkg:deb/debian/%s@%s?arch=%s", p.Name, p.Version, p.Arch)
+	path, version, _ := strings.Cut(mod, "@")
+	return &intoto.ResourceDescriptor{Uri: goPURL(path, version), Digest: map[string]string{"dirHash": hex.EncodeToString(raw)}}, nil
 }
 
 func toStruct(m proto.Message) (*structpb.Struct, error) {
