@@ -72,11 +72,14 @@ if has build; then
   # the packages the image installs (the lock also pins the excluded ones)
   pkgs=$(jq -r '.packages[].name' "$m" | paste -sd, -)
   peer="$work/peer"; rm -rf "$peer"; mkdir -p "$peer"
-  m_url=${DROVER_MIRROR:-$("$DROVER" mirror)}
+  m_url=$("$DROVER" mirror)
+  s_url=$("$DROVER" mirror --security)
   t0=$(now)
   # essential: dpkg and the Essential set, which maintainer scripts need, plus
-  # exactly the packages of drover's lock.
-  mmdebstrap --variant=essential --include="$pkgs" trixie "$peer/root" "$m_url" >"$peer/mmdebstrap.log" 2>&1 \
+  # exactly the packages of drover's lock; from the same three suites as the
+  # recipe, so both install the same versions.
+  mmdebstrap --variant=essential --include="$pkgs" trixie "$peer/root" \
+    "deb $m_url trixie main" "deb $m_url trixie-updates main" "deb $s_url trixie-security main" >"$peer/mmdebstrap.log" 2>&1 \
     || { echo "  mmdebstrap failed (see $peer/mmdebstrap.log)"; }
   t1=$(now)
   mkfs.erofs "$peer/root.erofs" "$peer/root" >"$peer/mkfs.erofs.log" 2>&1 || echo "  mkfs.erofs failed (see $peer/mkfs.erofs.log)"
