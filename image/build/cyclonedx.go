@@ -11,11 +11,21 @@ import (
 
 // cycloneDX renders the same inventory as the SPDX SBOM as CycloneDX 1.6
 // JSON with github.com/CycloneDX/cyclonedx-go, since container and node
-// scanners read either: the image is the metadata component; every Debian
+// scanners read either: the image is the metadata component; the operating
+// system (Debian and its release, from the image's os-release), every Debian
 // package, Go binary, Go module and URL component is a component with its
-// purl and hashes; the dependency graph says what the image, each package
-// and each binary depend on. Modules carry their go.sum hash as a property:
-// CycloneDX hashes are of files, and h1 is a hash of a module's file tree.
+// purl and hashes; the dependency graph says what the image, the operating
+// system, each package and each binary depend on, the way trivy writes it:
+// the image on the operating system, the operating system on every Debian
+// package. Modules carry their go.sum hash as a property: CycloneDX hashes
+// are of files, and h1 is a hash of a module's file tree.
+//
+// The image is a platform, not an operating-system component: trivy takes
+// the one operating-system component (the metadata one included) as the OS,
+// its name as the family, and warns and picks at random, or fails, when
+// there are two; it refuses a metadata component of a type it does not
+// know (device, firmware, file), and syft reads a container one as an image
+// reference. Syft takes the first operating-system component as the distro.
 func cycloneDX(m *Manifest) ([]byte, error) {
 	bom := cdx.NewBOM()
 	bom.SerialNumber = uuid.UUID(derive16("cyclonedx-serial", m.RootHash)).URN()
@@ -37,7 +47,7 @@ func cycloneDX(m *Manifest) ([]byte, error) {
 		Timestamp: epochString(m.Epoch),
 		Tools: &cdx.ToolsChoice{Components: &[]cdx.Component{{Type: cdx.ComponentTypeApplication, Name: "drover",
 			Version: strings.TrimPrefix(m.Builder, "drover ")}}},
-		Component: &cdx.Component{BOMRef: imageRef, Type: cdx.ComponentTypeOS, Name: m.Name, Version: m.Version,
+		Component: &cdx.Component{BOMRef: imageRef, Type: cdx.ComponentTypePlatform, Name: m.Name, Version: m.Version,
 			Properties: props("drover:buildID", m.BuildID, "drover:rootHash", m.RootHash)},
 	}
 	var comps []cdx.Component
@@ -48,6 +58,12 @@ func cycloneDX(m *Manifest) ([]byte, error) {
 			order = append(order, from)
 		}
 		deps[from] = append(deps[from], to)
+	}
+	debParent := imageRef
+	if name, version, ok := distroOS(m.Distro); ok {
+		debParent = "os:" + m.Distro
+		comps = append(comps, cdx.Component{BOMRef: debParent, Type: cdx.ComponentTypeOS, Name: name, Version: version})
+		dependsOn(imageRef, debParent)
 	}
 	refOf := map[string]string{}
 	for _, p := range m.Packages {
@@ -60,7 +76,7 @@ func cycloneDX(m *Manifest) ([]byte, error) {
 			c.Licenses = &cdx.Licenses{{Expression: expr}}
 		}
 		comps = append(comps, c)
-		dependsOn(imageRef, ref)
+		dependsOn(debParent, ref)
 	}
 	for _, p := range m.Packages {
 		for _, d := range p.Depends {

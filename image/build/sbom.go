@@ -147,6 +147,20 @@ func imageDistro(t *tree.Tree) string {
 	return ""
 }
 
+// distroOS splits the manifest's distro (os-release ID-VERSION_ID,
+// "debian-13") into the name and version of the operating system the
+// SBOMs name, which scanners take the OS from: trivy reads the name as
+// the OS family and the version as its release, syft (for grype) as ID
+// and VERSION_ID. The version is after the last "-": an ID may hold one
+// ("opensuse-leap"). No distro (testing, sid): none.
+func distroOS(distro string) (name, version string, ok bool) {
+	i := strings.LastIndex(distro, "-")
+	if i <= 0 || i == len(distro)-1 {
+		return "", "", false
+	}
+	return distro[:i], distro[i+1:], true
+}
+
 // debianPURL is a Debian package's package URL as scanners match it (syft
 // writes it, grype and trivy read it): pkg:deb/debian/NAME@VERSION with
 // the architecture, the image's distro (debian-13), and, where the binary
@@ -265,9 +279,13 @@ var licenseRefChars = regexp.MustCompile(`[^A-Za-z0-9.]+`)
 // github.com/spdx/tools-golang: the image, every Debian package (version,
 // arch, source package, licenses, the .deb's sha256), every Go binary (the
 // Go components and drover-agent / drover-init) with every module of its
-// build list, and the URL components; the image CONTAINS each of them,
-// a Debian package DEPENDS_ON the packages of the image its Depends and
-// Pre-Depends name, a Go binary DEPENDS_ON each module linked into it.
+// build list, and the URL components; the image CONTAINS the operating
+// system (Debian and its release, from the image's os-release) which
+// CONTAINS every Debian package, and the image CONTAINS each Go binary and
+// URL component; a Debian package DEPENDS_ON the packages of the image its
+// Depends and Pre-Depends name, a Go binary DEPENDS_ON each module linked
+// into it. Without a distro (testing, sid) there is no operating system
+// package and the image CONTAINS the Debian packages.
 func sbom(m *Manifest) ([]byte, error) {
 	doc := &spdx.Document{
 		SPDXVersion: spdx.Version, DataLicense: spdx.DataLicense, SPDXIdentifier: "DOCUMENT",
@@ -310,9 +328,20 @@ func sbom(m *Manifest) ([]byte, error) {
 		return p.PackageSPDXIdentifier
 	}
 
+	// The image is not the operating system package: that is Debian, below,
+	// and a second OPERATING_SYSTEM package would leave a scanner to guess.
 	image := add(&spdx.Package{PackageName: m.Name, PackageSPDXIdentifier: id("image", m.Name), PackageVersion: m.Version,
-		PrimaryPackagePurpose: "OPERATING_SYSTEM", PackageComment: "drover image, build " + m.BuildID + ", root hash " + m.RootHash})
+		PrimaryPackagePurpose: "OTHER", PackageComment: "drover image, build " + m.BuildID + ", root hash " + m.RootHash})
 	rel("DOCUMENT", "DESCRIBES", image)
+	// trivy takes the package whose SPDX ID starts with OperatingSystem as
+	// the OS (name: family, versionInfo: release) when the image CONTAINS it,
+	// and scans the Debian packages it CONTAINS against that release.
+	debParent := image
+	if name, version, ok := distroOS(m.Distro); ok {
+		debParent = add(&spdx.Package{PackageName: name, PackageSPDXIdentifier: id("OperatingSystem", name), PackageVersion: version,
+			PrimaryPackagePurpose: "OPERATING_SYSTEM", PackageComment: "the distribution of the image's os-release: " + m.Distro})
+		rel(image, "CONTAINS", debParent)
+	}
 
 	debIDs := map[string]common.ElementID{}
 	refs := map[string]string{}
@@ -331,7 +360,7 @@ func sbom(m *Manifest) ([]byte, error) {
 			x.PackageLicenseComments = "debian/copyright states: " + strings.Join(p.Licenses, "; ")
 		}
 		debIDs[p.Name] = add(x)
-		rel(image, "CONTAINS", debIDs[p.Name])
+		rel(debParent, "CONTAINS", debIDs[p.Name])
 	}
 	for _, p := range m.Packages {
 		for _, d := range p.Depends {

@@ -17,7 +17,7 @@ func TestCycloneDX(t *testing.T) {
 	if err := cdx.NewBOMDecoder(bytes.NewReader(data), cdx.BOMFileFormatJSON).Decode(&bom); err != nil {
 		t.Fatalf("the CycloneDX library cannot read the BOM: %v", err)
 	}
-	if bom.SpecVersion != cdx.SpecVersion1_6 || !strings.HasPrefix(bom.SerialNumber, "urn:uuid:") || bom.Metadata.Component.Type != cdx.ComponentTypeOS {
+	if bom.SpecVersion != cdx.SpecVersion1_6 || !strings.HasPrefix(bom.SerialNumber, "urn:uuid:") || bom.Metadata.Component.Type != cdx.ComponentTypePlatform {
 		t.Errorf("spec %v serial %q metadata %+v", bom.SpecVersion, bom.SerialNumber, bom.Metadata.Component)
 	}
 	refs := map[string]cdx.Component{bom.Metadata.Component.BOMRef: *bom.Metadata.Component}
@@ -40,7 +40,7 @@ func TestCycloneDX(t *testing.T) {
 			edges[refs[d.Ref].Name+" -> "+refs[on].Name] = true
 		}
 	}
-	for _, want := range []string{"ecs-node -> libc6", "mawk -> libc6", "kubelet -> github.com/google/cadvisor", "drover-agent -> github.com/coreos/ignition/v2", "ecs-node -> crictl"} {
+	for _, want := range []string{"ecs-node -> debian", "debian -> libc6", "mawk -> libc6", "kubelet -> github.com/google/cadvisor", "drover-agent -> github.com/coreos/ignition/v2", "ecs-node -> crictl"} {
 		if !edges[want] {
 			t.Errorf("dependency %q missing", want)
 		}

@@ -102,7 +102,7 @@ func TestSBOMIsValidSPDXAndComplete(t *testing.T) {
 	for _, r := range doc.Relationships {
 		rels[idName[r.RefA.ElementRefID]+" "+r.Relationship+" "+idName[r.RefB.ElementRefID]] = true
 	}
-	for _, want := range []string{"ecs-node CONTAINS libc6", "ecs-node CONTAINS kubelet", "ecs-node CONTAINS drover-agent", "ecs-node CONTAINS crictl",
+	for _, want := range []string{"ecs-node CONTAINS debian", "debian CONTAINS libc6", "ecs-node CONTAINS kubelet", "ecs-node CONTAINS drover-agent", "ecs-node CONTAINS crictl",
 		"mawk DEPENDS_ON libc6", "kubelet DEPENDS_ON github.com/google/cadvisor", "kubelet DEPENDS_ON k8s.io/kubernetes",
 		"drover-agent DEPENDS_ON github.com/coreos/ignition/v2"} {
 		if !rels[want] {
