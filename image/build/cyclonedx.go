@@ -7,6 +7,7 @@ import (
 
 	cdx "github.com/CycloneDX/cyclonedx-go"
 	"github.com/google/uuid"
+	"pault.ag/go/debian/version"
 )
 
 // cycloneDX renders the same inventory as the SPDX SBOM as CycloneDX 1.6
@@ -71,7 +72,8 @@ func cycloneDX(m *Manifest) ([]byte, error) {
 		refOf[p.Name] = ref
 		c := cdx.Component{BOMRef: ref, Type: cdx.ComponentTypeLibrary, Name: p.Name, Version: p.Version, PackageURL: ref,
 			Supplier: &cdx.OrganizationalEntity{Name: "Debian"}, Hashes: sha(p.SHA256),
-			Properties: props("drover:debianSource", strings.TrimSpace(p.Source+" "+p.SourceVersion), "drover:debianLicenses", strings.Join(p.Licenses, "; "))}
+			Properties: props(append([]string{"drover:debianSource", strings.TrimSpace(p.Source + " " + p.SourceVersion),
+				"drover:debianLicenses", strings.Join(p.Licenses, "; ")}, trivySource(p)...)...)}
 		if expr, _ := spdxLicense(p.Licenses); expr != "NOASSERTION" {
 			c.Licenses = &cdx.Licenses{{Expression: expr}}
 		}
@@ -144,4 +146,27 @@ func cycloneDX(m *Manifest) ([]byte, error) {
 		return nil, fmt.Errorf("writing the CycloneDX SBOM: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// trivySource is the source package of a Debian package as trivy reads it
+// from a CycloneDX SBOM: its properties aquasecurity:trivy:SrcName,
+// SrcVersion (upstream version), SrcRelease (Debian revision) and SrcEpoch,
+// split as trivy writes them. trivy looks Debian's advisories up by source
+// package and reads it from nowhere else (not the purl's upstream): without
+// them it looks libc6 up as libc6 rather than glibc, and finds nothing.
+func trivySource(p Package) []string {
+	if p.Source == "" || p.SourceVersion == "" {
+		return nil
+	}
+	kv := []string{"aquasecurity:trivy:SrcName", p.Source, "aquasecurity:trivy:SrcVersion", p.SourceVersion}
+	v, err := version.Parse(p.SourceVersion)
+	if err != nil {
+		return kv // the whole version still compares right
+	}
+	kv[3] = v.Version
+	kv = append(kv, "aquasecurity:trivy:SrcRelease", v.Revision)
+	if v.Epoch != 0 {
+		kv = append(kv, "aquasecurity:trivy:SrcEpoch", fmt.Sprint(v.Epoch))
+	}
+	return kv
 }

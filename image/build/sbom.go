@@ -353,8 +353,10 @@ func sbom(m *Manifest) ([]byte, error) {
 			PackageSupplier:           &common.Supplier{SupplierType: "Organization", Supplier: "Debian"},
 			PackageExternalReferences: purl(debianPURL(p, m.Distro)), PrimaryPackagePurpose: "LIBRARY",
 			PackageLicenseDeclared: declared}
-		if p.Source != "" {
-			x.PackageSourceInfo = "built from Debian source package " + p.Source + " " + p.SourceVersion
+		if p.Source != "" && p.SourceVersion != "" {
+			// In the words trivy reads the source package from (its
+			// advisories are by source package; it ignores the purl's upstream).
+			x.PackageSourceInfo = "built package from: " + p.Source + " " + p.SourceVersion
 		}
 		if len(p.Licenses) > 0 {
 			x.PackageLicenseComments = "debian/copyright states: " + strings.Join(p.Licenses, "; ")

@@ -80,7 +80,7 @@ func TestSBOMIsValidSPDXAndComplete(t *testing.T) {
 		idName[p.PackageSPDXIdentifier] = p.PackageName
 	}
 	libc := byName["libc6"]
-	if libc == nil || libc.PackageVersion != "2.41-12" || libc.PackageSourceInfo != "built from Debian source package glibc 2.41-12" ||
+	if libc == nil || libc.PackageVersion != "2.41-12" || libc.PackageSourceInfo != "built package from: glibc 2.41-12" ||
 		libc.PackageLicenseDeclared != "LGPL-2.1-or-later AND GPL-2.0-or-later" || libc.PackageChecksums[0].Value != strings.Repeat("a", 64) ||
 		libc.PackageExternalReferences[0].Locator != "pkg:deb/debian/libc6@2.41-12?arch=amd64&distro=debian-13&upstream=glibc" {
 		t.Errorf("libc6 = %+v", libc)
