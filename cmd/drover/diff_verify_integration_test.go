@@ -162,7 +162,8 @@ func TestDiffAndVerifyTwoBuilds(t *testing.T) {
 		// path, partition) is asserted where it is one.
 		var kinds []string
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
-			if strings.HasPrefix(line, "summary: ") {
+			// A changelog line's entries follow it, indented.
+			if strings.HasPrefix(line, "summary: ") || strings.HasPrefix(line, "  ") {
 				continue
 			}
 			k := strings.Join(strings.Fields(line[:16]), " ")
@@ -171,7 +172,7 @@ func TestDiffAndVerifyTwoBuilds(t *testing.T) {
 			}
 			kinds = append(kinds, k)
 		}
-		want := []string{"recipe ~", "lock ~", "package ~ " + swapPackage, "root hash ~",
+		want := []string{"recipe ~", "lock ~", "package ~ " + swapPackage, "changelog -", "root hash ~",
 			"esp ~ EFI/Linux/drover.efi:",
 			"file ~ /etc/drover-diff-test", "file ~ /usr/lib/os-release",
 			"partition ~ esp:", "partition ~ root:", "partition ~ root-verity:"}
@@ -184,7 +185,14 @@ func TestDiffAndVerifyTwoBuilds(t *testing.T) {
 		if !strings.Contains(out, "package       ~ "+swapPackage+" "+oldVersion+" → "+newVersion) {
 			t.Errorf("no package line for %s %s → %s", swapPackage, oldVersion, newVersion)
 		}
-		if !strings.Contains(out, "\nsummary: recipe changed, lock changed, 1 package changed, root hash changed, 1 boot file changed, ") {
+		// The second build takes an older linux-base: the diff says it is
+		// a downgrade and which of the old version's changelog entries
+		// (recorded by the first build) the image loses.
+		if !strings.Contains(out, "changelog     - "+swapPackage+" "+oldVersion+" → "+newVersion+": downgrade, loses ") ||
+			!strings.Contains(out, "\n                "+oldVersion+" (") {
+			t.Errorf("no downgrade line naming the lost %s entry", oldVersion)
+		}
+		if !strings.Contains(out, "\nsummary: recipe changed, lock changed, 1 package changed, 1 package downgraded, root hash changed, 1 boot file changed, ") {
 			t.Errorf("summary line is not the expected one")
 		}
 	})
@@ -200,7 +208,7 @@ func TestDiffAndVerifyTwoBuilds(t *testing.T) {
 				sections = append(sections, line[4:])
 			}
 		}
-		want := []string{"Inputs", "Packages", "Kernel, command line, root", "Boot files (ESP)", "Files", "Partitions"}
+		want := []string{"Inputs", "Packages", "What the new versions fix", "Kernel, command line, root", "Boot files (ESP)", "Files", "Partitions"}
 		if !reflect.DeepEqual(sections, want) {
 			t.Errorf("sections %q, want %q", sections, want)
 		}
@@ -309,7 +317,7 @@ func ownBinaries(t *testing.T, dir string) (agent, initBin string) {
 func lockLine(t *testing.T, lockText, pkg string) (line, version string) {
 	t.Helper()
 	for _, l := range strings.Split(lockText, "\n") {
-		if f := strings.Fields(l); len(f) == 7 && f[0] == "deb" && f[1] == pkg {
+		if f := strings.Fields(l); len(f) == 8 && f[0] == "deb" && f[1] == pkg {
 			return l, f[2]
 		}
 	}
@@ -342,7 +350,7 @@ func otherVersion(t *testing.T, locked string) (version, line string) {
 			tried = append(tried, fmt.Sprintf("%s (%s %v)", url, resp.Status, err))
 			continue
 		}
-		return c.version, fmt.Sprintf("deb %s %s all %d %s %s", swapPackage, c.version, n, hex.EncodeToString(h.Sum(nil)), c.path)
+		return c.version, fmt.Sprintf("deb %s %s all %d %s trixie %s", swapPackage, c.version, n, hex.EncodeToString(h.Sum(nil)), c.path)
 	}
 	t.Fatalf("the mirror serves none of the other %s versions: %s; add a version it serves to swapCandidates", swapPackage, strings.Join(tried, ", "))
 	return "", ""
