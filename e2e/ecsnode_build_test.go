@@ -18,6 +18,7 @@ import (
 	"github.com/spdx/tools-golang/spdxlib"
 
 	"github.com/drover-os/drover/image/build"
+	"github.com/drover-os/drover/image/sbomschema"
 )
 
 // TestEcsNodeBuildReproducible builds the default recipe twice into
@@ -68,6 +69,7 @@ func TestEcsNodeBuildReproducible(t *testing.T) {
 			t.Errorf("manifest: %s built with %q, not the lock's toolchain", o.Path, o.GoVersion)
 		}
 	}
+	checkSBOMSchemas(t, filepath.Join(out, "ecs-node.spdx.json"), filepath.Join(out, "ecs-node.cdx.json"))
 	checkSPDX(t, filepath.Join(out, "ecs-node.spdx.json"), mf)
 	checkSPDXLibrary(t, filepath.Join(out, "ecs-node.spdx.json"), map[string]string{
 		"kubelet":      "github.com/google/cadvisor/lib",
@@ -91,6 +93,20 @@ func checkManifestImages(t *testing.T, out string, mf *build.Manifest) {
 		if !formats[f] {
 			t.Errorf("manifest: no %s image listed in images", f)
 		}
+	}
+}
+
+// checkSBOMSchemas requires the build's SPDX and CycloneDX documents to
+// validate against the official schemas: the unit tests check documents
+// written from a hand-made manifest, and a real build's packages, licenses
+// and versions are where a scanner would find what they do not have.
+func checkSBOMSchemas(t *testing.T, spdxPath, cdxPath string) {
+	t.Helper()
+	if err := sbomschema.SPDX(readFile(t, spdxPath)); err != nil {
+		t.Errorf("%s: %v", spdxPath, err)
+	}
+	if err := sbomschema.CycloneDX(readFile(t, cdxPath)); err != nil {
+		t.Errorf("%s: %v", cdxPath, err)
 	}
 }
 
