@@ -223,12 +223,18 @@ func ModuleDir(ctx context.Context, env Env, module, version string) (string, er
 }
 
 // queryModule runs a go command about module@version in an empty module of
-// its own, so that a go.mod above the work dir (and its replaces) cannot
-// take part in the query, and returns its output.
+// its own (inEmptyModule) and returns its output.
 func queryModule(ctx context.Context, env Env, module, version string, args ...string) ([]byte, error) {
 	if !pathRE.MatchString(module) || !semverRE.MatchString(version) {
 		return nil, fmt.Errorf("want a module path and an exact version")
 	}
+	return inEmptyModule(ctx, env, args...)
+}
+
+// inEmptyModule runs a go command in an empty module of its own, so that a
+// go.mod above the work dir (and its replaces) cannot take part in a query
+// about another module, and returns its output.
+func inEmptyModule(ctx context.Context, env Env, args ...string) ([]byte, error) {
 	g, err := env.prepare(ctx)
 	if err != nil {
 		return nil, err

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"golang.org/x/mod/semver"
@@ -18,24 +16,7 @@ func ModuleVersions(ctx context.Context, env Env, module string) ([]string, erro
 	if !pathRE.MatchString(module) {
 		return nil, fmt.Errorf("listing versions of %q: not a module path", module)
 	}
-	g, err := env.prepare(ctx)
-	if err != nil {
-		return nil, err
-	}
-	lang, err := langVersion(g.version)
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp(env.workDir(), "drover-gomod-versions-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	empty := goModFile{Module: moduleBase + "list", Go: lang}
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(empty.render()), 0o644); err != nil {
-		return nil, err
-	}
-	out, err := g.run(ctx, dir, nil, "list", "-m", "-versions", "-json=Path,Versions", module)
+	out, err := inEmptyModule(ctx, env, "list", "-m", "-versions", "-json=Path,Versions", module)
 	if err != nil {
 		return nil, fmt.Errorf("listing versions of %s: %w", module, err)
 	}
