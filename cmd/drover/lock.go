@@ -152,7 +152,7 @@ func printExplain(w io.Writer, res *sources.Result) {
 	debs := append([]lock.Deb(nil), res.Lock.Debs...)
 	sort.Slice(debs, func(i, j int) bool { return debs[i].Name < debs[j].Name })
 	for _, d := range debs {
-		fmt.Fprintf(w, "  %-36s %-28s %-16s %s\n", d.Name, d.Version, d.Suite, res.Why[d.Name])
+		fmt.Fprintf(w, "  %-36s %-28s %-18s %s\n", d.Name, d.Version, d.Suite, res.Why[d.Name])
 	}
 	for _, c := range res.Choices {
 		fmt.Fprintf(w, "choice: %s\n", c)
