@@ -13,6 +13,7 @@ import (
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/clearsign"
+	pgperrors "github.com/ProtonMail/go-crypto/openpgp/errors"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 )
 
@@ -70,6 +71,11 @@ type SignatureError struct {
 	KeyringPath string   // filled in by Client, which knows the path
 	SignerIDs   []string // issuer key IDs found in the signature block
 	Err         error    // the last verification error
+	// Expired and Revoked name the keys of the keyring that did make a
+	// signature but are expired or revoked at verification time: the
+	// signature is refused for that, not for an unknown key.
+	Expired, Revoked []string
+	Now              time.Time
 }
 
 func (e *SignatureError) Error() string {
@@ -80,6 +86,12 @@ func (e *SignatureError) Error() string {
 	suite := e.Suite
 	if suite == "" {
 		suite = "unknown suite"
+	}
+	if len(e.Revoked) > 0 {
+		return fmt.Sprintf("InRelease for %s is signed by key %s of %s, which is revoked: refused; the archive signs with a new key, whose export must be committed to the trust root (and the revoked one removed), or the mirror serves a forged Release", suite, strings.Join(e.Revoked, ", "), ring)
+	}
+	if len(e.Expired) > 0 {
+		return fmt.Sprintf("InRelease for %s is signed by key %s of %s, which had expired at %s (the build host's clock): refused; check the host's clock, or commit the archive's current key (or the key's extended expiry) to the trust root", suite, strings.Join(e.Expired, ", "), ring, e.Now.UTC().Format(time.RFC1123))
 	}
 	if len(e.SignerIDs) == 0 {
 		return fmt.Sprintf("InRelease for %s: signature does not verify against %s (no issuer key IDs in the signature): check the mirror", suite, ring)
@@ -115,16 +127,25 @@ func VerifyInRelease(data []byte, keyring openpgp.EntityList, now time.Time) (*R
 	cfg := &packet.Config{Time: func() time.Time { return now }}
 	var signer *openpgp.Entity
 	lastErr := errors.New("no signature packets")
-	for _, sig := range sigs {
+	var expired, revoked []string
+	for i, sig := range sigs {
 		_, ent, err := openpgp.VerifyDetachedSignature(keyring, bytes.NewReader(block.Bytes), bytes.NewReader(sig), cfg)
 		if err == nil {
 			signer = ent
 			break
 		}
 		lastErr = err
+		// A key of the keyring made it, but is no longer valid: say so,
+		// rather than "not in the keyring".
+		switch {
+		case errors.Is(err, pgperrors.ErrKeyRevoked):
+			revoked = append(revoked, ids[i])
+		case errors.Is(err, pgperrors.ErrKeyExpired), errors.Is(err, pgperrors.ErrSignatureExpired):
+			expired = append(expired, ids[i])
+		}
 	}
 	if signer == nil {
-		return nil, &SignatureError{Suite: suite, SignerIDs: ids, Err: lastErr}
+		return nil, &SignatureError{Suite: suite, SignerIDs: nonEmpty(ids), Err: lastErr, Expired: expired, Revoked: revoked, Now: now}
 	}
 
 	rel, err := ParseRelease(block.Plaintext)
@@ -145,8 +166,8 @@ func VerifyInRelease(data []byte, keyring openpgp.EntityList, now time.Time) (*R
 
 // splitSignatures returns each signature packet of the block serialized on
 // its own, so each can be verified independently (go-crypto stops at the first
-// signature whose issuer is in the keyring, even if that one fails), and the
-// issuer key IDs for messages.
+// signature whose issuer is in the keyring, even if that one fails), and,
+// for messages, each one's issuer key ID ("" when it names none).
 func splitSignatures(body io.Reader) ([][]byte, []string, error) {
 	var sigs [][]byte
 	var ids []string
@@ -163,19 +184,31 @@ func splitSignatures(body io.Reader) ([][]byte, []string, error) {
 		if err := op.Serialize(&buf); err != nil {
 			return nil, nil, err
 		}
+		id := ""
 		if p, err := op.Parse(); err == nil {
 			if s, ok := p.(*packet.Signature); ok {
 				switch {
 				case len(s.IssuerFingerprint) > 0:
-					ids = append(ids, strings.ToUpper(hex.EncodeToString(s.IssuerFingerprint)))
+					id = strings.ToUpper(hex.EncodeToString(s.IssuerFingerprint))
 				case s.IssuerKeyId != nil:
-					ids = append(ids, fmt.Sprintf("%016X", *s.IssuerKeyId))
+					id = fmt.Sprintf("%016X", *s.IssuerKeyId)
 				}
 			}
 		}
 		sigs = append(sigs, buf.Bytes())
+		ids = append(ids, id)
 	}
 	return sigs, ids, nil
+}
+
+func nonEmpty(ss []string) []string {
+	var out []string
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func unverifiedSuite(text []byte) string {

@@ -331,3 +331,54 @@ func TestLoadKeyring(t *testing.T) {
 		t.Error("empty keyring accepted")
 	}
 }
+
+// TestVerifyInReleaseExpiredOrRevokedKey: a signature by a key of the
+// keyring that has since expired or been revoked is refused, and the
+// message says which of the two, not that the key is unknown.
+func TestVerifyInReleaseExpiredOrRevokedKey(t *testing.T) {
+	at := func(d time.Duration) func() time.Time { return func() time.Time { return keyTime.Add(d) } }
+	mk := func(name string, lifetime uint32) *openpgp.Entity {
+		e, err := openpgp.NewEntity(name, "test", name+"@example.invalid",
+			&packet.Config{Algorithm: packet.PubKeyAlgoEdDSA, Time: at(0), KeyLifetimeSecs: lifetime})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	// Expires 2025-08-09 12:00, between the Release's Date and keyNow.
+	shortLived := mk("short-lived archive", uint32(time.Date(2025, 8, 9, 12, 0, 0, 0, time.UTC).Sub(keyTime)/time.Second))
+	revoked := mk("revoked archive", 0)
+	if err := revoked.RevokeKey(packet.KeyCompromised, "compromised", &packet.Config{Time: at(2 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		key  *openpgp.Entity
+		want []string
+	}{
+		{"expired", shortLived, []string{"which had expired at Sun, 10 Aug 2025 00:00:00 UTC (the build host's clock): refused", "check the host's clock"}},
+		{"revoked", revoked, []string{"which is revoked: refused", "whose export must be committed to the trust root"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := clearsignWith(t, sampleRelease, tc.key) // signed an hour after the key was made
+			if _, err := VerifyInRelease(data, openpgp.EntityList{tc.key}, time.Date(2025, 8, 9, 10, 0, 0, 0, time.UTC)); tc.name == "expired" && err != nil {
+				t.Fatalf("while the key was valid: %v", err)
+			}
+			_, err := VerifyInRelease(data, openpgp.EntityList{tc.key}, keyNow)
+			var se *SignatureError
+			if !errors.As(err, &se) {
+				t.Fatalf("err = %v, want a SignatureError", err)
+			}
+			fp := strings.ToUpper(hex.EncodeToString(tc.key.PrimaryKey.Fingerprint))
+			msg := se.Error()
+			for _, w := range append(tc.want, "InRelease for trixie is signed by key "+fp+" of the keyring") {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q lacks %q", msg, w)
+				}
+			}
+			if strings.Contains(msg, "not in") {
+				t.Errorf("error %q says the key is not in the keyring", msg)
+			}
+		})
+	}
+}
