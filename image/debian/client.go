@@ -148,16 +148,23 @@ func (c *Client) componentIndex(ctx context.Context, rel *Release, comp, arch st
 	}
 	plain, havePlain := rel.File(base)
 
+	// The decompressed index is kept only when the signed Release lists its
+	// sha256, and is re-hashed against it whenever it is read: the cache
+	// directory is writable by whoever shares it, and the index decides
+	// every hash the lock pins.
 	var cached string
-	if c.IndexDir != "" {
+	if c.IndexDir != "" && havePlain {
 		cached = filepath.Join(c.IndexDir, xzFile.SHA256+".Packages")
 		if data, err := os.ReadFile(cached); err == nil {
-			pkgs, err := ParseIndex(data)
-			if err == nil {
+			sum := sha256.Sum256(data)
+			if got := hex.EncodeToString(sum[:]); got != plain.SHA256 {
+				c.logf("index cache %s has sha256 %s, not the %s the signed Release lists: rebuilding", cached, got, plain.SHA256)
+			} else if pkgs, err := ParseIndex(data); err == nil {
 				return pkgs, nil
+			} else {
+				// A damaged cache entry is rebuilt rather than fatal.
+				c.logf("index cache %s unreadable (%v): rebuilding", cached, err)
 			}
-			// A damaged cache entry is rebuilt rather than fatal.
-			c.logf("index cache %s unreadable (%v): rebuilding", cached, err)
 		}
 	}
 

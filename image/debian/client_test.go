@@ -220,6 +220,23 @@ func TestClientReleaseAndIndex(t *testing.T) {
 	if !strings.Contains(log.String(), "InRelease for trixie") {
 		t.Errorf("log = %q", log.String())
 	}
+
+	// A decompressed copy changed in the cache (a writable, shared
+	// directory) is not trusted: its sha256 is not the signed one, so the
+	// index is decoded again from the verified .xz.
+	if err := os.WriteFile(cached, []byte(strings.Replace(clientPackages, "Version: 1.0", "Version: 9.9", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idx3, err := c.Index(ctx, rel, []string{"main"}, "amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slicesEqualPkgs(idx.Packages, idx3.Packages) || !strings.Contains(log.String(), "not the "+sha([]byte(clientPackages))+" the signed Release lists: rebuilding") {
+		t.Errorf("a tampered cached index was used: %+v\n%s", idx3.Packages, log.String())
+	}
+	if data, _ := os.ReadFile(cached); string(data) != clientPackages {
+		t.Error("the tampered cache entry was not replaced")
+	}
 }
 
 func slicesEqualPkgs(a, b []Package) bool {
