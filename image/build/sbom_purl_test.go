@@ -118,17 +118,7 @@ func TestSBOMsCarryThePURLs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cdxDoc struct {
-		Components []struct {
-			Ref  string `json:"bom-ref"`
-			Name string `json:"name"`
-			PURL string `json:"purl"`
-		} `json:"components"`
-		Dependencies []struct {
-			Ref       string   `json:"ref"`
-			DependsOn []string `json:"dependsOn"`
-		} `json:"dependencies"`
-	}
+	var cdxDoc cdxOSView
 	if err := json.Unmarshal(cdxData, &cdxDoc); err != nil {
 		t.Fatal(err)
 	}
