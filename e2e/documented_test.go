@@ -134,7 +134,7 @@ func documentedSteps(mirror string) []step {
 		{line: "drover fetch recipes/ecs-node.yaml", covers: []string{"drover fetch RECIPE"}, check: contains("verified in the cache")},
 		// After the lock: the clone's lock is then current but for what
 		// was published in the minutes between, so 1 is an answer too.
-		{line: "drover outdated recipes/ecs-node.yaml; test $? -le 1", covers: []string{"drover outdated recipes/ecs-node.yaml", "drover outdated RECIPE"},
+		{line: "drover outdated recipes/ecs-node.yaml; test $? -le 1", covers: []string{"drover outdated recipes/ecs-node.yaml", "drover outdated RECIPE", "drover outdated"},
 			note: "exit 1 (something published since the lock step) is an answer, not a failure", check: contains("recipes/ecs-node.yaml.lock is ")},
 		{line: "drover outdated --security-only recipes/ecs-node.yaml || drover lock recipes/ecs-node.yaml",
 			covers: []string{"drover outdated --security-only recipes/ecs-node.yaml || drover lock recipes/ecs-node.yaml"}},
