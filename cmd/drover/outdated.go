@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/drover-os/drover/image/debian"
 	"github.com/drover-os/drover/image/gomod"
 	"github.com/drover-os/drover/image/lock"
 	"github.com/drover-os/drover/image/outdated"
@@ -45,13 +44,9 @@ releases are not classified and are left out. Progress goes to stderr.`,
   drover outdated --json recipes/ecs-node.yaml | jq '.packages[] | select(.security)'`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep, r, l, err := runOutdated(cmd, g, args[0])
+			rep, r, err := runOutdated(cmd, g, args[0])
 			if err != nil {
 				return &exitError{code: 2, err: err}
-			}
-			var suites []string
-			for _, s := range l.Suites {
-				suites = append(suites, s.Name)
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -67,7 +62,7 @@ releases are not classified and are left out. Progress goes to stderr.`,
 				return &exitError{code: 2, err: err}
 			}
 			for _, gone := range rep.Gone {
-				fmt.Fprintf(g.log(), "outdated: %s is no longer in %s (superseded); `drover lock` pins what is published\n", gone, strings.Join(suites, ", "))
+				fmt.Fprintf(g.log(), "outdated: %s is no longer in %s (superseded); `drover lock` pins what is published\n", gone, strings.Join(r.Debian.Suites, ", "))
 			}
 			if rep.Outdated(securityOnly) {
 				return &exitError{code: 1}
@@ -83,55 +78,51 @@ releases are not classified and are left out. Progress goes to stderr.`,
 // runOutdated reads the recipe and its lock, fetches the signed indexes of
 // the recipe's suites and the module proxy's versions, and checks the lock
 // against them. A lock line the signed index contradicts is an error.
-func runOutdated(cmd *cobra.Command, g *globals, path string) (*outdated.Report, *recipe.Recipe, *lock.Lock, error) {
+func runOutdated(cmd *cobra.Command, g *globals, path string) (*outdated.Report, *recipe.Recipe, error) {
 	r, err := recipe.Load(path)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	l, err := lock.Read(r.LockPath())
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	if err := l.CheckFresh(r.Path, r.InputsDigest()); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	o, err := g.options(true)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	if err := sources.CheckSigners(r, l, o); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	ctx := cmd.Context()
 	suites, err := sources.Releases(ctx, r, o)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	var pkgs []debian.Package
-	for _, s := range suites {
-		idx, err := s.Client.Index(ctx, s.Release, r.Debian.Components, r.Arch)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		pkgs = append(pkgs, idx.Packages...)
+	idx, err := sources.Index(ctx, r, suites)
+	if err != nil {
+		return nil, nil, err
 	}
 	versions := map[string][]string{}
 	for _, m := range outdated.GoModules(l) {
 		fmt.Fprintf(g.log(), "outdated: listing the module proxy's versions of %s\n", m)
 		v, err := gomod.ModuleVersions(ctx, o.Go, m)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 		versions[m] = v
 	}
-	fmt.Fprintf(g.log(), "outdated: %d locked packages against %d published in %s\n", len(l.Debs), len(pkgs), strings.Join(r.Debian.Suites, ", "))
-	rep := outdated.Check(l, pkgs, versions)
+	fmt.Fprintf(g.log(), "outdated: %d locked packages against %d published in %s\n", len(l.Debs), len(idx.Packages), strings.Join(r.Debian.Suites, ", "))
+	rep := outdated.Check(l, idx.Packages, versions)
 	if len(rep.Mismatches) > 0 {
 		var lines []string
 		for _, m := range rep.Mismatches {
 			lines = append(lines, fmt.Sprintf("%s:%d: %s", relToWorkDir(r.LockPath()), m.Line, m.Detail()))
 		}
-		return nil, nil, nil, errors.New(strings.Join(lines, "\n") + fmt.Sprintf("\nthe lock disagrees with the signed index: it was edited, or the archive changed a published file; run `drover lock %s` and review the diff", relToWorkDir(r.Path)))
+		return nil, nil, errors.New(strings.Join(lines, "\n") + fmt.Sprintf("\nthe lock disagrees with the signed index: it was edited, or the archive changed a published file; run `drover lock %s` and review the diff", relToWorkDir(r.Path)))
 	}
-	return rep, r, l, nil
+	return rep, r, nil
 }

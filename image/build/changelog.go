@@ -19,6 +19,8 @@ import (
 
 	"pault.ag/go/debian/changelog"
 	"pault.ag/go/debian/version"
+
+	"github.com/drover-os/drover/image/debian"
 )
 
 // What a new version fixes (`drover diff`): the build records the recent
@@ -130,7 +132,7 @@ func sourceChangelog(src string, bins []Package, files map[string]map[string][]b
 	// arch: all packages of a source can lag behind the others.
 	bins = slices.Clone(bins)
 	sort.SliceStable(bins, func(i, j int) bool {
-		if c := CompareDebian(bins[i].SourceVersion, bins[j].SourceVersion); c != 0 {
+		if c := debian.CompareVersions(bins[i].SourceVersion, bins[j].SourceVersion); c != 0 {
 			return c > 0
 		}
 		return bins[i].Name < bins[j].Name
@@ -170,7 +172,7 @@ func sourceChangelog(src string, bins []Package, files map[string]map[string][]b
 			}
 		}
 	}
-	sort.SliceStable(sc.Entries, func(i, j int) bool { return CompareDebian(sc.Entries[i].Version, sc.Entries[j].Version) > 0 })
+	sort.SliceStable(sc.Entries, func(i, j int) bool { return debian.CompareVersions(sc.Entries[i].Version, sc.Entries[j].Version) > 0 })
 	return sc
 }
 
@@ -201,26 +203,6 @@ func isBinNMUChangelog(p string) bool {
 func isNative(v string) bool {
 	pv, err := version.Parse(v)
 	return err == nil && pv.IsNative()
-}
-
-// CompareDebian orders Debian versions as dpkg does (epoch, upstream,
-// revision; ~ before anything); a version that does not parse sorts
-// before those that do. Changelog entries are recorded newest first in
-// this order, and drover diff selects them by it.
-func CompareDebian(a, b string) int {
-	va, errA := version.Parse(a)
-	vb, errB := version.Parse(b)
-	if errA != nil || errB != nil {
-		return boolInt(errA == nil) - boolInt(errB == nil)
-	}
-	return version.Compare(va, vb)
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // parseChangelog reads the entries of a gzip-compressed Debian changelog,

@@ -11,7 +11,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/coreos/go-semver/semver"
+	"golang.org/x/mod/semver"
 
 	"github.com/drover-os/drover/image/gomod"
 )
@@ -66,11 +66,8 @@ func (b *builder) releaseNotes(ctx context.Context) ([]ReleaseNotes, error) {
 	return out, nil
 }
 
-var (
-	minorRE = regexp.MustCompile(`^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.`)
-	// A release's section in Kubernetes' CHANGELOG-<minor>.md.
-	mdReleaseRE = regexp.MustCompile(`^# (v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?)\s*$`)
-)
+// A release's section in Kubernetes' CHANGELOG-<minor>.md.
+var mdReleaseRE = regexp.MustCompile(`^# (v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?)\s*$`)
 
 // readReleaseNotes reads the notes of a module's file tree at version:
 // Kubernetes keeps one CHANGELOG/CHANGELOG-<minor>.md per minor release
@@ -79,8 +76,8 @@ var (
 // after tagging it, so the module of v1.37.2 has notes up to v1.37.1.
 func readReleaseNotes(fsys fs.FS, module, version string) ReleaseNotes {
 	rn := ReleaseNotes{Module: module, Version: version, Releases: []Release{}}
-	if m := minorRE.FindStringSubmatch(version); m != nil {
-		name := "CHANGELOG/CHANGELOG-" + m[1] + "." + m[2] + ".md"
+	if minor := semver.MajorMinor(version); minor != "" {
+		name := "CHANGELOG/CHANGELOG-" + strings.TrimPrefix(minor, "v") + ".md"
 		if text, err := readNotes(fsys, name); err == nil {
 			rn.File = name
 			rn.Releases = markdownReleases(text)
@@ -90,7 +87,7 @@ func readReleaseNotes(fsys fs.FS, module, version string) ReleaseNotes {
 	tomls, _ := fs.Glob(fsys, "releases/v*.toml")
 	for _, name := range tomls {
 		v := strings.TrimSuffix(path.Base(name), ".toml")
-		if _, err := semver.NewVersion(v[1:]); err != nil {
+		if !semver.IsValid(v) {
 			continue
 		}
 		text, err := readNotes(fsys, name)
@@ -149,10 +146,8 @@ func readNotes(fsys fs.FS, name string) (string, error) {
 // SemverLess orders Go module versions ("v1.2.3"), pre-releases before
 // their release; versions that are not semver compare as strings.
 func SemverLess(a, b string) bool {
-	va, errA := semver.NewVersion(strings.TrimPrefix(a, "v"))
-	vb, errB := semver.NewVersion(strings.TrimPrefix(b, "v"))
-	if errA != nil || errB != nil {
+	if !semver.IsValid(a) || !semver.IsValid(b) {
 		return a < b
 	}
-	return va.LessThan(*vb)
+	return semver.Compare(a, b) < 0
 }

@@ -1,6 +1,10 @@
 package debian
 
-import "strings"
+import (
+	"strings"
+
+	"pault.ag/go/debian/version"
+)
 
 // Package is one binary package stanza of a Packages index, reduced to the
 // fields drover needs. Relation fields are kept raw and parsed only for the
@@ -55,4 +59,24 @@ func (p Package) SourcePackage() (name, version string) {
 // String is "name version" (the form used in messages).
 func (p Package) String() string {
 	return p.Name + " " + p.Version
+}
+
+// CompareVersions orders Debian versions as dpkg does (epoch, upstream,
+// revision; ~ before anything); a version that does not parse sorts
+// before those that do. The build records changelog entries in this order,
+// and diff and outdated compare versions by it.
+func CompareVersions(a, b string) int {
+	va, errA := version.Parse(strings.TrimSpace(a))
+	vb, errB := version.Parse(strings.TrimSpace(b))
+	if errA != nil || errB != nil {
+		return boolInt(errA == nil) - boolInt(errB == nil)
+	}
+	return version.Compare(va, vb)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

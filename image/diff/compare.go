@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/drover-os/drover/image/build"
+	"github.com/drover-os/drover/image/debian"
 	"github.com/drover-os/drover/image/uki"
 )
 
@@ -49,7 +50,7 @@ func comparePackages(old, new []build.Package) []PackageChange {
 			out = append(out, PackageChange{Name: name, Old: o.Version + " " + o.Arch, New: n.Version + " " + n.Arch, SameVersion: o.Version == n.Version})
 		case o.Version != n.Version:
 			// A security update: a newer version from a -security suite.
-			security := strings.HasSuffix(n.Suite, "-security") && build.CompareDebian(n.Version, o.Version) > 0
+			security := debian.IsSecuritySuite(n.Suite) && debian.CompareVersions(n.Version, o.Version) > 0
 			out = append(out, PackageChange{Name: name, Old: o.Version, New: n.Version, Security: security})
 		case o.SHA256 != n.SHA256:
 			out = append(out, PackageChange{Name: name, Old: o.Version, New: n.Version, Note: "same version, different .deb (sha256 " + o.SHA256 + " → " + n.SHA256 + ")"})

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/drover-os/drover/image/build"
+	"github.com/drover-os/drover/image/debian"
 )
 
 // Kinds of Fix.
@@ -119,7 +120,7 @@ func debianFixes(old, new *build.Manifest) []Fix {
 			if o, ok := om[p.Name]; !ok || o.Version != p.Version {
 				changed[p.Name] = true
 				// A security update: a newer version from a -security suite.
-				f.Security = f.Security || strings.HasSuffix(p.Suite, "-security") && build.CompareDebian(f.New, f.Old) > 0
+				f.Security = f.Security || debian.IsSecuritySuite(p.Suite) && debian.CompareVersions(f.New, f.Old) > 0
 			}
 		}
 		f.Packages = slices.Sorted(maps.Keys(changed))
@@ -129,7 +130,7 @@ func debianFixes(old, new *build.Manifest) []Fix {
 	for _, src := range slices.Sorted(maps.Keys(fixes)) {
 		f := fixes[src]
 		lo, hi, from := f.Old, f.New, new
-		if f.Downgrade = build.CompareDebian(f.New, f.Old) < 0; f.Downgrade {
+		if f.Downgrade = debian.CompareVersions(f.New, f.Old) < 0; f.Downgrade {
 			lo, hi, from = f.New, f.Old, old
 		}
 		f.Notes = []string{}
@@ -158,7 +159,7 @@ func debianFixes(old, new *build.Manifest) []Fix {
 func maxBound(pkgs []build.Package) string {
 	best := debianBound(pkgs[0])
 	for _, p := range pkgs[1:] {
-		if build.CompareDebian(debianBound(p), best) > 0 {
+		if debian.CompareVersions(debianBound(p), best) > 0 {
 			best = debianBound(p)
 		}
 	}
@@ -170,7 +171,7 @@ func maxBound(pkgs []build.Package) string {
 func debianEntries(sc *build.SourceChangelog, lo, hi string) ([]build.ChangelogEntry, []string) {
 	entries, notes := []build.ChangelogEntry{}, []string{}
 	for _, e := range sc.Entries {
-		if build.CompareDebian(e.Version, lo) > 0 && build.CompareDebian(e.Version, hi) <= 0 {
+		if debian.CompareVersions(e.Version, lo) > 0 && debian.CompareVersions(e.Version, hi) <= 0 {
 			entries = append(entries, e)
 		}
 	}
@@ -178,10 +179,10 @@ func debianEntries(sc *build.SourceChangelog, lo, hi string) ([]build.ChangelogE
 		return entries, notes
 	}
 	newest, oldest := sc.Entries[0], sc.Entries[len(sc.Entries)-1]
-	if build.CompareDebian(newest.Version, hi) < 0 {
+	if debian.CompareVersions(newest.Version, hi) < 0 {
 		notes = append(notes, "the recorded changelog ends at "+newest.Version)
 	}
-	if sc.More && build.CompareDebian(oldest.Version, lo) > 0 {
+	if sc.More && debian.CompareVersions(oldest.Version, lo) > 0 {
 		notes = append(notes, "entries before "+oldest.Version+" ("+oldest.Date.Format("2006-01-02")+") were not recorded")
 	}
 	return entries, notes

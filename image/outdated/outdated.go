@@ -9,9 +9,6 @@ package outdated
 import (
 	"fmt"
 	"sort"
-	"strings"
-
-	"pault.ag/go/debian/version"
 
 	"github.com/drover-os/drover/image/debian"
 	"github.com/drover-os/drover/image/gomod"
@@ -128,11 +125,11 @@ func Check(l *lock.Lock, pkgs []debian.Package, goVersions map[string][]string) 
 		best := cands[0]
 		for _, c := range cands[1:] {
 			// Of equal versions the earlier suite's, as the resolver.
-			if version.Compare(mustVersion(c.Version), mustVersion(best.Version)) > 0 {
+			if debian.CompareVersions(c.Version, best.Version) > 0 {
 				best = c
 			}
 		}
-		if version.Compare(mustVersion(best.Version), mustVersion(d.Version)) <= 0 {
+		if debian.CompareVersions(best.Version, d.Version) <= 0 {
 			continue
 		}
 		src, _ := best.SourcePackage()
@@ -164,14 +161,4 @@ func GoModules(l *lock.Lock) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// mustVersion parses a version the archive published; an unparsable one
-// (which dpkg would refuse too) compares as the zero version.
-func mustVersion(s string) version.Version {
-	v, err := version.Parse(strings.TrimSpace(s))
-	if err != nil {
-		return version.Version{}
-	}
-	return v
 }
