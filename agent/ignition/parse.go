@@ -44,8 +44,8 @@ type Config struct {
 	files []fileContents // one per Ignition.Storage.Files entry
 }
 
-// Parse reads user-data (raw JSON or gzip-compressed JSON) of any stable 3.x
-// spec and enforces the drover policy. It returns Problems listing every
+// Parse reads user-data (raw JSON, or JSON compressed once with gzip) of any
+// stable 3.x spec and enforces the drover policy. It returns Problems listing every
 // reason for a refusal. File contents given as data: URLs are decoded and
 // verified here; http(s) contents are fetched by Resolve.
 func Parse(data []byte) (*Config, error) {
@@ -122,23 +122,42 @@ func decompress(data []byte, c *collector) ([]byte, bool) {
 		c.add(fmt.Sprintf("the user-data is empty; a drover node needs an Ignition config — give at least {\"ignition\": {\"version\": %q}}", Spec))
 		return nil, false
 	}
-	if len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
-		return data, true
+	raw, err := decodeUserData(data)
+	if err != nil {
+		c.add(err.Error())
+		return nil, false
+	}
+	return raw, true
+}
+
+// decodeUserData is the one place user-data's encoding is undone, for
+// Parse (drover validate and the agent alike) and Redact: the providers
+// hand the user-data over as given, so every reader of it sees the same
+// bytes and the same verdict. One layer of gzip is accepted; gzip inside
+// gzip is refused rather than unwrapped again, so that what a config is
+// does not depend on how many times a reader is willing to decompress.
+func decodeUserData(data []byte) ([]byte, error) {
+	if !isGzip(data) {
+		return data, nil
 	}
 	zr, err := gzip.NewReader(bytes.NewReader(data))
+	var out []byte
 	if err == nil {
-		var out []byte
 		out, err = io.ReadAll(io.LimitReader(zr, maxConfigSize+1))
 		if err == nil && len(out) > maxConfigSize {
 			err = fmt.Errorf("more than %d MiB decompressed", maxConfigSize>>20)
 		}
-		if err == nil {
-			return out, true
-		}
 	}
-	c.add(fmt.Sprintf("the user-data is gzip-compressed but does not decompress: %v — compress the config with gzip again", err))
-	return nil, false
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("the user-data is gzip-compressed but does not decompress: %v — compress the config with gzip again", err)
+	case isGzip(out):
+		return nil, errors.New("the user-data is compressed twice (gzip inside gzip); drover reads one layer of gzip, on a build host as on the node — compress it once")
+	}
+	return out, nil
 }
+
+func isGzip(b []byte) bool { return len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b }
 
 // jsonProblem reports a syntax error with its line and column and a type
 // error with the JSON path of the offending value.

@@ -30,12 +30,18 @@ type Redaction struct {
 // resource whose copy in cache holds the secret is inlined the same way,
 // since its hash can no longer match. Resources without the secret are left
 // as they were. Any Ignition 3.x version is redacted in place (the version
-// is kept): only values change, never the structure.
+// is kept): only values change, never the structure. raw is read as Parse
+// reads it (gzip-compressed once, or not), and a redacted config is
+// written as plain JSON: the agent stores the user-data as given.
 func Redact(raw []byte, secret, replacement string, cache ContentCache) (Redaction, error) {
 	if secret == "" {
 		return Redaction{}, fmt.Errorf("redacting the config: no secret given")
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
+	plain, err := decodeUserData(raw)
+	if err != nil {
+		return Redaction{}, fmt.Errorf("redacting the config: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(plain))
 	dec.UseNumber() // modes and sizes stay exactly as written
 	var doc any
 	if err := dec.Decode(&doc); err != nil {

@@ -92,7 +92,8 @@ type ECSClient struct {
 // Name implements Provider.
 func (c *ECSClient) Name() string { return "ecs" }
 
-// UserData implements Provider: 404 means no user-data; gzip is decompressed.
+// UserData implements Provider: 404 means no user-data; the user-data is
+// returned as the service gives it (at most 32 KiB, compressed or not).
 func (c *ECSClient) UserData(ctx context.Context) ([]byte, bool, error) {
 	ctx, b, cancel := c.budget(ctx)
 	defer cancel()
@@ -106,11 +107,7 @@ func (c *ECSClient) UserData(ctx context.Context) ([]byte, bool, error) {
 	if len(raw) == 0 {
 		return nil, false, nil
 	}
-	data, err := decodeUserData(raw, maxDecodedUserData)
-	if err != nil {
-		return nil, false, fmt.Errorf("reading ECS user-data: %w", err)
-	}
-	return data, true, nil
+	return raw, true, nil
 }
 
 // Get returns the meta-data value (or directory listing) at key, relative to

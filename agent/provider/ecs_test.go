@@ -291,24 +291,33 @@ func TestECSUserDataNotFound(t *testing.T) {
 	}
 }
 
-func TestECSUserDataGzip(t *testing.T) {
+// TestECSUserDataAsGiven: gzip-compressed user-data is returned as the
+// service gives it; ignition.Parse is the one place that decompresses, so
+// the agent and drover validate read the same bytes.
+func TestECSUserDataAsGiven(t *testing.T) {
 	inst := ecsmeta.DefaultInstance()
 	config := []byte(`{"ignition":{"version":"3.4.0"},"storage":{}}`)
 	inst.UserData = gz(t, config)
 	f := newFixture(t, inst, hardened())
 	data, present, err := f.client.UserData(context.Background())
-	if !bytes.Equal(data, config) || !present || err != nil {
-		t.Errorf("gzip user-data = %q, %v, %v", data, present, err)
+	if !bytes.Equal(data, inst.UserData) || !present || err != nil {
+		t.Errorf("gzip user-data = %q, %v, %v; want the compressed bytes as given", data, present, err)
 	}
 
-	// A gzip bomb: tiny on the wire, beyond the decompressed limit.
-	inst.UserData = gz(t, make([]byte, maxDecodedUserData+1))
+	// Compressed twice: still as given (Parse refuses it, on the node as in
+	// drover validate).
+	inst.UserData = gz(t, gz(t, config))
 	f.srv.SetInstance(inst)
-	if _, _, err := f.client.UserData(context.Background()); err == nil || !strings.Contains(err.Error(), "decompressed") {
-		t.Errorf("gzip bomb: %v, want a decompressed-size error", err)
+	if data, _, err := f.client.UserData(context.Background()); !bytes.Equal(data, inst.UserData) || err != nil {
+		t.Errorf("gzip twice = %q, %v; want the bytes as given", data, err)
 	}
 
-	// Raw user-data beyond the service's 32 KiB.
+	// Raw user-data at and beyond the service's 32 KiB.
+	inst.UserData = bytes.Repeat([]byte("x"), maxECSUserData)
+	f.srv.SetInstance(inst)
+	if data, _, err := f.client.UserData(context.Background()); len(data) != maxECSUserData || err != nil {
+		t.Errorf("32 KiB user-data: %d bytes, %v", len(data), err)
+	}
 	inst.UserData = bytes.Repeat([]byte("x"), maxECSUserData+1)
 	f.srv.SetInstance(inst)
 	if _, _, err := f.client.UserData(context.Background()); err == nil || !strings.Contains(err.Error(), "larger than") {

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,12 +12,12 @@ import (
 	"path/filepath"
 )
 
-// Size limits. ECS caps user-data at 32 KiB; fw_cfg and files have no such cap,
-// but a config larger than a few MiB is a mistake, not a configuration.
+// Size limits of the user-data as given. ECS caps user-data at 32 KiB; fw_cfg
+// and files have no such cap, but a config larger than a few MiB is a mistake,
+// not a configuration. Decompressed sizes are ignition.Parse's to bound.
 const (
-	maxLocalUserData   = 4 << 20
-	maxDecodedUserData = 4 << 20
-	maxFactsFile       = 64 << 10
+	maxLocalUserData = 4 << 20
+	maxFactsFile     = 64 << 10
 )
 
 // QEMU reads user-data and facts from QEMU fw_cfg entries exposed by the kernel's
@@ -50,11 +49,7 @@ func (q *QEMU) UserData(ctx context.Context) ([]byte, bool, error) {
 	if len(raw) == 0 {
 		return nil, false, nil
 	}
-	data, err := decodeUserData(raw, maxDecodedUserData)
-	if err != nil {
-		return nil, false, fmt.Errorf("reading QEMU fw_cfg %s: %w", FwCfgUserData, err)
-	}
-	return data, true, nil
+	return raw, true, nil
 }
 
 // Facts implements Provider from the optional fw_cfg entry opt/drover/facts.
@@ -106,11 +101,7 @@ func (f *File) UserData(ctx context.Context) ([]byte, bool, error) {
 	if len(raw) == 0 {
 		return nil, false, nil
 	}
-	data, err := decodeUserData(raw, maxDecodedUserData)
-	if err != nil {
-		return nil, false, fmt.Errorf("reading user-data %s=%s: %w", ArgConfig, f.Path, err)
-	}
-	return data, true, nil
+	return raw, true, nil
 }
 
 // Facts implements Provider; without drover.facts= they are empty.
@@ -182,25 +173,4 @@ func parseFacts(b []byte) (Facts, error) {
 			"instance-type, hostname, private-ipv4, mac, ntp-servers): %w", err)
 	}
 	return f, nil
-}
-
-// decodeUserData gunzips raw when it starts with the gzip magic, refusing output
-// beyond maxDecoded (a small compressed input can expand without bound).
-func decodeUserData(raw []byte, maxDecoded int64) ([]byte, error) {
-	if len(raw) < 2 || raw[0] != 0x1f || raw[1] != 0x8b {
-		return raw, nil
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("decompressing gzip user-data: %w", err)
-	}
-	out, err := io.ReadAll(io.LimitReader(zr, maxDecoded+1))
-	if err != nil {
-		return nil, fmt.Errorf("decompressing gzip user-data: %w", err)
-	}
-	if int64(len(out)) > maxDecoded {
-		return nil, fmt.Errorf("decompressing gzip user-data: larger than %d bytes decompressed: "+
-			"shrink the configuration", maxDecoded)
-	}
-	return out, nil
 }

@@ -36,11 +36,12 @@ func TestQEMU(t *testing.T) {
 		t.Errorf("no facts entry: %+v, %v; want empty", f, err)
 	}
 
-	writeFile(t, root, fwUserData, string(gz(t, []byte(`{"ignition":{"version":"3.4.0"}}`))))
+	compressed := gz(t, []byte(`{"ignition":{"version":"3.4.0"}}`))
+	writeFile(t, root, fwUserData, string(compressed))
 	writeFile(t, root, fwFacts, `{"instance-id":"i-q","region-id":"local","hostname":"vm1"}`)
 	data, present, err := q.UserData(ctx)
-	if string(data) != `{"ignition":{"version":"3.4.0"}}` || !present || err != nil {
-		t.Errorf("gzip fw_cfg: %q, %v, %v", data, present, err)
+	if !bytes.Equal(data, compressed) || !present || err != nil {
+		t.Errorf("gzip fw_cfg: %q, %v, %v; want the compressed bytes as given", data, present, err)
 	}
 	f, err := q.Facts(ctx)
 	if err != nil || f != (Facts{InstanceID: "i-q", RegionID: "local", Hostname: "vm1"}) || f.ProviderID() != "local.i-q" {
@@ -87,18 +88,27 @@ func TestFile(t *testing.T) {
 	}
 }
 
-func TestDecodeUserData(t *testing.T) {
-	plain := []byte("#!/bin/sh\n")
-	if out, err := decodeUserData(plain, 100); err != nil || !bytes.Equal(out, plain) {
-		t.Errorf("plain = %q, %v", out, err)
+// TestLocalUserDataLimit: fw_cfg and file user-data are bounded as given,
+// and returned as given (gzip included) up to the bound.
+func TestLocalUserDataLimit(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	f := &File{Root: root, Path: "/etc/c.ign"}
+	q := &QEMU{Root: root}
+	atLimit := gz(t, nil)
+	atLimit = append(atLimit, bytes.Repeat([]byte("x"), maxLocalUserData-len(atLimit))...)
+	writeFile(t, root, "etc/c.ign", string(atLimit))
+	writeFile(t, root, fwUserData, string(atLimit))
+	for _, p := range []Provider{f, q} {
+		if data, present, err := p.UserData(ctx); !bytes.Equal(data, atLimit) || !present || err != nil {
+			t.Errorf("%s at the limit: %d bytes, %v, %v", p.Name(), len(data), present, err)
+		}
 	}
-	if out, err := decodeUserData(gz(t, bytes.Repeat([]byte("a"), 100)), 100); err != nil || len(out) != 100 {
-		t.Errorf("gzip at the limit = %d bytes, %v", len(out), err)
-	}
-	if _, err := decodeUserData(gz(t, bytes.Repeat([]byte("a"), 101)), 100); err == nil {
-		t.Error("gzip beyond the decompressed limit accepted")
-	}
-	if _, err := decodeUserData([]byte{0x1f, 0x8b, 0, 0}, 100); err == nil {
-		t.Error("corrupt gzip accepted")
+	writeFile(t, root, "etc/c.ign", string(atLimit)+"x")
+	writeFile(t, root, fwUserData, string(atLimit)+"x")
+	for _, p := range []Provider{f, q} {
+		if _, _, err := p.UserData(ctx); err == nil || !strings.Contains(err.Error(), "larger than") {
+			t.Errorf("%s beyond the limit: %v", p.Name(), err)
+		}
 	}
 }

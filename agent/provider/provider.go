@@ -28,8 +28,12 @@
 //     "Alibaba Cloud") → ECS.
 //  4. Otherwise Unknown: Open reports what was looked for and how to fix it.
 //
-// User-data from every provider is gunzipped when it starts with the gzip magic,
-// within size limits, so a launch template may carry a compressed Ignition config.
+// User-data from every provider is returned exactly as given, within a limit on
+// its size as given (32 KiB on ECS). A launch template may carry a gzip-compressed
+// Ignition config, but gzip is undone in one place only, ignition.Parse, which
+// drover validate runs too: a provider that decompressed as well would make the
+// node accept what validate refuses (gzip inside gzip), and the agent stores the
+// user-data as the metadata gave it.
 // Facts from QEMU and File are whatever their JSON supplies and may be partial;
 // ECS facts always carry the instance and region ids. Paths are resolved under a
 // root prefix so tests run against a temporary directory.
@@ -44,8 +48,8 @@ import (
 type Provider interface {
 	// Name is a short label for logs and the status file: "ecs", "qemu", "file".
 	Name() string
-	// UserData returns the (decompressed) user-data; present is false when the
-	// platform has none, which is not an error.
+	// UserData returns the user-data as the platform gives it (not decompressed);
+	// present is false when the platform has none, which is not an error.
 	UserData(ctx context.Context) (data []byte, present bool, err error)
 	// Facts describes the instance; fields the platform does not know are empty.
 	Facts(ctx context.Context) (Facts, error)
