@@ -1,6 +1,7 @@
 package ignition
 
 import (
+	"fmt"
 	"path"
 	"slices"
 	"sort"
@@ -73,8 +74,67 @@ func protectedSurface() []guarded {
 	for _, p := range nodeconfig.KubeletCredentials() {
 		g = append(g, guarded{p, true, whyKubelet, insteadCreds})
 	}
-	return g
+	return append(g, unitSurface()...)
 }
+
+// unitSurface follows systemd's unit search path (unitSearchDirs): the
+// guarded units' fragments in every search directory, where one earlier
+// in the list replaces the image's; every drop-in directory of the
+// agent's units; the checked units' drop-in directories under /run,
+// which only a program (a tmpfiles.d line) could fill and no check could
+// read; and what makes units or accounts without being a unit or an
+// account file. These come after the entries above, so a path both
+// cover keeps its older, more specific message.
+func unitSurface() []guarded {
+	var g []guarded
+	for _, u := range guardedUnits() {
+		why, instead := whyAgent, insteadAgent
+		switch u.name {
+		case kubeletUnit:
+			why = "the image's kubelet unit, which starts the kubelet with the flags drover renders (a node without it cannot join)"
+			instead = "give kubelet.service a drop-in (one that does not set ExecStart=, EnvironmentFile= or KUBELET_ARGS)"
+		case containerdUnit:
+			why = "the image's containerd unit, which starts containerd with the configuration drover renders"
+			instead = "give containerd.service a drop-in (one that does not set ExecStart= or EnvironmentFile=)"
+		}
+		for _, dir := range unitSearchDirs {
+			if dir == imageUnitDir || underDir(dir, "/usr") {
+				continue
+			}
+			g = append(g, guarded{dir + "/" + u.name, false, why + " (" + dir + " comes before the image's " + imageUnitDir + ")", instead})
+			for _, d := range dropinDirNames(u.name) {
+				switch {
+				case !u.checked:
+					g = append(g, guarded{dir + "/" + d, true, whyAgent + " (drop-ins: systemd reads " + d + " for " + u.name + ")", insteadAgent})
+				case underDir(dir, "/run") && d != unitType(u.name)+".d":
+					g = append(g, guarded{dir + "/" + d, true, u.name + " drop-ins under /run, which only a program could write and no check can read", "give " + u.name + " drop-ins as files in " + systemdDir + "/" + d})
+				}
+			}
+		}
+	}
+	return append(g,
+		guarded{"/etc/sysusers.d", true, "systemd-sysusers would create accounts from it; " + whyAccounts, insteadImage},
+		guarded{"/run/sysusers.d", true, "systemd-sysusers would create accounts from it; " + whyAccounts, insteadImage},
+		guarded{"/run/tmpfiles.d", true, "tmpfiles.d lines there run as root and no check can read them", "give tmpfiles.d files in " + tmpfilesDir},
+		guarded{"/etc/systemd/system-generators", true, whyGenerators, insteadGenerators},
+		guarded{"/run/systemd/system-generators", true, whyGenerators, insteadGenerators},
+		guarded{"/etc/systemd/system-environment-generators", true, whyGenerators, insteadGenerators},
+		guarded{"/run/systemd/system-environment-generators", true, whyGenerators, insteadGenerators},
+	)
+}
+
+// Of the other directories that root services read from /etc, the policy
+// guards the generators and sysusers.d (above) and reads tmpfiles.d
+// (tmpfiles.go). The others were judged not to reach the surface by
+// themselves: binfmt.d registers interpreters for binary formats, and
+// modules-load.d loads the image's modules (nothing is written); sysctl.d
+// writes kernel settings under /proc/sys, udev's rules.d and modprobe.d
+// can run commands; these act as root, as a user unit does by design, and
+// what they change is seen by the drift guard, not by a path check.
+const (
+	whyGenerators     = "generators run as root at every daemon-reload and write units into /run/systemd/generator*, where no check reaches"
+	insteadGenerators = "ship generators in the image recipe; give units and drop-ins as files"
+)
 
 // agentUnits are the image's drover-* units (agent/units), e.g.
 // drover-agent.service; kubelet.service is an image unit users may give
@@ -148,9 +208,22 @@ func (s surface) holding(p string) (guarded, bool) {
 // a directory, disables the agent, or links to what the surface guards.
 func checkProtected(cfg types.Config, c *collector) {
 	s := surface(protectedSurface())
+	links := nodeResolver(cfg.Storage.Links)
+	aliases := unitAliases(cfg.Storage.Links, links)
+	onNode := nodeResolver(nil) // a path below one of the config's links is Ignition's to refuse
 	for _, n := range derivedNodes(cfg) {
 		if g, ok := s.covering(n.path); ok {
 			c.addf(n.at, "%q is protected%s: %s — %s", n.path, g.below(n.path), g.why, g.instead)
+			continue
+		}
+		if p := onNode.resolveParent(n.path); p != n.path {
+			if g, ok := s.covering(p); ok {
+				c.addf(n.at, "%q is %q on the node, through the node's own symbolic links, and %s is protected: %s — %s", n.path, p, g.pattern, g.why, g.instead)
+				continue
+			}
+		}
+		if u, name, ok := dropinOf(n.path, aliases); ok && (!u.checked || n.link) {
+			checkDropinNode(n, u, name, c)
 			continue
 		}
 		if n.dir {
@@ -182,11 +255,14 @@ func checkProtected(cfg types.Config, c *collector) {
 		if util.IsTrue(l.Hard) {
 			kind = "hard link"
 		}
-		t := *l.Target
-		if !path.IsAbs(t) {
-			t = path.Join(path.Dir(path.Clean(l.Path)), t)
+		// The target as the node will follow it: through its links and
+		// the config's (/var/run/x is /run/x), ".." after each.
+		t := linkTarget(path.Clean(l.Path), *l.Target)
+		if util.IsTrue(l.Hard) {
+			t = links.resolveParent(t)
+		} else {
+			t = links.resolve(t)
 		}
-		t = path.Clean(t)
 		switch {
 		case util.IsTrue(l.Hard) && !underWritable(t):
 			c.addf(at, "hard link target %q is not under /etc or /var; a hard link cannot reach into the read-only root filesystem — link to a file under /etc or /var, or write the file itself", *l.Target)
@@ -201,8 +277,33 @@ func checkProtected(cfg types.Config, c *collector) {
 		}
 		if g, ok := s.holding(t); ok {
 			c.addf(at, "%s target %q holds %s, which is protected (%s); a link to it is a second way in — link to another directory", kind, *l.Target, g.pattern, g.why)
+			continue
+		}
+		if util.IsTrue(l.Hard) {
+			continue
+		}
+		if _, name, ok := inUnitSearchDir(path.Clean(l.Path)); ok {
+			if u, ok := aliases[name]; ok && slices.ContainsFunc(guardedUnits(), func(g guardedUnit) bool { return g.name == u }) {
+				c.addf(at, "%q would make %s another name of %s (systemd takes a unit symbolic link into a unit directory for an alias): the drop-ins and settings given for that name would apply to %s — give %s its drop-ins under its own name", *l.Target, name, u, u, u)
+			}
 		}
 	}
+}
+
+// checkDropinNode refuses an entry in a drop-in directory of a guarded
+// unit that the surface does not list: any entry for the agent's units
+// (found under another name the config gives them), a link for the
+// checked units, whose drop-ins must be files that can be read.
+func checkDropinNode(n node, u guardedUnit, name string, c *collector) {
+	also := ""
+	if name != u.name {
+		also = fmt.Sprintf(" (systemd reads %s.d for it, as %s is a name of %s)", name, name, u.name)
+	}
+	if !u.checked {
+		c.addf(n.at, "%q is a drop-in of %s%s: %s — %s", n.path, u.name, also, whyAgent, insteadAgent)
+		return
+	}
+	c.addf(n.at, "%q is a link in a drop-in directory of %s%s; systemd would read what it points to, which no check can — give the drop-in as a file with inline contents", n.path, u.name, also)
 }
 
 // readOnlyTarget admits the symbolic-link targets outside /etc and /var
@@ -217,56 +318,174 @@ func readOnlyTarget(t string) bool {
 
 const kubeletUnit = "kubelet.service"
 
-// checkKubeletDropins refuses kubelet.service drop-ins that decide the
-// kubelet's command line: ExecStart=, EnvironmentFile= (which can set
-// KUBELET_ARGS over /etc/default/kubelet) and an Environment= setting
-// KUBELET_ARGS. With them a drop-in could pass --anonymous-auth=true or
-// --read-only-port, the flags the node file may not set. Drop-ins given
-// as storage files are judged by their inline contents; remote ones are
-// refused, since the policy judges the config before anything is fetched.
+// checkKubeletDropins is parse's hook for the checks that read what the
+// config writes (decoded by then): drop-ins of kubelet.service and
+// containerd.service wherever systemd reads them for either (checkDropins),
+// and tmpfiles.d files (checkTmpfiles). The name is parse's.
 func checkKubeletDropins(cfg *Config, c *collector) {
+	links := nodeResolver(cfg.Ignition.Storage.Links)
+	aliases := unitAliases(cfg.Ignition.Storage.Links, links)
+	checkDropins(cfg, aliases, c)
+	checkTmpfiles(cfg, links, aliases, c)
+}
+
+// checkDropins refuses drop-ins of the checked units that set what their
+// drop-ins may not (checkedKeys: for the kubelet ExecStart=,
+// EnvironmentFile= and an Environment= setting KUBELET_ARGS, with which a
+// drop-in could pass --anonymous-auth=true or --read-only-port, the flags
+// the node file may not set). Drop-ins given as storage files are judged
+// by their inline contents; remote ones are refused, since the policy
+// judges the config before anything is fetched.
+func checkDropins(cfg *Config, aliases map[string]string, c *collector) {
 	for i, u := range cfg.Ignition.Systemd.Units {
-		if u.Name != kubeletUnit {
+		for j, d := range u.Dropins {
+			g, _, ok := dropinOf(dropinPath(u.Name, d.Name), aliases)
+			if ok && g.checked && d.Contents != nil {
+				checkDropinText(g.name, *d.Contents, []any{"systemd", "units", i, "dropins", j, "contents"}, c)
+			}
+		}
+	}
+	for i, f := range cfg.Ignition.Storage.Files {
+		if i >= len(cfg.files) || !path.IsAbs(f.Path) {
 			continue
 		}
-		for j, d := range u.Dropins {
-			if d.Contents != nil {
-				if key := kubeletCommandLineKey(*d.Contents); key != "" {
-					c.addf([]any{"systemd", "units", i, "dropins", j, "contents"}, "a kubelet.service drop-in may not set %s: it would decide the kubelet's command line, and with it settings the node file may not lower — set the kubelet's configuration in the node file's kubelet.config", key)
+		p := path.Clean(f.Path)
+		g, name, ok := dropinOf(p, aliases)
+		if !ok || !g.checked || path.Base(p) == name+".d" {
+			continue
+		}
+		at := []any{"storage", "files", i, "contents"}
+		fc := cfg.files[i]
+		if !fc.complete() {
+			c.addf(at, "a %s drop-in must be given inline (a data: URL or systemd.units dropins), so that it can be checked for %s — inline it", g.name, checkedList(g.name))
+			continue
+		}
+		checkDropinText(g.name, string(fc.final(nil)), at, c)
+	}
+}
+
+func checkedList(unit string) string {
+	if unit == kubeletUnit {
+		return "ExecStart=, EnvironmentFile= and KUBELET_ARGS"
+	}
+	return "ExecStart= and EnvironmentFile="
+}
+
+func checkDropinText(unit, text string, at []any, c *collector) {
+	k, ok := forbiddenSetting(unit, text)
+	if !ok {
+		return
+	}
+	instead := "set the kubelet's configuration in the node file's kubelet.config"
+	if unit == containerdUnit {
+		instead = "set containerd.sandboxImage and containerd.mirrors in the node file"
+	}
+	c.addf(at, "a %s drop-in may not set %s: %s — %s", unit, k.show, k.why, instead)
+}
+
+// tmpfilesGuard is what tmpfiles.d lines may not reach: the protected
+// surface, every drop-in directory of the guarded units in every search
+// directory under every name (a line cannot be checked as a drop-in
+// file is), and tmpfiles.d itself.
+func tmpfilesGuard(aliases map[string]string) surface {
+	g := protectedSurface()
+	for _, u := range guardedUnits() {
+		instead := "give " + u.name + " drop-ins as files in " + systemdDir + "/" + u.name + ".d, where they are checked"
+		if !u.checked {
+			instead = insteadAgent
+		}
+		for _, n := range unitNames(u.name, aliases) {
+			for _, d := range dropinDirNames(n) {
+				for _, dir := range unitSearchDirs {
+					if !underDir(dir, "/usr") {
+						g = append(g, guarded{dir + "/" + d, true, "systemd reads " + d + " for " + u.name + "'s drop-ins", instead})
+					}
 				}
 			}
 		}
 	}
-	dir := unitPath(kubeletUnit) + ".d/"
+	return append(g, guarded{tmpfilesDir, true, "more tmpfiles.d configuration, which no check reads", "give every tmpfiles.d file in the config"})
+}
+
+// checkTmpfiles reads every file the config gives for /etc/tmpfiles.d,
+// directly or through a link there, and refuses the lines that would act
+// on the protected surface (tmpfilesJudge).
+func checkTmpfiles(cfg *Config, links resolver, aliases map[string]string, c *collector) {
+	j := tmpfilesJudge{guard: tmpfilesGuard(aliases), links: links}
+	byPath := map[string]int{}
 	for i, f := range cfg.Ignition.Storage.Files {
-		if i >= len(cfg.files) || !strings.HasPrefix(path.Clean(f.Path), dir) {
+		if path.IsAbs(f.Path) {
+			byPath[path.Clean(f.Path)] = i
+		}
+	}
+	text := func(i int) (string, bool) {
+		if i >= len(cfg.files) || !cfg.files[i].complete() {
+			return "", false
+		}
+		return string(cfg.files[i].final(nil)), true
+	}
+	for i, f := range cfg.Ignition.Storage.Files {
+		if !path.IsAbs(f.Path) || path.Dir(path.Clean(f.Path)) != tmpfilesDir {
 			continue
 		}
-		fc := cfg.files[i]
-		if !fc.complete() {
-			c.addf([]any{"storage", "files", i, "contents"}, "a kubelet.service drop-in must be given inline (a data: URL or systemd.units dropins), so that it can be checked for ExecStart=, EnvironmentFile= and KUBELET_ARGS — inline it")
+		at := []any{"storage", "files", i, "contents"}
+		t, ok := text(i)
+		if !ok {
+			c.add("a tmpfiles.d file must be given inline (a data: URL), so that its lines can be checked — inline it", at...)
 			continue
 		}
-		if key := kubeletCommandLineKey(string(fc.final(nil))); key != "" {
-			c.addf([]any{"storage", "files", i, "contents"}, "a kubelet.service drop-in may not set %s: it would decide the kubelet's command line, and with it settings the node file may not lower — set the kubelet's configuration in the node file's kubelet.config", key)
+		for _, msg := range tmpfilesProblems(j, t) {
+			c.addf(at, "tmpfiles.d %s", msg)
+		}
+	}
+	for i, l := range cfg.Ignition.Storage.Links {
+		if l.Target == nil || !path.IsAbs(l.Path) {
+			continue
+		}
+		p := path.Clean(l.Path)
+		if p == tmpfilesDir {
+			c.addf([]any{"storage", "links", i, "path"}, "%q would make %s a link; the tmpfiles.d files behind it could not be checked — give tmpfiles.d files in %s", l.Path, tmpfilesDir, tmpfilesDir)
+			continue
+		}
+		if path.Dir(p) != tmpfilesDir {
+			continue
+		}
+		at := []any{"storage", "links", i, "target"}
+		t := linkTarget(p, *l.Target)
+		if util.IsTrue(l.Hard) {
+			t = links.resolveParent(t)
+		} else {
+			t = links.resolve(t)
+		}
+		if t == "/dev/null" {
+			continue // masks a tmpfiles.d file of the image
+		}
+		f, ok := byPath[t]
+		var body string
+		if ok {
+			body, ok = text(f)
+		}
+		if !ok {
+			c.addf(at, "%q: a tmpfiles.d link must point to /dev/null (to mask a file) or to a file the config writes inline, so that its lines can be checked — write the file in %s", *l.Target, tmpfilesDir)
+			continue
+		}
+		for _, msg := range tmpfilesProblems(j, body) {
+			c.addf(at, "%q, read through this link as tmpfiles.d configuration: %s", t, msg)
 		}
 	}
 }
 
-// kubeletCommandLineKey names the first setting of a unit text that
-// decides the kubelet's command line, or "".
-func kubeletCommandLineKey(unit string) string {
-	for _, line := range strings.Split(unit, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
-		if !ok {
-			continue
-		}
-		switch k = strings.TrimSpace(k); {
-		case k == "ExecStart", k == "EnvironmentFile":
-			return k + "="
-		case k == "Environment" && strings.Contains(v, "KUBELET_ARGS"):
-			return "KUBELET_ARGS (Environment=)"
+// tmpfilesProblems judges every line of a tmpfiles.d file.
+func tmpfilesProblems(j tmpfilesJudge, text string) []string {
+	entries, errs := tmpfilesEntries(text)
+	var out []string
+	for _, err := range errs {
+		out = append(out, err.Error()+" — systemd-tmpfiles would skip it; fix or remove it")
+	}
+	for _, e := range entries {
+		if msg := j.problem(e); msg != "" {
+			out = append(out, msg)
 		}
 	}
-	return ""
+	return out
 }
