@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/drover-os/drover/agent/boot"
+	"github.com/drover-os/drover/agent/guarantee"
 	"github.com/drover-os/drover/agent/ignition"
 	"github.com/drover-os/drover/agent/kube"
 	"github.com/drover-os/drover/agent/nodeconfig"
@@ -75,6 +76,12 @@ type Env struct {
 	// user-data, so it runs from the start, beside config.
 	Kernel  func() error
 	Healthz func(ctx context.Context) error
+	// Cmdline reads a process's argv (/proc/<pid>/cmdline); KubeletPorts
+	// asks the kubelet's API port (10250) and read-only port (10255)
+	// without credentials. The guarantee checks use them; nil: not
+	// observed (tests that do not judge them).
+	Cmdline      func(pid uint32) ([]string, error)
+	KubeletPorts func(ctx context.Context) (api, readOnly guarantee.Probe)
 	// Prefetch starts reading files into the page cache in the
 	// background and returns at once (nil: nothing is read ahead); see
 	// KubeletBinaries.
@@ -137,7 +144,15 @@ type Agent struct {
 	// with, when config chose the stored config without the user-data:
 	// the metadata phase checks the user-data against it.
 	storedWant string
-	facts      provider.Facts
+	// checked is closed once a later boot's metadata phase has compared
+	// the stored config with the user-data; tampered then says why the
+	// stored config is not the user-data's ("" when it is).
+	checked  chan struct{}
+	tampered string
+	// known is drift found once (a tampered stored config), which the
+	// guard reports beside what it checks.
+	known knownDrift
+	facts provider.Facts
 	// secureBoot is drover-init's finding: "true", "false" or "" (unknown).
 	secureBoot string
 	primary    Primary
@@ -145,6 +160,9 @@ type Agent struct {
 	// watch is what the guard checks: the config's paths and the files
 	// the agent renders, as the agent left them.
 	watch watchList
+	// files is what the agent rendered, by path: what the guarantee
+	// checks expect the kubelet to have loaded.
+	files renderedFiles
 	// start is the config's enabled units, started by the units phase.
 	start    []string
 	nodeName string
@@ -270,6 +288,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			return err
 		}
 		if s.name == "config" && a.storedWant != "" {
+			a.checked = make(chan struct{})
 			a.metadataDone = a.background(ctx, "metadata", a.dl.Config, a.metadata)
 		}
 		if s.name == "network" {

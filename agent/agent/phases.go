@@ -94,18 +94,25 @@ func (a *Agent) fetchMetadata(ctx context.Context) ([]byte, bool, error) {
 // config (config chose the stored one without waiting for it), and its
 // fetch of the instance facts, which the network phase waits for.
 func (a *Agent) metadata(ctx context.Context) (string, error) {
+	defer close(a.checked)
 	data, present, err := a.fetchMetadata(ctx)
 	if err != nil {
 		return "", err
 	}
 	switch {
 	case !present:
-		return "no user-data now; the stored config stands, instance " + a.facts.InstanceID, nil
+		return "no user-data now; the stored config stands, unconfirmed, instance " + a.facts.InstanceID, nil
 	case digest(data) != a.storedWant:
 		a.refuse(data, a.storedWant)
-		return "user-data changed since first boot: REFUSED, the stored config stands", nil
+		return "user-data changed since first boot: REFUSED, the stored config stands (it cannot be confirmed against the new user-data)", nil
 	}
-	return fmt.Sprintf("user-data unchanged since first boot (sha256 %s), instance %s", a.storedWant[:12], a.facts.InstanceID), nil
+	if why := confirmStored(a.userData, data, ignition.DirCache(a.path(ContentsDir))); why != "" {
+		a.tampered = why
+		a.rec.Note("DRIFT: " + why + " — its enabled units are not started; the node is immutable: replace the instance")
+		a.known.add(Drift{Path: StoredConfig, What: "contents", Want: "the user-data's (sha256 " + a.storedWant + ", token redacted)", Got: digest(a.userData)})
+		return "user-data unchanged since first boot, but the stored config is NOT the user-data's: " + why, nil
+	}
+	return fmt.Sprintf("user-data unchanged since first boot (sha256 %s), stored config confirmed against it, instance %s", a.storedWant[:12], a.facts.InstanceID), nil
 }
 
 // refuse records that the user-data differs from what the instance was
@@ -161,6 +168,12 @@ func (a *Agent) apply(ctx context.Context) (string, error) {
 				return "", fmt.Errorf("applying the config's %s files: %w", r.dir, err)
 			}
 		}
+	}
+	// What the config wrote must leave the protected units as the image
+	// ships them, as systemd resolved them after the reload: the static
+	// policy judged paths, this judges the effect.
+	if err := a.guarantees(ctx, seeUnits); err != nil {
+		return "", err
 	}
 	node, err := parse(mustRead(a.path(NodeFile)), NodeFile)
 	if err != nil {
@@ -375,6 +388,7 @@ func (a *Agent) writeFiles(files []nodeconfig.File) error {
 			return err
 		}
 		a.watch.add(a.env.Root, ignition.Managed{Path: f.Path, Kind: "file", SHA256: digest(f.Data)}, "agent")
+		a.files.put(f.Path, f.Data)
 	}
 	return nil
 }
@@ -447,13 +461,22 @@ func (a *Agent) kubelet(ctx context.Context) (string, error) {
 		return "", err
 	}
 	started := a.env.Uptime()
+	// The kubelet runs: its command line and configuration are judged at
+	// once, before its TLS bootstrap can register the Node; its ports once
+	// it answers healthz (they are up by then).
+	if err := a.guarantees(ctx, seeProcesses); err != nil {
+		return "", a.stopKubelet(err)
+	}
 	if err := a.waitFor(ctx, "kubelet healthz", func() (bool, error) {
 		err := a.env.Healthz(ctx)
 		return err == nil, err
 	}); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("kubelet healthy (kubelet.service started after %.1fs, healthz answered %.1fs later)", started-t, a.env.Uptime()-started), nil
+	if err := a.guarantees(ctx, seePorts); err != nil {
+		return "", a.stopKubelet(err)
+	}
+	return fmt.Sprintf("kubelet healthy (kubelet.service started after %.1fs, healthz answered %.1fs later); its units, command line, configuration and ports hold the node's guarantees", started-t, a.env.Uptime()-started), nil
 }
 
 // certificate waits for a valid client certificate of the kubelet, then

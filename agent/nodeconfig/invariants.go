@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // A kubeletInvariant is a setting of the rendered KubeletConfiguration that
@@ -154,4 +155,20 @@ func lookup(n *yaml.Node, keys []string) *yaml.Node {
 		n = next
 	}
 	return n
+}
+
+// BrokenKubeletInvariants lists, as "field = want", the invariants a
+// KubeletConfiguration document breaks: the check of the file the running
+// kubelet loaded. A field the document leaves unset counts as broken,
+// whatever the kubelet's default: the agent renders every one.
+func BrokenKubeletInvariants(doc []byte) []string {
+	var kc kubeletv1beta1.KubeletConfiguration
+	if err := sigsyaml.Unmarshal(doc, &kc); err != nil {
+		return []string{"a readable KubeletConfiguration (" + err.Error() + ")"}
+	}
+	var out []string
+	for _, inv := range brokenInvariants(&kc) {
+		out = append(out, inv.field+" = "+inv.want)
+	}
+	return out
 }

@@ -17,6 +17,44 @@ type Fake struct {
 	// recording the call), as a slow start-up would.
 	Hold    map[string]chan struct{}
 	Reloads int
+	// Units is what Resolve answers; a unit not in it resolves as the
+	// image ships it (ImageUnit).
+	Units map[string]Resolved
+}
+
+// ImageUnit is a unit as the image ships it: its fragment in
+// /usr/lib/systemd/system, no drop-ins, and for the services the agent
+// judges, their image ExecStart and environment files.
+func ImageUnit(unit string) Resolved {
+	r := Resolved{Unit: unit, LoadState: "loaded", FragmentPath: "/usr/lib/systemd/system/" + unit}
+	switch unit {
+	case "kubelet.service":
+		r.ExecStart = [][]string{{"/usr/bin/kubelet", "$KUBELET_ARGS"}}
+		r.EnvironmentFiles = []string{"/etc/default/kubelet"}
+	case "containerd.service":
+		r.ExecStart = [][]string{{"/usr/bin/containerd"}}
+	case "drover-agent.service":
+		r.ExecStart = [][]string{{"/usr/bin/drover-agent", "run"}}
+	}
+	return r
+}
+
+// Resolve answers from Units, else ImageUnit.
+func (f *Fake) Resolve(ctx context.Context, unit string) (Resolved, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r, ok := f.Units[unit]; ok {
+		return r, nil
+	}
+	return ImageUnit(unit), nil
+}
+
+// Stop records the stop.
+func (f *Fake) Stop(ctx context.Context, unit string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Calls = append(f.Calls, "stop "+unit)
+	return nil
 }
 
 // Reload records a daemon-reload.

@@ -31,6 +31,10 @@ type Manager interface {
 	StartAll(ctx context.Context, units []string) []UnitResult
 	// ActiveState returns e.g. "active", "failed", "inactive".
 	ActiveState(ctx context.Context, unit string) (string, error)
+	// Resolve says how systemd loaded a unit (see Resolved).
+	Resolve(ctx context.Context, unit string) (Resolved, error)
+	// Stop stops a unit and waits for the job.
+	Stop(ctx context.Context, unit string) error
 	Close()
 }
 

@@ -1,0 +1,177 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/drover-os/drover/agent/guarantee"
+	"github.com/drover-os/drover/agent/nodeconfig"
+	"github.com/drover-os/drover/agent/units"
+)
+
+// ContainerdConfig is the configuration file containerd must load: the
+// one the agent renders.
+const ContainerdConfig = "/etc/containerd/config.toml"
+
+// ProtectedUnits are the units the node's guarantees rest on, and how each
+// must resolve: the image's unit file, its command, its environment.
+// Debian's containerd package installs containerd.service; the agent's
+// units (agent/units) install the other two.
+var ProtectedUnits = map[string]guarantee.UnitWant{
+	"kubelet.service": {Fragment: units.Dir + "/kubelet.service", Exec: "/usr/bin/kubelet",
+		EnvFiles: []string{nodeconfig.KubeletDefaultsPath}},
+	"containerd.service":   {Fragment: units.Dir + "/containerd.service", Exec: "/usr/bin/containerd"},
+	"drover-agent.service": {Fragment: units.Dir + "/drover-agent.service", Exec: "/usr/bin/drover-agent"},
+}
+
+// renderedFiles keeps what the agent rendered, by path: what the running
+// kubelet must have loaded.
+type renderedFiles struct {
+	mu    sync.Mutex
+	files map[string][]byte
+}
+
+func (r *renderedFiles) put(p string, data []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.files == nil {
+		r.files = map[string][]byte{}
+	}
+	r.files[p] = data
+}
+
+func (r *renderedFiles) get(p string) ([]byte, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, ok := r.files[p]
+	return b, ok
+}
+
+// expect is what the image and the applied config put on the node.
+func (a *Agent) expect() guarantee.Expect {
+	managed := map[string]bool{}
+	for _, m := range a.managed {
+		managed[m.Path] = true
+	}
+	e := guarantee.Expect{
+		Units: ProtectedUnits,
+		// The image's drop-ins are on the dm-verity /usr; the config's
+		// were checked by the static policy before apply.
+		DropIn:            func(p string) bool { return strings.HasPrefix(p, "/usr/") || managed[p] },
+		KubeletConfigPath: nodeconfig.KubeletConfigPath,
+		ContainerdConfig:  ContainerdConfig,
+		Broken:            nodeconfig.BrokenKubeletInvariants,
+	}
+	if kc, ok := a.files.get(nodeconfig.KubeletConfigPath); ok {
+		e.KubeletConfig = kc
+	}
+	if d, ok := a.files.get(nodeconfig.KubeletDefaultsPath); ok {
+		e.KubeletArgs = kubeletArgv(d)
+	}
+	return e
+}
+
+// kubeletArgv is the kubelet's argv from kubelet.service's
+// `ExecStart=/usr/bin/kubelet $KUBELET_ARGS` and the rendered
+// /etc/default/kubelet: systemd splits an unquoted $VAR at white space.
+func kubeletArgv(defaults []byte) []string {
+	line := strings.TrimSpace(string(defaults))
+	v, ok := strings.CutPrefix(line, "KUBELET_ARGS=")
+	if !ok {
+		return nil
+	}
+	return append([]string{ProtectedUnits["kubelet.service"].Exec}, strings.Fields(strings.Trim(v, `"`))...)
+}
+
+// What a check observes: the units as systemd resolved them; with
+// processes also the kubelet's and containerd's command lines and the
+// kubelet's loaded configuration; with ports also the kubelet's answers.
+const (
+	seeUnits = iota
+	seeProcesses
+	seePorts
+)
+
+// observe gathers what the node shows, up to level.
+func (a *Agent) observe(ctx context.Context, level int) (guarantee.Observation, error) {
+	var o guarantee.Observation
+	pids := map[string]uint32{}
+	names := make([]string, 0, len(ProtectedUnits))
+	for n := range ProtectedUnits {
+		names = append(names, n)
+	}
+	for _, n := range names {
+		r, err := a.env.Systemd.Resolve(ctx, n)
+		if err != nil {
+			return o, err
+		}
+		o.Units = append(o.Units, guarantee.Unit{Name: n, LoadState: r.LoadState, FragmentPath: r.FragmentPath,
+			DropInPaths: r.DropInPaths, ExecStart: r.ExecStart, EnvironmentFiles: r.EnvironmentFiles})
+		pids[n] = r.MainPID
+	}
+	if level < seeProcesses || a.env.Cmdline == nil {
+		return o, nil
+	}
+	var err error
+	if o.KubeletArgs, err = a.env.Cmdline(pids["kubelet.service"]); err != nil {
+		return o, fmt.Errorf("reading the kubelet's command line: %w", err)
+	}
+	if o.ContainerdArgs, err = a.env.Cmdline(pids["containerd.service"]); err != nil {
+		return o, fmt.Errorf("reading containerd's command line: %w", err)
+	}
+	// The configuration the kubelet loaded is the file its --config
+	// names, whichever that is.
+	cfg := nodeconfig.KubeletConfigPath
+	for _, arg := range o.KubeletArgs {
+		if v, ok := strings.CutPrefix(arg, "--config="); ok {
+			cfg = v
+		}
+	}
+	if o.KubeletConfig, err = os.ReadFile(a.path(cfg)); err != nil {
+		o.KubeletConfig = []byte("unreadable: " + err.Error())
+	}
+	if level >= seePorts && a.env.KubeletPorts != nil {
+		api, ro := a.env.KubeletPorts(ctx)
+		o.API, o.ReadOnly = &api, &ro
+	}
+	return o, nil
+}
+
+// guarantees checks the node's guarantees by their effect; an error names
+// each broken one and the file that changed it.
+func (a *Agent) guarantees(ctx context.Context, level int) error {
+	o, err := a.observe(ctx, level)
+	if err != nil {
+		return fmt.Errorf("observing the node's guarantees: %w", err)
+	}
+	if v := guarantee.Check(o, a.expect()); len(v) > 0 {
+		return ViolationError(v)
+	}
+	return nil
+}
+
+// ViolationError is the error of a phase whose guarantee check failed.
+type ViolationError []guarantee.Violation
+
+func (v ViolationError) Error() string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = x.String()
+	}
+	return "GUARANTEE BROKEN: " + strings.Join(parts, "; ") + " — the node does not join; remove what changed it from the user-data and replace the instance"
+}
+
+// stopKubelet stops a kubelet that breaks the node's guarantees, so that it
+// neither registers nor serves, and returns why.
+func (a *Agent) stopKubelet(why error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := a.env.Systemd.Stop(ctx, "kubelet.service"); err != nil {
+		return fmt.Errorf("%w; stopping the kubelet failed too: %v", why, err)
+	}
+	return fmt.Errorf("%w (kubelet.service stopped)", why)
+}

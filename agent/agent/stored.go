@@ -1,0 +1,93 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/drover-os/drover/agent/ignition"
+	"github.com/drover-os/drover/agent/nodeconfig"
+)
+
+// The stored config (StoredConfig) is what a later boot applies, before
+// the metadata service answers. Root on the node (a privileged pod) can
+// rewrite it, and config.sha256 beside it; the user-data cannot be
+// rewritten from the node. So once the metadata answers, the stored config
+// is confirmed against the user-data: it must be the user-data itself or,
+// once the bootstrap token was redacted, exactly what redacting the
+// user-data gives. A stored config that is neither is reported as drift,
+// and its enabled units are not started.
+
+// confirmStored says why the stored config is not the user-data's, or ""
+// when it is.
+func confirmStored(stored, userData []byte, cache ignition.ContentCache) string {
+	if bytes.Equal(stored, userData) {
+		return ""
+	}
+	secret := tokenSecretOf(userData)
+	if secret == "" {
+		return fmt.Sprintf("%s (sha256 %s) is not the instance's user-data (sha256 %s), which holds no bootstrap token to have been redacted",
+			StoredConfig, digest(stored)[:12], digest(userData)[:12])
+	}
+	red, err := ignition.Redact(userData, secret, nodeconfig.RedactedSecret, cache)
+	if err != nil {
+		return fmt.Sprintf("%s cannot be compared with the instance's user-data: redacting the user-data: %v", StoredConfig, err)
+	}
+	if !bytes.Equal(red.Config, stored) {
+		return fmt.Sprintf("%s (sha256 %s) is neither the instance's user-data (sha256 %s) nor its redacted form (sha256 %s): it was changed on the node",
+			StoredConfig, digest(stored)[:12], digest(userData)[:12], digest(red.Config)[:12])
+	}
+	return ""
+}
+
+// tokenSecretOf is the bootstrap token's secret in a user-data's node
+// file; "" when there is none.
+func tokenSecretOf(userData []byte) string {
+	cfg, err := ignition.Parse(userData)
+	if err != nil {
+		return ""
+	}
+	nf, ok := cfg.File(NodeFile)
+	if !ok {
+		return ""
+	}
+	c, err := nodeconfig.Parse(nf, NodeFile)
+	if err != nil {
+		return ""
+	}
+	return nodeconfig.TokenSecret(c.Cluster.BootstrapToken)
+}
+
+// storedVerdict waits for the later boot's metadata check and says why
+// the stored config is not trusted ("" when it is, or on a first boot).
+func (a *Agent) storedVerdict(ctx context.Context) string {
+	if a.checked == nil {
+		return ""
+	}
+	select {
+	case <-a.checked:
+		return a.tampered
+	case <-ctx.Done():
+		return "the metadata check did not finish: " + ctx.Err().Error()
+	}
+}
+
+// knownDrift is drift the agent found once, not by re-checking a path:
+// the guard reports it on every round with what it finds itself.
+type knownDrift struct {
+	mu    sync.Mutex
+	drift []Drift
+}
+
+func (k *knownDrift) add(d Drift) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.drift = append(k.drift, d)
+}
+
+func (k *knownDrift) list() []Drift {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]Drift(nil), k.drift...)
+}

@@ -1,0 +1,170 @@
+package guarantee
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+const (
+	dropin  = "/etc/systemd/system/kubelet.service.d/10-env.conf"
+	cfgPath = "/etc/kubernetes/kubelet-config.yaml"
+)
+
+var renderedConfig = []byte("kind: KubeletConfiguration\nreadOnlyPort: 0\n")
+
+// good is a node as the image and the applied config left it.
+func good() (Observation, Expect) {
+	e := Expect{
+		Units: map[string]UnitWant{
+			"kubelet.service":      {Fragment: "/usr/lib/systemd/system/kubelet.service", Exec: "/usr/bin/kubelet", EnvFiles: []string{"/etc/default/kubelet"}},
+			"containerd.service":   {Fragment: "/usr/lib/systemd/system/containerd.service", Exec: "/usr/bin/containerd"},
+			"drover-agent.service": {Fragment: "/usr/lib/systemd/system/drover-agent.service", Exec: "/usr/bin/drover-agent"},
+		},
+		DropIn:            func(p string) bool { return strings.HasPrefix(p, "/usr/") || p == dropin },
+		KubeletArgs:       []string{"/usr/bin/kubelet", "--config=" + cfgPath, "--kubeconfig=/var/lib/kubelet/kubeconfig"},
+		KubeletConfigPath: cfgPath,
+		KubeletConfig:     renderedConfig,
+		ContainerdConfig:  "/etc/containerd/config.toml",
+		Broken: func(doc []byte) []string {
+			if strings.Contains(string(doc), "anonymous") {
+				return []string{"authentication.anonymous.enabled = false"}
+			}
+			return nil
+		},
+	}
+	o := Observation{
+		Units: []Unit{
+			{Name: "kubelet.service", LoadState: "loaded", FragmentPath: "/usr/lib/systemd/system/kubelet.service",
+				DropInPaths:      []string{"/usr/lib/systemd/system/service.d/10-timeout-abort.conf", dropin},
+				ExecStart:        [][]string{{"/usr/bin/kubelet", "$KUBELET_ARGS"}},
+				EnvironmentFiles: []string{"/etc/default/kubelet"}},
+			{Name: "containerd.service", LoadState: "loaded", FragmentPath: "/usr/lib/systemd/system/containerd.service",
+				ExecStart: [][]string{{"/usr/bin/containerd"}}},
+			{Name: "drover-agent.service", LoadState: "loaded", FragmentPath: "/usr/lib/systemd/system/drover-agent.service",
+				ExecStart: [][]string{{"/usr/bin/drover-agent", "run"}}},
+		},
+		KubeletArgs:    slices.Clone(e.KubeletArgs),
+		KubeletConfig:  renderedConfig,
+		ContainerdArgs: []string{"/usr/bin/containerd"},
+		API:            &Probe{Status: 401},
+		ReadOnly:       &Probe{Err: "dial tcp 127.0.0.1:10255: connect: connection refused"},
+	}
+	return o, e
+}
+
+func TestGoodNodeHolds(t *testing.T) {
+	o, e := good()
+	if v := Check(o, e); len(v) != 0 {
+		t.Fatalf("a node as the image left it: %v", v)
+	}
+	// Nothing observed, nothing judged: the check after apply sees units only.
+	o.KubeletArgs, o.KubeletConfig, o.ContainerdArgs, o.API, o.ReadOnly = nil, nil, nil, nil, nil
+	if v := Check(o, e); len(v) != 0 {
+		t.Fatalf("units only: %v", v)
+	}
+}
+
+// TestBadObservations: each a way a node can break a guarantee, whatever
+// path the change took; each must be caught, naming the invariant and,
+// where it can be told, the file.
+func TestBadObservations(t *testing.T) {
+	const evil = "/etc/systemd/system.control/kubelet.service.d/50-evil.conf"
+	unit := func(o *Observation, name string) *Unit {
+		for i := range o.Units {
+			if o.Units[i].Name == name {
+				return &o.Units[i]
+			}
+		}
+		t.Fatalf("no %s", name)
+		return nil
+	}
+	for _, c := range []struct {
+		name        string
+		bad         func(o *Observation)
+		invariant   string // in the violation's text
+		source      string // the file named
+		fromKubelet bool
+	}{
+		{"drop-in in system.control", func(o *Observation) {
+			u := unit(o, "kubelet.service")
+			u.DropInPaths = append(u.DropInPaths, evil)
+		}, "kubelet.service is the image's unit", evil, false},
+		{"drop-in in /run", func(o *Observation) {
+			u := unit(o, "kubelet.service")
+			u.DropInPaths = append(u.DropInPaths, "/run/systemd/system/kubelet.service.d/x.conf")
+		}, "neither the image's nor the applied config's", "/run/systemd/system/kubelet.service.d/x.conf", false},
+		{"unit replaced in system.attached", func(o *Observation) {
+			unit(o, "kubelet.service").FragmentPath = "/etc/systemd/system.attached/kubelet.service"
+		}, "loaded from /etc/systemd/system.attached/kubelet.service", "/etc/systemd/system.attached/kubelet.service", false},
+		{"agent masked", func(o *Observation) {
+			u := unit(o, "drover-agent.service")
+			u.LoadState, u.FragmentPath = "masked", "/etc/systemd/system.control/drover-agent.service"
+		}, "load state masked", "/etc/systemd/system.control/drover-agent.service", false},
+		{"agent drop-in via an alias", func(o *Observation) {
+			u := unit(o, "drover-agent.service")
+			u.DropInPaths = []string{"/etc/systemd/system/agent-alias.service.d/x.conf"}
+		}, "drover-agent.service is the image's unit", "/etc/systemd/system/agent-alias.service.d/x.conf", false},
+		{"ExecStart replaced", func(o *Observation) {
+			unit(o, "kubelet.service").ExecStart = [][]string{{"/bin/sh", "-c", "kubelet --anonymous-auth=true"}}
+		}, "kubelet.service runs /usr/bin/kubelet", "", false},
+		{"two ExecStart commands", func(o *Observation) {
+			u := unit(o, "containerd.service")
+			u.ExecStart = append(u.ExecStart, []string{"/usr/bin/containerd", "--config", "/var/x.toml"})
+		}, "containerd.service runs /usr/bin/containerd", "", false},
+		{"another environment file", func(o *Observation) {
+			u := unit(o, "kubelet.service")
+			u.EnvironmentFiles = append(u.EnvironmentFiles, "/var/lib/x/env")
+		}, "reads its environment from /etc/default/kubelet only", "", false},
+		{"kubelet flag added", func(o *Observation) {
+			o.KubeletArgs = append(o.KubeletArgs, "--anonymous-auth=true")
+		}, "added --anonymous-auth=true", "/etc/default/kubelet", true},
+		{"kubelet flag dropped", func(o *Observation) {
+			o.KubeletArgs = o.KubeletArgs[:2]
+		}, "missing --kubeconfig", "/etc/default/kubelet", true},
+		{"kubelet flag from a drop-in", func(o *Observation) {
+			u := unit(o, "kubelet.service")
+			u.DropInPaths = append(u.DropInPaths, evil)
+			o.KubeletArgs = append(o.KubeletArgs, "--read-only-port=10255")
+		}, "added --read-only-port=10255", evil, true},
+		{"config contents differ", func(o *Observation) {
+			o.KubeletConfig = []byte("kind: KubeletConfiguration\nreadOnlyPort: 10255\n")
+		}, "loads the configuration the agent rendered", cfgPath, true},
+		{"config breaks an invariant", func(o *Observation) {
+			o.KubeletConfig = []byte("authentication: {anonymous: {enabled: true}}\n")
+		}, "authentication.anonymous.enabled = false", cfgPath, true},
+		{"containerd loads another config", func(o *Observation) {
+			o.ContainerdArgs = []string{"/usr/bin/containerd", "--config", "/var/lib/x/config.toml"}
+		}, "containerd loads /etc/containerd/config.toml", "", true},
+		{"containerd -c=", func(o *Observation) {
+			o.ContainerdArgs = []string{"/usr/bin/containerd", "-c=/var/lib/x/config.toml"}
+		}, "--config /var/lib/x/config.toml", "", true},
+		{"API answers anonymously", func(o *Observation) { o.API = &Probe{Status: 200} }, "HTTP 200", "", true},
+		{"API forbids rather than asks who", func(o *Observation) { o.API = &Probe{Status: 403} }, "HTTP 403", "", true},
+		{"API does not answer", func(o *Observation) { o.API = &Probe{Err: "connection refused"} }, "refuses a request without credentials", "", true},
+		{"read-only port answers", func(o *Observation) { o.ReadOnly = &Probe{Status: 200} }, "nothing answers on the kubelet's read-only port", "", true},
+		{"read-only port times out", func(o *Observation) { o.ReadOnly = &Probe{Err: "i/o timeout"} }, "read-only port", "", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o, e := good()
+			c.bad(&o)
+			v := Check(o, e)
+			if len(v) == 0 {
+				t.Fatal("not caught")
+			}
+			var hit *Violation
+			for i := range v {
+				if strings.Contains(v[i].String(), c.invariant) {
+					hit = &v[i]
+					break
+				}
+			}
+			if hit == nil {
+				t.Fatalf("no violation mentions %q: %v", c.invariant, v)
+			}
+			if hit.Source != c.source {
+				t.Fatalf("source %q, want %q (%v)", hit.Source, c.source, hit)
+			}
+		})
+	}
+}
