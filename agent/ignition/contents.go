@@ -155,7 +155,13 @@ func fetchInto(ctx context.Context, f Fetcher, cache ContentCache, file string, 
 		}
 	}
 	body, err := f.Get(ctx, dst.remote)
-	if err != nil {
+	var refused *DestinationError
+	switch {
+	case errors.As(err, &refused):
+		// The error says what the address is and what to do.
+		c.addf(sub(at, "source"), "fetching contents of %s failed: %v", file, err)
+		return
+	case err != nil:
 		c.addf(sub(at, "source"), "fetching contents of %s failed: %v — check that the URL is reachable from the node", file, err)
 		return
 	}

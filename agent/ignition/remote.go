@@ -19,7 +19,7 @@ import (
 // Limits of HTTPFetcher's defaults.
 const (
 	maxRemoteTotal = 256 << 20 // every remote content of one config together
-	maxRedirects   = 5
+	maxRedirects   = 3
 	remoteTimeout  = 2 * time.Minute // one request, body included
 )
 
@@ -37,16 +37,23 @@ type HTTPFetcher struct {
 	fetched int64
 }
 
-// RemoteClient is the client remote contents are fetched with by default.
-// It ignores the proxy environment variables: the agent's environment is
-// not the user's configuration (and Ignition's own proxy setting is
-// refused; the node file has none). Connecting, the TLS handshake, the
-// response headers and the whole request are each bounded, and it follows
-// at most 5 redirects.
-func RemoteClient() *http.Client {
+// RemoteClient is the agent's client for remote contents:
+// RemoteClientFor(NodeDestinations).
+func RemoteClient() *http.Client { return RemoteClientFor(NodeDestinations) }
+
+// RemoteClientFor is the one client remote contents are fetched with, on
+// the node and by drover validate. It connects only where d allows,
+// judged on the address each connection is made to (see Destinations). It
+// ignores the proxy environment variables: the agent's environment is not
+// the user's configuration (and Ignition's own proxy setting is refused;
+// the node file has none), and a proxy would connect for it, past the
+// check. Connecting, the TLS handshake, the response headers and the whole
+// request are each bounded, and it follows at most 3 redirects.
+func RemoteClientFor(d Destinations) *http.Client {
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: d.control}
 	tr := &http.Transport{
 		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dialer.DialContext,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: 30 * time.Second,
 		IdleConnTimeout:       30 * time.Second,

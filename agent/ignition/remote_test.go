@@ -100,11 +100,12 @@ func TestRemoteClientLimits(t *testing.T) {
 	}))
 	defer srv.Close()
 	ctx := context.Background()
-	_, err := (&HTTPFetcher{}).Get(ctx, srv.URL+"/loop")
-	if err == nil || !strings.Contains(err.Error(), "stopped after 5 redirects") || hops.Load() != 6 {
+	client := clientAdmitting(t, srv.Listener.Addr())
+	_, err := (&HTTPFetcher{Client: client}).Get(ctx, srv.URL+"/loop")
+	if err == nil || !strings.Contains(err.Error(), "stopped after 3 redirects") || hops.Load() != 4 {
 		t.Errorf("redirect loop: %d requests, %v", hops.Load(), err)
 	}
-	f := &HTTPFetcher{MaxTotal: 100}
+	f := &HTTPFetcher{Client: client, MaxTotal: 100}
 	if _, err := f.Get(ctx, srv.URL+"/a"); err != nil {
 		t.Fatal(err)
 	}

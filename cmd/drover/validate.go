@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,19 +17,28 @@ import (
 )
 
 func newValidateCmd() *cobra.Command {
-	var offline, asJSON bool
+	var offline, asJSON, allowPrivate bool
 	cmd := &cobra.Command{
 		Use:   "validate USERDATA",
 		Short: "Check an Ignition user-data exactly as drover-agent will on the node",
 		Long: `validate runs the agent's own parse, policy and node-file checks on a
-user-data file (raw or gzip Ignition JSON) and touches nothing. Every problem is
+user-data file (Ignition JSON, raw or gzip-compressed once) and touches nothing. Every problem is
 printed with its JSON path. Exit status 0 means the node would accept it, 1 that
 it would refuse it — so a pipeline can reject bad user-data before it reaches a
 launch template — and 2 that nothing was checked (a file that cannot be read, a
 missing argument, an unknown flag).
 
-http(s) contents are fetched to check their verification hash; --offline skips
-that (everything else is still checked).`,
+http(s) contents are fetched to check their verification hash, with the
+agent's client: no proxy from the environment, at most 3 redirects, bounded
+sizes and times. The user-data may not be yours to trust, so validate connects
+only to public addresses, judged on the address each connection (redirects
+included) is made to, whatever name the URL gives: never loopback, link-local
+(169.254.0.0/16, fe80::/10) or the ECS metadata service 100.100.100.200, and
+private addresses (RFC 1918, 100.64.0.0/10, fc00::/7) only with
+--allow-private-sources — give it when the config's URLs are meant to name
+servers inside your VPC (the node fetches from those) and you trust it not to
+point this host at its own internal services. --offline fetches nothing
+(everything else is still checked).`,
 		Example: `  drover validate userdata.ign
   drover userdata --server https://10.0.0.1:6443 --ca-file ca.crt --token abcdef.0123456789abcdef > ud.ign && drover validate ud.ign`,
 		Args: usageArgs(cobra.ExactArgs(1)),
@@ -41,7 +49,9 @@ that (everything else is still checked).`,
 			}
 			var f ignition.Fetcher
 			if !offline {
-				f = &ignition.HTTPFetcher{Client: &http.Client{Timeout: 30 * time.Second}}
+				client := ignition.RemoteClientFor(ignition.Destinations{AllowPrivate: allowPrivate, Flag: "--allow-private-sources"})
+				client.Timeout = 30 * time.Second
+				f = &ignition.HTTPFetcher{Client: client}
 			}
 			problems := ignition.Validate(data, agent.Options(f))
 			out := cmd.OutOrStdout()
@@ -75,6 +85,7 @@ that (everything else is still checked).`,
 	}
 	cmd.Flags().BoolVar(&offline, "offline", false, "do not fetch http(s) contents to check their hashes")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the verdict as JSON")
+	cmd.Flags().BoolVar(&allowPrivate, "allow-private-sources", false, "fetch http(s) contents from private addresses too (RFC 1918, 100.64.0.0/10, fc00::/7), as the node does; never loopback, link-local or the metadata service")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: 2, err: err} })
 	return cmd
 }

@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -161,5 +164,103 @@ func TestUserdataRendersWhatTheAgentAccepts(t *testing.T) {
 	_, errOut, code = drover(t, "userdata", "--server", "http://insecure:6443", "--ca-file", ca, "--token", "bad")
 	if code != 1 || !strings.Contains(errOut, "would be refused by the node") {
 		t.Errorf("bad settings: exit %d: %s", code, errOut)
+	}
+}
+
+// TestValidateRemoteDestinations: drover validate fetches with the agent's
+// client but refuses private addresses unless --allow-private-sources is
+// given, and loopback, link-local and the metadata service whatever the
+// flags; nothing connects to a refused address.
+func TestValidateRemoteDestinations(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var peers []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			peers = append(peers, c.RemoteAddr().String())
+			mu.Unlock()
+			c.Close()
+		}
+	}()
+	defer func() { l.Close(); <-done }()
+
+	source := func(url string) map[string]any {
+		return map[string]any{"source": url, "verification": map[string]any{"hash": "sha256-" + strings.Repeat("0", 64)}}
+	}
+	files := []any{
+		map[string]any{"path": "/etc/a", "contents": source("http://" + l.Addr().String() + "/a")},
+		map[string]any{"path": "/etc/b", "contents": source("http://100.100.100.200/latest/user-data")},
+		map[string]any{"path": "/etc/c", "contents": source("http://169.254.169.254/latest/meta-data/")},
+	}
+	write := func(name string, files []any) string {
+		b, _ := json.Marshal(map[string]any{"ignition": map[string]any{"version": "3.5.0"}, "storage": map[string]any{"files": files}})
+		p := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// The private source only where it is refused: with the flag, validate
+	// would connect to it.
+	withPrivate := write("private.ign", append(files[:3:3], map[string]any{"path": "/etc/d", "contents": source("http://10.255.255.1/d")}))
+	for _, args := range [][]string{{"validate", withPrivate}, {"validate", "--allow-private-sources", write("public.ign", files)}} {
+		out, errOut, code := drover(t, args...)
+		if code != 1 {
+			t.Fatalf("%v: exit %d, want 1\n%s%s", args, code, out, errOut)
+		}
+		for _, want := range []string{
+			"$.storage.files[0].contents.source: fetching contents of /etc/a failed: GET http://" + l.Addr().String() + "/a: ",
+			"refused to connect to 127.0.0.1: it is a loopback address",
+			"$.storage.files[1].contents.source: fetching contents of /etc/b failed: GET http://100.100.100.200/latest/user-data: ",
+			"refused to connect to 100.100.100.200: it is the ECS instance metadata service",
+			"refused to connect to 169.254.169.254: it is a link-local address",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%v: output lacks %q:\n%s", args, want, out)
+			}
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if !strings.HasPrefix(line, "$.storage.files[3]") && strings.Contains(line, "--allow-private-sources") {
+				t.Errorf("%v: a refusal the flag cannot lift names it: %s", args, line)
+			}
+		}
+	}
+	out, _, _ := drover(t, "validate", withPrivate)
+	private := "$.storage.files[3].contents.source: fetching contents of /etc/d failed: GET http://10.255.255.1/d: Get \"http://10.255.255.1/d\": dial tcp 10.255.255.1:80: refused to connect to 10.255.255.1: it is a private address (RFC 1918); private addresses are fetched from only with --allow-private-sources"
+	if !strings.Contains(out, private) {
+		t.Errorf("the private source is not refused naming the flag:\n%s", out)
+	}
+	// A connection of our own must be the first the listener saw.
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		mu.Lock()
+		got := append([]string(nil), peers...)
+		mu.Unlock()
+		if len(got) > 0 {
+			if got[0] != c.LocalAddr().String() {
+				t.Errorf("drover validate connected to the refused loopback address: %v", got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the probe connection was never accepted")
+		}
+	}
+	if out, _, _ := drover(t, "validate", "--help"); !strings.Contains(out, "--allow-private-sources") || !strings.Contains(out, "100.100.100.200") {
+		t.Errorf("--help does not explain --allow-private-sources:\n%s", out)
 	}
 }
