@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -36,6 +38,99 @@ type Watched struct {
 type watchList struct {
 	mu    sync.Mutex
 	paths []Watched
+	// node and state are the protected surface's baselines (NodeSurface,
+	// StateSurface); nil until taken.
+	node, state *baseline
+	hash        hasher
+	// owner is who must own the kubelet's PKI: the owner of the root
+	// directory (root on a node), read with the node's baseline.
+	owner Owner
+}
+
+// baseline is a surface and what it held when the agent took it.
+type baseline struct {
+	s    Surface
+	snap Snapshot
+}
+
+// baselineNode records NodeSurface under root: the image's accounts, sudo
+// and PAM, and the protected units as the image and the applied config
+// left them. apply calls it once the config is written, before systemd
+// re-runs its generators and the boot services re-read their directories
+// on the config's files (a generator or a tmpfiles.d line from the
+// user-data that changes them is drift); the guard, at its start, if
+// provisioning ended before.
+func (w *watchList) baselineNode(root string) {
+	b := &baseline{NodeSurface, NodeSurface.Take(root, &w.hash)}
+	var own Owner
+	if fi, err := os.Stat(root + "/"); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			own = Owner{st.Uid, st.Gid}
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.node, w.owner = b, own
+}
+
+// baselineGuard takes, when the guard starts, the baselines still
+// missing: NodeSurface if provisioning ended before apply took it, and
+// StateSurface, the agent's state as provisioning left it (the token's
+// redaction rewrites it late in the join).
+func (w *watchList) baselineGuard(root string) {
+	w.mu.Lock()
+	noNode := w.node == nil
+	w.mu.Unlock()
+	if noNode {
+		w.baselineNode(root)
+	}
+	st := &baseline{StateSurface, StateSurface.Take(root, &w.hash)}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.state = st
+}
+
+// rewrote re-records a watched path the agent itself wrote over after
+// apply (the hostname step writes /etc/hostname, which the config may
+// give too); a path the config does not manage stays unwatched.
+func (w *watchList) rewrote(root, p string) {
+	w.mu.Lock()
+	i := slices.IndexFunc(w.paths, func(x Watched) bool { return x.Path == p })
+	w.mu.Unlock()
+	if i < 0 {
+		return
+	}
+	m := ignition.Managed{Path: p, Kind: "file"}
+	if fi, err := os.Lstat(root + p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		m.Kind, m.Target = "symlink", mustReadlink(root+p)
+	} else if data, err := os.ReadFile(root + p); err == nil {
+		m.SHA256 = digest(data)
+	}
+	w.add(root, m, "agent")
+}
+
+func mustReadlink(p string) string {
+	t, _ := os.Readlink(p)
+	return t
+}
+
+// checkSurface compares the protected surface with its baselines; the
+// config's own paths (watched) are left to CheckDrift.
+func (w *watchList) checkSurface(root string, watched []Watched) []Drift {
+	w.mu.Lock()
+	bases := []*baseline{w.node, w.state}
+	w.mu.Unlock()
+	skip := map[string]bool{}
+	for _, x := range watched {
+		skip[x.Path] = true
+	}
+	var out []Drift
+	for _, b := range bases {
+		if b != nil {
+			out = append(out, Compare(b.snap, b.s.Take(root, &w.hash), skip)...)
+		}
+	}
+	return out
 }
 
 // add records m as the agent just wrote it under root.
@@ -94,6 +189,28 @@ func short(s string) string {
 		return s[:12]
 	}
 	return s
+}
+
+// checkAll is one guard round: the config's and rendered paths against
+// the agent's record, the protected surface against its baselines and
+// the kubelet's PKI against its rules; by path, each change once.
+func (a *Agent) checkAll() []Drift {
+	watched := a.watch.list()
+	out := CheckDrift(a.env.Root, watched)
+	out = append(out, a.watch.checkSurface(a.env.Root, watched)...)
+	a.watch.mu.Lock()
+	own := a.watch.owner
+	a.watch.mu.Unlock()
+	out = append(out, CheckPKI(a.env.Root, own)...)
+	// Compare's order is a map's: the drift state must read the same
+	// from round to round.
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Path != out[j].Path {
+			return out[i].Path < out[j].Path
+		}
+		return out[i].What < out[j].What
+	})
+	return slices.CompactFunc(out, func(x, y Drift) bool { return x.Path == y.Path && x.What == y.What })
 }
 
 // CheckDrift compares the watched paths under root with what the agent
@@ -179,25 +296,32 @@ type report struct {
 	attempt          int
 }
 
-// Guard re-checks the watched paths every period and reports each change
-// once: on the console (and so the journal), in the status file, and on the
-// Node as the DroverConfigDrift condition plus a Warning Event; the
-// condition goes back to False when the contents are restored. A report the
-// API server did not accept is retried with provider.Backoff until it is,
-// or until a newer change replaces it. It never repairs: a drifted node is
-// replaced.
+// Guard re-checks the watched paths and the protected surface every period
+// and reports each change once: on the console (and so the journal), in
+// the status file, and on the Node as the DroverConfigDrift condition plus
+// a Warning Event; the condition goes back to False when the contents are
+// restored. A report the API server did not accept is retried with
+// provider.Backoff until it is, or until a newer change replaces it. It
+// runs whether or not the join succeeded: without an API client (no node
+// file applied, no kubelet credentials yet) it says so once and reports on
+// the console and in the status file only, until it has one. It never
+// repairs: a drifted node is replaced.
 func (a *Agent) Guard(ctx context.Context, period time.Duration) {
+	a.watch.baselineGuard(a.env.Root)
 	var cur *report
 	accepted := "" // the last drift state the API server holds
 	noted := fmt.Sprint([]Drift(nil))
 	// What the status said when the guard took over (e.g. a refused
-	// user-data): drift adds to it, a restore brings it back.
-	base := a.rec.Snapshot().Error
+	// user-data, a failed join): drift adds to it, a restore brings it
+	// back.
+	snap := a.rec.Snapshot()
+	state, base := snap.State, snap.Error
+	noAPI := "" // why there is no API client, once said
 	for {
-		drift := CheckDrift(a.env.Root, a.watch.list())
+		drift := a.checkAll()
 		key := fmt.Sprint(drift)
 		if key != noted {
-			a.noteDrift(drift, base)
+			a.noteDrift(drift, state, base)
 			noted = key
 		}
 		if key != accepted && (cur == nil || cur.key != key) {
@@ -205,12 +329,25 @@ func (a *Agent) Guard(ctx context.Context, period time.Duration) {
 		}
 		wait := period
 		if cur != nil {
-			if err := a.send(ctx, cur); err != nil {
-				cur.attempt++
-				wait = min(provider.Backoff(cur.attempt, rand.Float64()), period)
-				a.rec.Note(fmt.Sprintf("drift report to the API server failed (attempt %d; retrying in %s): %v", cur.attempt, wait.Round(time.Millisecond), err))
-			} else {
-				accepted, cur = cur.key, nil
+			api, node, err := a.guardAPI()
+			switch {
+			case err != nil:
+				if noAPI == "" {
+					a.rec.Note("drift guard: not reporting to the API server (" + err.Error() + "): drift goes to the console and the status file only")
+				}
+				noAPI = err.Error()
+			default:
+				if noAPI != "" {
+					a.rec.Note("drift guard: reporting to the API server from now on")
+					noAPI = ""
+				}
+				if err := a.send(ctx, api, node, cur); err != nil {
+					cur.attempt++
+					wait = min(provider.Backoff(cur.attempt, rand.Float64()), period)
+					a.rec.Note(fmt.Sprintf("drift report to the API server failed (attempt %d; retrying in %s): %v", cur.attempt, wait.Round(time.Millisecond), err))
+				} else {
+					accepted, cur = cur.key, nil
+				}
 			}
 		}
 		select {
@@ -219,6 +356,21 @@ func (a *Agent) Guard(ctx context.Context, period time.Duration) {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// guardAPI is the API client with the kubelet's credentials, or why there
+// is none: provisioning may have ended before the node file was applied,
+// the node named or the kubelet's certificate issued.
+func (a *Agent) guardAPI() (NodeAPI, string, error) {
+	switch {
+	case a.node == nil:
+		return nil, "", errors.New("no node file was applied")
+	case a.nodeName == "":
+		return nil, "", errors.New("the node has no name yet")
+	case a.env.Kube == nil:
+		return nil, "", errors.New("no API client")
+	}
+	return a.API()
 }
 
 func driftMessage(drift []Drift) string {
@@ -230,11 +382,11 @@ func driftMessage(drift []Drift) string {
 }
 
 // noteDrift records a changed drift state on the console and in the status
-// file, on top of base (the status error before the guard started).
-func (a *Agent) noteDrift(drift []Drift, base string) {
+// file, on top of state and base (the status before the guard started).
+func (a *Agent) noteDrift(drift []Drift, state, base string) {
 	if len(drift) == 0 {
 		a.rec.Note("DRIFT cleared: everything watched matches the applied configuration again")
-		a.rec.SetState("joined", base)
+		a.rec.SetState(state, base)
 		return
 	}
 	msg := "drift: " + driftMessage(drift)
@@ -242,15 +394,11 @@ func (a *Agent) noteDrift(drift []Drift, base string) {
 	if base != "" {
 		msg = base + "; " + msg
 	}
-	a.rec.SetState("joined", msg)
+	a.rec.SetState(state, msg)
 }
 
 // send delivers what of r the API server has not accepted yet.
-func (a *Agent) send(ctx context.Context, r *report) error {
-	api, node, err := a.API()
-	if err != nil {
-		return err
-	}
+func (a *Agent) send(ctx context.Context, api NodeAPI, node string, r *report) error {
 	if !r.condSent {
 		cond := kube.Condition{Type: "DroverConfigDrift", Status: "False", Reason: "NoDrift", Message: "everything watched matches the applied configuration"}
 		if len(r.drift) > 0 {

@@ -161,11 +161,21 @@ func run(ctx context.Context) error {
 	}
 	a := agent.New(env, agent.DefaultDeadlines)
 	console(fmt.Sprintf("drover-agent: platform %s (%s)", platform, prov.Name()))
-	if err := a.Run(ctx); err != nil {
-		return err
-	}
-	if a.Status().Snapshot().State != "joined" {
-		return nil
+	runErr := a.Run(ctx)
+	switch {
+	case runErr != nil && ctx.Err() != nil:
+		return runErr // stopped (shutdown): nothing left to guard
+	case runErr != nil:
+		// A failed provisioning is not retried (the unit has Restart=no),
+		// but what it applied, the accounts and the units are guarded all
+		// the same. The failure is on the console and in the status file;
+		// systemd is told the agent is up, so that the guard outlives
+		// TimeoutStartSec, and why.
+		console("drover-agent: " + runErr.Error())
+		systemd.Notify("STATUS=failed: " + runErr.Error())
+		systemd.Notify("READY=1")
+	case a.Status().Snapshot().State == "unconfigured":
+		return nil // no user-data: nothing was applied
 	}
 	// The guard starts no units; every signal systemd would go on sending
 	// the open connection (each pod's scopes and mounts) would be decoded
@@ -179,7 +189,7 @@ func run(ctx context.Context) error {
 		a.Status().Note("drift guard running with CAP_DAC_READ_SEARCH only (all other capabilities dropped, bounding set included)")
 	}
 	a.Guard(ctx, agent.GuardPeriod)
-	return nil
+	return nil // a failure was said when it happened
 }
 
 // prefetch reads paths to their end in the background, one after the
