@@ -1,7 +1,7 @@
 // Package secretscan finds a secret in files the way someone holding a
 // copy of a disk would: in plain text, and inside the encodings configs
-// carry — data: URLs, base64 runs (also line-wrapped) and gzip streams,
-// nested. A grep for the plain secret misses a token in a base64 data: URL
+// carry — data: URLs, percent-encoded text (a URL's query, a form), base64
+// runs (also line-wrapped) and gzip streams, nested. A grep for the plain secret misses a token in a base64 data: URL
 // of an Ignition config, or in a gzip-compressed one.
 package secretscan
 
@@ -26,6 +26,11 @@ const (
 	maxDepth   = 4
 	maxInflate = 64 << 20
 )
+
+// percentRun is a run of URL characters holding at least one percent
+// escape (ASCII only, so a binary file yields short runs, not one long
+// one).
+var percentRun = regexp.MustCompile(`[\w.~!$&'()*+,;=:@/?#\[\]-]*(?:%[0-9A-Fa-f]{2}[\w.~!$&'()*+,;=:@/?#\[\]-]*)+`)
 
 // base64Run is a run of base64 characters, possibly wrapped over lines
 // (PEM, MIME), at least long enough to hold a short secret.
@@ -65,6 +70,14 @@ func find(data, secret []byte, depth int) (string, bool) {
 			}
 		}
 		off = start + 5
+	}
+	// Percent-encoded text outside data: URLs: a query string, a form
+	// body, a URL in a unit's command line. Each run is decoded on its
+	// own, escapes only ('+' stays: the secrets looked for hold none).
+	for _, loc := range percentRun.FindAllIndex(data, -1) {
+		if w, ok := find(percentDecode(data[loc[0]:loc[1]]), secret, depth-1); ok {
+			return fmt.Sprintf("percent-encoded at %d → %s", loc[0], w), true
+		}
 	}
 	// gzip streams anywhere (a compressed data: URL's payload is found by
 	// the base64 pass; a .gz file or a gzip member in a blob here).
@@ -114,6 +127,34 @@ func find(data, secret []byte, depth int) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// percentDecode replaces every %XX escape in run by its byte.
+func percentDecode(run []byte) []byte {
+	out := make([]byte, 0, len(run))
+	for i := 0; i < len(run); i++ {
+		if run[i] == '%' && i+2 < len(run) && isHex(run[i+1]) && isHex(run[i+2]) {
+			out = append(out, unhex(run[i+1])<<4|unhex(run[i+2]))
+			i += 2
+			continue
+		}
+		out = append(out, run[i])
+	}
+	return out
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
 }
 
 // Hit is one file holding the secret.

