@@ -101,7 +101,7 @@ func unitSurface() []guarded {
 			if dir == imageUnitDir || underDir(dir, "/usr") {
 				continue
 			}
-			g = append(g, guarded{dir + "/" + u.name, false, why + " (" + dir + " comes before the image's " + imageUnitDir + ")", instead})
+			g = append(g, guarded{dir + "/" + u.name, false, why + "; a unit file of that name in " + dir + " replaces the image's", instead})
 			for _, d := range dropinDirNames(u.name) {
 				switch {
 				case !u.checked:
@@ -301,6 +301,10 @@ func checkDropinNode(n node, u guardedUnit, name string, c *collector) {
 	}
 	if !u.checked {
 		c.addf(n.at, "%q is a drop-in of %s%s: %s — %s", n.path, u.name, also, whyAgent, insteadAgent)
+		return
+	}
+	if path.Base(n.path) == name+".d" {
+		c.addf(n.at, "%q would make a drop-in directory of %s%s a link; systemd would read what it points to, which no check can — give the drop-ins as files with inline contents", n.path, u.name, also)
 		return
 	}
 	c.addf(n.at, "%q is a link in a drop-in directory of %s%s; systemd would read what it points to, which no check can — give the drop-in as a file with inline contents", n.path, u.name, also)

@@ -227,23 +227,22 @@ func (j tmpfilesJudge) problem(e tmpfilesEntry) string {
 // would take it; holding says whether a directory above the surface is
 // refused too.
 func (j tmpfilesJudge) judgePath(p, written string, unknown []string, verb string, holding bool) string {
-	because := ""
-	if len(unknown) > 0 {
-		because = fmt.Sprintf(" (%s is known only on the node, so the path could be any such one)", strings.Join(unknown, ", "))
-	}
 	for _, cand := range j.links.candidates(p) {
 		where := fmt.Sprintf("%q", written)
-		if cand != path.Clean(p) || len(unknown) > 0 || written != p {
-			where = fmt.Sprintf("%q, which is %q on the node,", written, cand)
+		switch {
+		case len(unknown) > 0:
+			where += fmt.Sprintf(" (%s is known only on the node: any path like %q)", strings.Join(unknown, ", "), cand)
+		case cand != path.Clean(p) || written != p:
+			where += fmt.Sprintf(" (%q on the node)", cand)
 		}
 		if g, ok := j.guard.mayCover(cand); ok {
-			return fmt.Sprintf("%s %s%s and %s is protected: %s — %s", verb, where, because, g.pattern, g.why, g.instead)
+			return fmt.Sprintf("%s %s; %s is protected: %s — %s", verb, where, g.pattern, g.why, g.instead)
 		}
 		if !holding {
 			continue
 		}
 		if g, ok := j.guard.mayHold(cand); ok {
-			return fmt.Sprintf("%s %s%s, which holds %s, and %s is protected: %s — name a path that holds nothing protected", verb, where, because, g.pattern, g.pattern, g.why)
+			return fmt.Sprintf("%s %s, a directory that holds %s, which is protected (%s) — name a path that holds nothing protected", verb, where, g.pattern, g.why)
 		}
 	}
 	return ""
