@@ -10,7 +10,8 @@ import (
 
 // FuzzValidate: Validate never panics, says the same every time, every
 // problem is addressed, and its verdict agrees with the agent's separate
-// steps (Parse, Resolve, Plan) and with Prepare.
+// steps (Parse, Resolve, Plan) and with Prepare, and what it accepts stays
+// in the writable trees and off the protected surface.
 func FuzzValidate(f *testing.F) {
 	names, err := filepath.Glob("../../testdata/ignition/*.ign")
 	if err != nil {
@@ -52,6 +53,22 @@ func FuzzValidate(f *testing.F) {
 		}
 		if plan != nil && plan.String() != plan2.String() {
 			t.Fatalf("plans differ:\n%s\n%s", plan, plan2)
+		}
+		// An accepted config writes only below /etc and /var, and
+		// nothing of the protected surface, also where the node's own
+		// links (/var/run -> /run) would take a path.
+		if plan != nil {
+			s, node := surface(protectedSurface()), nodeResolver(nil)
+			for _, m := range plan.Managed {
+				if !underWritable(m.Path) {
+					t.Fatalf("accepted config writes %s, outside /etc and /var", m.Path)
+				}
+				for _, p := range []string{m.Path, node.resolveParent(m.Path)} {
+					if g, ok := s.covering(p); ok {
+						t.Fatalf("accepted config writes %s, protected by %s", m.Path, g.pattern)
+					}
+				}
+			}
 		}
 	})
 }
