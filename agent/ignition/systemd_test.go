@@ -294,3 +294,49 @@ func TestTmpfilesJudge(t *testing.T) {
 		}
 	}
 }
+
+// TestUnitSurface: the static surface follows every unit search directory
+// and the other root-read directories, and no lexical sibling of a
+// protected path is taken for it.
+func TestUnitSurface(t *testing.T) {
+	s := surface(protectedSurface())
+	for _, p := range []string{
+		"/etc/systemd/system.control/kubelet.service",
+		"/etc/systemd/system.attached/kubelet.service",
+		"/etc/systemd/system.control/containerd.service",
+		"/etc/systemd/system/containerd.service",
+		"/run/systemd/system/kubelet.service",
+		"/run/systemd/generator.early/kubelet.service.d/x.conf",
+		"/run/systemd/transient/containerd.service.d/x.conf",
+		"/etc/systemd/system.control/drover-agent.service",
+		"/etc/systemd/system.attached/drover-agent.service.d/x.conf",
+		"/etc/systemd/system.attached/drover-.service.d/x.conf",
+		"/etc/systemd/system.control/service.d/x.conf",
+		"/run/systemd/system.control/drover-agent.service.d/x.conf",
+		"/etc/sysusers.d/x.conf",
+		"/run/tmpfiles.d/x.conf",
+		"/etc/systemd/system-generators/x",
+		"/etc/systemd/system-environment-generators/x",
+	} {
+		if _, ok := s.covering(p); !ok {
+			t.Errorf("%s is not protected", p)
+		}
+	}
+	for _, p := range []string{
+		"/etc/systemd/system.control/app.service",
+		"/etc/systemd/system.control/kubelet.service.d/x.conf", // read by checkDropins
+		"/etc/systemd/system/kubelet.service.d/x.conf",
+		"/etc/systemd/system.attached/containerd.service.d/x.conf",
+		"/etc/tmpfiles.d/x.conf", // read by checkTmpfiles
+		"/etc-evil/shadow",
+		"/etc/shadow-evil",
+		"/variable/lib/drover/x",
+		"/var/lib/drover-evil/x",
+		"/var/lib/kubelet/pki-evil/x",
+		"/etc/systemd/system.controlx/kubelet.service",
+	} {
+		if g, ok := s.covering(p); ok {
+			t.Errorf("%s is taken for %s", p, g.pattern)
+		}
+	}
+}
