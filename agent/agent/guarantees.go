@@ -144,7 +144,18 @@ func (a *Agent) observe(ctx context.Context, level int) (guarantee.Observation, 
 // guarantees checks the node's guarantees by their effect; an error names
 // each broken one and the file that changed it.
 func (a *Agent) guarantees(ctx context.Context, level int) error {
-	o, err := a.observe(ctx, level)
+	// A kubelet that restarted between reading its MainPID and its
+	// /proc, or whose API port is not listening yet, is looked at again
+	// (within observeFor); what it shows is judged at once.
+	var o guarantee.Observation
+	err := a.waitFor(ctx, "an observation of the node's guarantees", func() (bool, error) {
+		var err error
+		o, err = a.observe(ctx, level)
+		if err == nil && o.API != nil && o.API.Status == 0 && time.Since(a.kubeletStart) < observeFor {
+			err = fmt.Errorf("the kubelet's API port does not answer yet: %s", o.API.Err)
+		}
+		return err == nil, err
+	})
 	if err != nil {
 		return fmt.Errorf("observing the node's guarantees: %w", err)
 	}
@@ -153,6 +164,10 @@ func (a *Agent) guarantees(ctx context.Context, level int) error {
 	}
 	return nil
 }
+
+// observeFor bounds how long after its start the kubelet's API port may
+// not answer yet; later, no answer is a broken guarantee.
+const observeFor = time.Minute
 
 // ViolationError is the error of a phase whose guarantee check failed.
 type ViolationError []guarantee.Violation
@@ -166,12 +181,17 @@ func (v ViolationError) Error() string {
 }
 
 // stopKubelet stops a kubelet that breaks the node's guarantees, so that it
-// neither registers nor serves, and returns why.
+// neither registers nor serves, and redacts the bootstrap token from what
+// the node keeps: a node that does not join is replaced, and needs no
+// credential to join with. It returns why.
 func (a *Agent) stopKubelet(why error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := a.env.Systemd.Stop(ctx, "kubelet.service"); err != nil {
 		return fmt.Errorf("%w; stopping the kubelet failed too: %v", why, err)
 	}
-	return fmt.Errorf("%w (kubelet.service stopped)", why)
+	if _, err := a.redactSecrets(); err != nil {
+		return fmt.Errorf("%w (kubelet.service stopped; redacting the bootstrap token failed: %v)", why, err)
+	}
+	return fmt.Errorf("%w (kubelet.service stopped, bootstrap token redacted)", why)
 }

@@ -120,6 +120,9 @@ func TestGuaranteeBroken(t *testing.T) {
 			if r.sd.Called("stop kubelet.service") != c.stopped {
 				t.Errorf("kubelet stopped: %v, want %v (%v)", !c.stopped, c.stopped, r.sd.Calls)
 			}
+			if stored, err := os.ReadFile(filepath.Join(r.root, StoredConfig)); c.stopped && (err != nil || strings.Contains(string(stored), testSecret)) {
+				t.Errorf("the stored config keeps the bootstrap token after the kubelet was stopped (%v)", err)
+			}
 			if r.sd.Called("start kubelet.service") != c.kubeletUp {
 				t.Errorf("kubelet started: %v, want %v", !c.kubeletUp, c.kubeletUp)
 			}
@@ -131,3 +134,6 @@ func TestGuaranteeBroken(t *testing.T) {
 		})
 	}
 }
+
+// testSecret is the secret of userData's bootstrap token.
+const testSecret = "0123456789abcdef"

@@ -102,7 +102,13 @@ func (e *Env) Restart(ctx context.Context, in *Instance, nvme bool) error {
 // Ready), then for the API server to agree with a status the kubelet
 // posted from a boot other than the one the instance last joined from.
 func (e *Env) WaitJoined(ctx context.Context, in *Instance) error {
-	got, err := in.VM.WaitFor(ctx, "] ready: ok", "FAILED:", "FATAL")
+	return e.waitJoined(ctx, in, "FAILED:", "FATAL")
+}
+
+// waitJoined is WaitJoined, where the console lines stop mean the join
+// failed.
+func (e *Env) waitJoined(ctx context.Context, in *Instance, stop ...string) error {
+	got, err := in.VM.WaitFor(ctx, append([]string{"] ready: ok"}, stop...)...)
 	if err != nil {
 		return err
 	}

@@ -35,7 +35,11 @@ type VarScan struct {
 // URLs, base64 runs and gzip streams it holds (internal/secretscan). It
 // also reads the whole partition for the secret's plain and base64 forms,
 // which finds copies in blocks no file owns any more.
-func ScanVar(ctx context.Context, c *qemu.Config, secret []byte) (*VarScan, error) {
+//
+// stored says the agent stored its config: the dump must hold it, or an
+// empty dump would pass. Without it (a config refused before it was
+// stored), the dump must hold at least one file.
+func ScanVar(ctx context.Context, c *qemu.Config, secret []byte, stored bool) (*VarScan, error) {
 	dir, err := os.MkdirTemp(c.StateDir, "scan-")
 	if err != nil {
 		return nil, err
@@ -61,7 +65,7 @@ func ScanVar(ctx context.Context, c *qemu.Config, secret []byte) (*VarScan, erro
 	if out, err := exec.CommandContext(ctx, "debugfs", "-R", "rdump / "+tree, varImg).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("debugfs rdump of the var partition: %v: %s", err, out)
 	}
-	if fi, err := os.Stat(filepath.Join(tree, storedConfig)); err != nil || fi.Size() == 0 {
+	if fi, err := os.Stat(filepath.Join(tree, storedConfig)); stored && (err != nil || fi.Size() == 0) {
 		return nil, fmt.Errorf("the dump of /var has no /var/%s (%v): nothing to judge", storedConfig, err)
 	}
 	files := 0
@@ -71,6 +75,9 @@ func ScanVar(ctx context.Context, c *qemu.Config, secret []byte) (*VarScan, erro
 		}
 		return nil
 	})
+	if files == 0 {
+		return nil, fmt.Errorf("the dump of /var holds no file: nothing to judge")
+	}
 	hits, err := secretscan.Tree(tree, secret)
 	for i := range hits {
 		hits[i].Path = "/var/" + hits[i].Path
@@ -102,6 +109,12 @@ func ScanVar(ctx context.Context, c *qemu.Config, secret []byte) (*VarScan, erro
 // checkNoSecret shuts the joined node down cleanly and checks that no file
 // in its /var holds the bootstrap token's secret.
 func (e *Env) checkNoSecret(ctx context.Context, r *Report, in *Instance, when string) {
+	e.checkNoSecretIn(ctx, r, in, when, true)
+}
+
+// checkNoSecretIn is checkNoSecret; stored says whether the agent must
+// have stored its config (see ScanVar).
+func (e *Env) checkNoSecretIn(ctx context.Context, r *Report, in *Instance, when string, stored bool) {
 	s := time.Now()
 	name := "no bootstrap token secret in /var after a clean shutdown (" + when + ")"
 	if err := in.VM.Shutdown(3 * time.Minute); err != nil {
@@ -113,7 +126,7 @@ func (e *Env) checkNoSecret(ctx context.Context, r *Report, in *Instance, when s
 		r.add(name, s, fmt.Errorf("the local cluster's bootstrap token is not <id>.<secret>: no secret to look for"), "")
 		return
 	}
-	sc, err := ScanVar(ctx, in.Config, []byte(secret))
+	sc, err := ScanVar(ctx, in.Config, []byte(secret), stored)
 	if err != nil {
 		r.add(name, s, err, "")
 		return

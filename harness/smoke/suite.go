@@ -27,7 +27,10 @@ type Plan struct {
 	// virtio-blk, as after a change of instance type); Ready again without
 	// re-provisioning, /etc edit gone, changed user-data refused.
 	Reboot      bool
-	PolicyCheck bool // a policy-breaking user-data must not join
+	// PolicyCheck: a policy-breaking user-data, a kubelet override made
+	// at run time (the effect check) and a double-gzipped user-data must
+	// not join, and the last two leave no bootstrap token in /var.
+	PolicyCheck bool
 	JoinTimeout time.Duration
 	// Want is what the image's build recorded of its kubelet and
 	// containerd (its manifest); the Node must report the same.
@@ -137,6 +140,8 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	in.VM.Stop()
 	if p.PolicyCheck {
 		e.policy(ctx, r, p, ud)
+		e.guaranteeBoot(ctx, r, p, ud)
+		e.doubleGzipBoot(ctx, r, p, ud)
 	}
 	return r
 }
@@ -202,7 +207,10 @@ func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan, boots
 	// bootfast: no failed unit after the reboot either (units.go).
 	e.checkNoFailedUnits(ctx, r, in, "after the reboot", "probe-units-2")
 	e.checkTimeSync(ctx, r, in, "after the reboot", "probe-time-2")
-	e.checkNoSecret(ctx, r, in, "after the reboot")
+	// The user-data as at launch again, and a stored config edited on the
+	// node: the agent must notice.
+	e.tamperReboot(ctx, r, in, p, in.Meta.UserData)
+	e.checkNoSecret(ctx, r, in, "after the reboots")
 }
 
 // policy boots a fresh instance whose user-data writes outside /etc and

@@ -116,8 +116,17 @@ func main() {
 			code = 1
 		}
 		out, _ = json.Marshal(res)
+	case "plant-stored":
+		res, err := plantStored(os.Args[2], os.Args[3])
+		if err != nil {
+			res = map[string]any{"planted": false, "error": err.Error()}
+			code = 1
+		}
+		out, _ = json.Marshal(res)
+	case "exists":
+		out, _ = json.Marshal(exists(os.Args[2]))
 	default:
-		out = []byte(fmt.Sprintf(`{"error":"unknown mode %q: want inspect, edit-etc, units, chain, time, evidence, security or put-etc"}`, mode))
+		out = []byte(fmt.Sprintf(`{"error":"unknown mode %q: want inspect, edit-etc, units, chain, time, evidence, security, put-etc, plant-stored or exists"}`, mode))
 		code = 2
 	}
 	fmt.Println(string(out))

@@ -1,0 +1,249 @@
+package smoke
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/drover-os/drover/agent/agent"
+	"github.com/drover-os/drover/agent/ignition"
+	"github.com/drover-os/drover/agent/status"
+	"github.com/drover-os/drover/harness/cluster"
+	"github.com/drover-os/drover/harness/ecsmeta"
+	"github.com/drover-os/drover/harness/registry"
+)
+
+// The guarantee boot's user-data carries a kubelet override the static
+// policy cannot see: a oneshot that, at run time and before the kubelet
+// starts, copies a drop-in turning on anonymous access and the read-only
+// port into /etc/systemd/system.control, a directory the user-data itself
+// may not write. Only the agent's check of the running node can catch it.
+const (
+	OverrideUnit   = "smoke-override.service"
+	OverrideSource = "/etc/drover-smoke/50-smoke-override.conf"
+	OverrideDropIn = "/etc/systemd/system.control/kubelet.service.d/50-smoke-override.conf"
+	overrideText   = "[Service]\nExecStart=\nExecStart=/usr/bin/kubelet $KUBELET_ARGS --anonymous-auth=true --authorization-mode=AlwaysAllow --read-only-port=10255\n"
+)
+
+// GuaranteeUserData adds the run-time kubelet override to a good user-data.
+func GuaranteeUserData(good []byte) ([]byte, error) {
+	var cfg map[string]any
+	if err := json.Unmarshal(good, &cfg); err != nil {
+		return nil, err
+	}
+	storage, _ := cfg["storage"].(map[string]any)
+	if storage == nil {
+		storage = map[string]any{}
+		cfg["storage"] = storage
+	}
+	files, _ := storage["files"].([]any)
+	storage["files"] = append(files, map[string]any{"path": OverrideSource, "mode": 0o644,
+		"contents": map[string]any{"source": "data:," + url.PathEscape(overrideText)}})
+	sd, _ := cfg["systemd"].(map[string]any)
+	if sd == nil {
+		sd = map[string]any{}
+		cfg["systemd"] = sd
+	}
+	units, _ := sd["units"].([]any)
+	sd["units"] = append(units, map[string]any{"name": OverrideUnit, "enabled": true,
+		"contents": "[Unit]\nDescription=drover smoke: a kubelet override dropped where the static policy does not look\nBefore=kubelet.service\n\n" +
+			"[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/bin/sh -c 'mkdir -p " + filepath.Dir(OverrideDropIn) +
+			" && cp " + OverrideSource + " " + OverrideDropIn + " && systemctl daemon-reload'\n\n[Install]\nWantedBy=multi-user.target\n"})
+	return json.Marshal(cfg)
+}
+
+// JudgeGuaranteeRefusal checks the agent's refusal of a node whose
+// kubelet was overridden at run time: a failed phase naming a broken
+// guarantee and the file that broke it, in the console line and in the
+// status file.
+func JudgeGuaranteeRefusal(consoleLine string, st *status.Status, file string) error {
+	var probs []string
+	if !strings.Contains(consoleLine, "FAILED: GUARANTEE BROKEN") || !strings.Contains(consoleLine, file) {
+		probs = append(probs, fmt.Sprintf("console: want a failed phase naming a broken guarantee and %s, got %q", file, consoleLine))
+	}
+	switch {
+	case st == nil:
+		probs = append(probs, "no status file")
+	case st.State != "failed" || !strings.Contains(st.Error, "GUARANTEE BROKEN") || !strings.Contains(st.Error, file):
+		probs = append(probs, fmt.Sprintf("status file: state %q, error %q; want failed naming a broken guarantee and %s", st.State, st.Error, file))
+	}
+	return errIf(probs)
+}
+
+// JudgeNotReady checks the API server's answer for a node that must not be
+// Ready: absent (404), or present without Ready=True.
+func JudgeNotReady(name string, n *cluster.Node, err error) error {
+	if err != nil || n == nil {
+		return NodeAbsent(name, n, err)
+	}
+	if n.Ready {
+		return fmt.Errorf("node %s is Ready although its kubelet broke a guarantee", n.Name)
+	}
+	return nil
+}
+
+// guaranteeBoot boots a fresh instance with GuaranteeUserData: the user-data
+// passes the static policy (drover validate's checks), the override lands,
+// and the agent's effect check must stop the node from joining.
+func (e *Env) guaranteeBoot(ctx context.Context, r *Report, p Plan, good []byte) {
+	s := time.Now()
+	ud, err := GuaranteeUserData(good)
+	if err == nil {
+		// The point of the scenario: a path the static policy does not
+		// know. If the policy learns to refuse this user-data, the boot
+		// below would test the policy, not the effect check.
+		if ps := ignition.Validate(ud, agent.Options(ignition.MapFetcher{})); len(ps) > 0 {
+			err = fmt.Errorf("the static policy refuses the run-time override's user-data, so the effect check would not be reached: %v", ps)
+		}
+	}
+	if !r.add("run-time kubelet override passes the static policy (drover validate)", s, err, OverrideUnit+" copies "+OverrideDropIn) {
+		return
+	}
+	meta := ECSInstance()
+	meta.InstanceID, meta.Hostname, meta.UserData = "i-bp1drover0override", "izbp1drover0override0z", ud
+	in, err := e.Boot(ctx, p.Image, filepath.Join(e.opts.WorkDir, "vm-guarantee"), p.NVMe, meta, ecsmeta.Faults{})
+	if !r.add("boot with a kubelet override dropped at run time", s, err, "") {
+		return
+	}
+	defer in.VM.Stop()
+	r.Logs["guarantee boot"] = in.Config.SerialLog()
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	got, err := in.VM.WaitFor(wctx, "FAILED: GUARANTEE BROKEN", "] ready: ok")
+	cancel()
+	line := lastMatch(in.VM.Log(), "GUARANTEE BROKEN")
+	if err == nil && got != "FAILED: GUARANTEE BROKEN" {
+		err = fmt.Errorf("the node joined with its kubelet overridden by %s", OverrideDropIn)
+	}
+	r.add("the agent's effect check refuses the kubelet (console)", s, err, line)
+	s = time.Now()
+	name := strings.ToLower(meta.Hostname)
+	n, err := e.Cluster.Node(ctx, name)
+	r.add("overridden node is not Ready (API)", s, JudgeNotReady(name, n, err), "")
+	s = time.Now()
+	if err := in.VM.Shutdown(3 * time.Minute); err != nil {
+		e.logf("%v", err)
+	}
+	st, err := ReadStatus(ctx, in.Config)
+	if err == nil {
+		err = JudgeGuaranteeRefusal(line, st, OverrideDropIn)
+	}
+	detail := ""
+	if st != nil {
+		detail = st.Error
+	}
+	r.add("broken guarantee and the file named in the console and the status file", s, err, detail)
+	e.checkNoSecretIn(ctx, r, in, "refused by the effect check", true)
+}
+
+// tamperReboot is a privileged pod's persistence attempt: it edits the
+// agent's stored config to add an enabled unit, and the node reboots with
+// its user-data unchanged. The node must say so on the Node (condition and
+// Event naming the file) and not run the planted unit.
+func (e *Env) tamperReboot(ctx context.Context, r *Report, in *Instance, p Plan, original []byte) {
+	const planted, evidence = "smoke-planted.service", EvidenceDir + "/planted"
+	s := time.Now()
+	msg, err := e.RunPod(ctx, in, "plant-stored", registry.ProbeImage, []string{"plant-stored", planted, evidence}, true)
+	if !r.add("privileged pod edits "+agent.StoredConfig+" (adds an enabled unit)", s, err, msg) {
+		return
+	}
+	meta := in.Meta
+	meta.UserData = original
+	e.Metadata.SetInstance(meta)
+	in.Meta = meta
+	s = time.Now()
+	if err := e.Restart(ctx, in, p.NVMe); !r.add("reboot with the user-data as at launch", s, err, "") {
+		return
+	}
+	r.Logs["third boot"] = in.Config.SerialLog()
+	prev := in.BootID
+	jctx, cancel := context.WithTimeout(ctx, p.JoinTimeout)
+	err = e.waitJoined(jctx, in, "] ready: FAILED", "FATAL")
+	cancel()
+	if !r.add("Ready again after the reboot with an edited stored config", s, err, "posted from boot "+in.BootID+", not "+prev) {
+		return
+	}
+	s = time.Now()
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	err = e.waitNode(wctx, in, func(n *cluster.Node, ev []cluster.Event) error {
+		return JudgeDrift(n, ev, agent.StoredConfig)
+	})
+	cancel()
+	r.add("edited stored config reported: DroverConfigDrift and a ConfigDrift Event name "+agent.StoredConfig, s, err, "")
+	s = time.Now()
+	msg, err = e.RunPod(ctx, in, "planted-ran", registry.ProbeImage, []string{"exists", "/var/" + evidence}, true)
+	if err == nil {
+		err = JudgePlantedNotRun(msg)
+	}
+	r.add("the planted unit did not run (/var/"+evidence+" absent)", s, err, msg)
+}
+
+// JudgePlantedNotRun reads the probe's "exists" answer for the planted
+// unit's evidence file: it must be absent, and the probe must have looked.
+func JudgePlantedNotRun(msg string) error {
+	var res struct {
+		Path   string `json:"path"`
+		Exists *bool  `json:"exists"`
+		Error  string `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(msg), &res); err != nil || res.Exists == nil {
+		return fmt.Errorf("probe answer %q: %v", msg, err)
+	}
+	if res.Error != "" {
+		return fmt.Errorf("the probe could not look at %s: %s", res.Path, res.Error)
+	}
+	if *res.Exists {
+		return fmt.Errorf("%s exists: the unit planted in the stored config ran", res.Path)
+	}
+	return nil
+}
+
+// DoubleGzip compresses a user-data twice.
+func DoubleGzip(ud []byte) []byte {
+	for range 2 {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		zw.Write(ud)
+		zw.Close()
+		ud = b.Bytes()
+	}
+	return ud
+}
+
+// doubleGzipBoot boots a fresh instance whose user-data is gzip inside
+// gzip: drover validate refuses it, and so must the node, storing nothing
+// (its bootstrap token must not reach /var).
+func (e *Env) doubleGzipBoot(ctx context.Context, r *Report, p Plan, good []byte) {
+	s := time.Now()
+	ud := DoubleGzip(good)
+	ps := ignition.Validate(ud, agent.Options(ignition.MapFetcher{}))
+	var err error
+	if len(ps) == 0 {
+		err = fmt.Errorf("drover validate accepts double-gzipped user-data")
+	}
+	if !r.add("double-gzipped user-data refused by drover validate", s, err, fmt.Sprint(ps)) {
+		return
+	}
+	meta := ECSInstance()
+	meta.InstanceID, meta.Hostname, meta.UserData = "i-bp1drover0gzipgzip", "izbp1drover0gzipgzip0z", ud
+	in, err := e.Boot(ctx, p.Image, filepath.Join(e.opts.WorkDir, "vm-gzip2"), p.NVMe, meta, ecsmeta.Faults{})
+	if !r.add("boot with double-gzipped user-data", s, err, "") {
+		return
+	}
+	defer in.VM.Stop()
+	r.Logs["double-gzip boot"] = in.Config.SerialLog()
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	got, err := in.VM.WaitFor(wctx, "apply: FAILED", "] ready: ok")
+	cancel()
+	line := lastMatch(in.VM.Log(), "apply: FAILED")
+	if err == nil && (got != "apply: FAILED" || !strings.Contains(line, ps[0].Message)) {
+		err = fmt.Errorf("console: want the refusal drover validate gives (%q), got %q", ps[0].Message, line)
+	}
+	r.add("the node refuses it as drover validate does", s, err, line)
+	e.checkNoSecretIn(ctx, r, in, "double-gzipped user-data refused", false)
+}
