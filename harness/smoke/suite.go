@@ -26,7 +26,7 @@ type Plan struct {
 	// Reboot: reboot with the disk moved to the other controller (NVMe ↔
 	// virtio-blk, as after a change of instance type); Ready again without
 	// re-provisioning, /etc edit gone, changed user-data refused.
-	Reboot      bool
+	Reboot bool
 	// PolicyCheck: a policy-breaking user-data, a kubelet override made
 	// at run time (the effect check) and a double-gzipped user-data must
 	// not join, and the last two leave no bootstrap token in /var.
