@@ -8,7 +8,7 @@ import (
 // Options returns the ignition options the agent validates with; `drover
 // validate` and `drover-agent validate` use the same, so verdicts agree.
 func Options(f ignition.Fetcher) ignition.Options {
-	return ignition.Options{Fetcher: f, Extra: NodeFileCheck}
+	return ignition.Options{Fetcher: f, Extra: NodeFileCheck, CheckWrites: TokenPlaceCheck}
 }
 
 // NodeFileCheck validates /etc/drover/node.yaml when the config writes it.
