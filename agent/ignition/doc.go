@@ -18,7 +18,13 @@
 //
 // The policy includes the node's protected surface (protected.go): what
 // user-data may not write, replace or link to because the node's
-// guarantees rest on it.
+// guarantees rest on it. It follows systemd's own rules rather than a
+// list of paths: every unit search directory, drop-in directories by
+// dash prefix, template and type, aliases made by links (unitpaths.go);
+// unit files read as systemd reads them, CR line endings and
+// continuations included (unitconf.go); paths through the node's links
+// such as /var/run -> /run (nodepaths.go); and tmpfiles.d lines, which
+// the agent has run as root after apply (tmpfiles.go).
 //
 // Validate runs the same code as the agent's Prepare (Parse, Resolve,
 // Extra checks), so drover validate on a build host and drover-agent on the
