@@ -145,6 +145,7 @@ func (a *Agent) apply(ctx context.Context) (string, error) {
 	for _, m := range a.managed {
 		a.watch.add(a.env.Root, m, "user-data")
 	}
+	a.watch.baselineNode(a.env.Root) // before the reload and the boot services' re-runs below
 	a.start = plan.Start
 	// Before READY=1: units ordered after the agent, and the image units
 	// the agent starts itself (containerd, kubelet), must see the config's
@@ -218,6 +219,7 @@ func (a *Agent) network(ctx context.Context) (string, error) {
 	if err := a.env.Prepare(a.nodeName); err != nil {
 		return "", err
 	}
+	a.watch.rewrote(a.env.Root, "/etc/hostname") // Prepare wrote it, over the config's
 	// Names (the API server's, a registry mirror's, the metadata's time
 	// servers) resolve through resolved's stub from here on; the agent is
 	// not ordered after it, so it waits for it here, where it is usually

@@ -142,8 +142,11 @@ func run(ctx context.Context) error {
 			maps.Copy(sysctls, nodeconfig.KubeletSysctls())
 			return network.ApplySysctls("/", sysctls, logf)
 		},
-		Healthz:  func(ctx context.Context) error { return kube.Healthz(ctx, agent.HealthzURL) },
-		Prefetch: func(paths ...string) { prefetch(paths, status.Uptime("/")) },
+		Healthz: func(ctx context.Context) error { return kube.Healthz(ctx, agent.HealthzURL) },
+		// The node's guarantees are checked by their effect (agent/guarantee).
+		Cmdline:      cmdline,
+		KubeletPorts: kubeletPorts,
+		Prefetch:     func(paths ...string) { prefetch(paths, status.Uptime("/")) },
 		Kube: func(server string, ca []byte, cert string) (agent.NodeAPI, error) {
 			return kube.New(server, ca, cert, cert)
 		},
