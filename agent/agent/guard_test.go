@@ -209,15 +209,15 @@ func TestGuardSurface(t *testing.T) {
 		want   []string // drift lines; none: no drift at all
 		root   bool     // needs root (chown)
 	}{
-		{"a new file in /etc/sudoers.d", writeAt("/etc/sudoers.d/90-all", "ALL ALL=(ALL) NOPASSWD: ALL\n", 0o440),
+		{"a new file in sudoers.d", writeAt("/etc/sudoers.d/90-all", "ALL ALL=(ALL) NOPASSWD: ALL\n", 0o440),
 			[]string{"/etc/sudoers.d/90-all presence (want absent, got file)"}, false},
-		{"a changed /etc/shadow", writeAt("/etc/shadow", "root::0:0\n", 0o644),
+		{"a changed shadow", writeAt("/etc/shadow", "root::0:0\n", 0o644),
 			[]string{"/etc/shadow contents (want " + digest([]byte("root:x:0:0\n"))[:12] + ", got " + digest([]byte("root::0:0\n"))[:12] + ")"}, false},
-		{"/etc/gshadow- made readable", chmodAt("/etc/gshadow-", 0o644),
+		{"gshadow- made readable", chmodAt("/etc/gshadow-", 0o644),
 			[]string{"/etc/gshadow- mode (want 0640, got 0644)"}, false},
-		{"/etc/passwd given away", chownAt("/etc/passwd", 1000, 1000),
+		{"passwd given away", chownAt("/etc/passwd", 1000, 1000),
 			[]string{"/etc/passwd owner (want 0:0, got 1000:1000)"}, true},
-		{"/etc/sudoers edited", writeAt("/etc/sudoers", "ALL ALL=(ALL) ALL\n", 0o440),
+		{"sudoers edited", writeAt("/etc/sudoers", "ALL ALL=(ALL) ALL\n", 0o440),
 			[]string{"/etc/sudoers contents"}, false},
 		{"a PAM module edited", writeAt("/etc/pam.d/common-auth", "auth sufficient pam_permit.so\n", 0o644),
 			[]string{"/etc/pam.d/common-auth contents"}, false},
@@ -272,7 +272,7 @@ func TestGuardSurface(t *testing.T) {
 		}, []string{pki + "/kubelet.key link (want the only name of its file, got 2 names (a hard link elsewhere))"}, false},
 		{"a directory in the PKI", func(t *testing.T, root string) { must(t, os.Mkdir(root+pki+"/sub", 0o700)) },
 			[]string{pki + "/sub type (want file or link, got directory)"}, false},
-		{"a new file in /var/lib/drover", writeAt(StateDir+"/extra.ign", "{}", 0o600),
+		{"a new file in the agent's state", writeAt(StateDir+"/extra.ign", "{}", 0o600),
 			[]string{StateDir + "/extra.ign presence (want absent, got file)"}, false},
 		{"an edited config.ign", writeAt(StoredConfig, `{"ignition":{"version":"3.4.0"},"systemd":{}}`, 0o600),
 			[]string{StoredConfig + " contents"}, false},
@@ -357,6 +357,30 @@ func relinkAt(p, target string) func(*testing.T, string) {
 		t.Helper()
 		must(t, os.Symlink(target, root+p+".new"))
 		must(t, os.Rename(root+p+".new", root+p))
+	}
+}
+
+// TestGuardConfigPathsInTheSurface: a path both the config wrote and the
+// surface covers (a kubelet drop-in) is checked against the agent's record
+// alone: a change is reported once, and a rewrite the agent records (the
+// token's redaction) is not drift.
+func TestGuardConfigPathsInTheSurface(t *testing.T) {
+	root := surfaceRoot(t)
+	const p = "/etc/systemd/system/containerd.service.d/10-image.conf"
+	a := &Agent{env: Env{Root: root}}
+	data, err := os.ReadFile(root + p)
+	must(t, err)
+	a.watch.add(root, ignition.Managed{Path: p, Kind: "file", SHA256: digest(data)}, "user-data")
+	a.watch.baselineGuard(root)
+	redacted := []byte("[Service]\nEnvironment=TOKEN=redacted\n")
+	writeAt(p, string(redacted), 0o644)(t, root)
+	a.watch.add(root, ignition.Managed{Path: p, Kind: "file", SHA256: digest(redacted)}, "user-data")
+	if d := a.checkAll(); len(d) != 0 {
+		t.Fatalf("drift after a rewrite the agent recorded: %v", d)
+	}
+	writeAt(p, "[Service]\nExecStart=\n", 0o644)(t, root)
+	if d := fmt.Sprint(a.checkAll()); !strings.HasPrefix(d, "["+p+" contents (want "+digest(redacted)[:12]) || strings.Count(d, p) != 1 {
+		t.Errorf("drift %s, want %s's contents once", d, p)
 	}
 }
 
