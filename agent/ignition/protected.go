@@ -210,6 +210,7 @@ func checkProtected(cfg types.Config, c *collector) {
 	s := surface(protectedSurface())
 	links := nodeResolver(cfg.Storage.Links)
 	aliases := unitAliases(cfg.Storage.Links, links)
+	dropins := newDropinIndex(aliases)
 	onNode := nodeResolver(nil) // a path below one of the config's links is Ignition's to refuse
 	for _, n := range derivedNodes(cfg) {
 		if g, ok := s.covering(n.path); ok {
@@ -222,7 +223,7 @@ func checkProtected(cfg types.Config, c *collector) {
 				continue
 			}
 		}
-		if u, name, ok := dropinOf(n.path, aliases); ok && (!u.checked || n.link) {
+		if u, name, ok := dropins.of(n.path); ok && (!u.checked || n.link) {
 			checkDropinNode(n, u, name, c)
 			continue
 		}
@@ -341,9 +342,10 @@ func checkKubeletDropins(cfg *Config, c *collector) {
 // by their inline contents; remote ones are refused, since the policy
 // judges the config before anything is fetched.
 func checkDropins(cfg *Config, aliases map[string]string, c *collector) {
+	dropins := newDropinIndex(aliases)
 	for i, u := range cfg.Ignition.Systemd.Units {
 		for j, d := range u.Dropins {
-			g, _, ok := dropinOf(dropinPath(u.Name, d.Name), aliases)
+			g, _, ok := dropins.of(dropinPath(u.Name, d.Name))
 			if ok && g.checked && d.Contents != nil {
 				checkDropinText(g.name, *d.Contents, []any{"systemd", "units", i, "dropins", j, "contents"}, c)
 			}
@@ -354,7 +356,7 @@ func checkDropins(cfg *Config, aliases map[string]string, c *collector) {
 			continue
 		}
 		p := path.Clean(f.Path)
-		g, name, ok := dropinOf(p, aliases)
+		g, name, ok := dropins.of(p)
 		if !ok || !g.checked || path.Base(p) == name+".d" {
 			continue
 		}
@@ -416,6 +418,7 @@ func tmpfilesGuard(aliases map[string]string) surface {
 // on the protected surface (tmpfilesJudge).
 func checkTmpfiles(cfg *Config, links resolver, aliases map[string]string, c *collector) {
 	j := tmpfilesJudge{guard: tmpfilesGuard(aliases), links: links}
+	budget := maxTmpfilesLines
 	byPath := map[string]int{}
 	for i, f := range cfg.Ignition.Storage.Files {
 		if path.IsAbs(f.Path) {
@@ -438,7 +441,7 @@ func checkTmpfiles(cfg *Config, links resolver, aliases map[string]string, c *co
 			c.add("a tmpfiles.d file must be given inline (a data: URL), so that its lines can be checked — inline it", at...)
 			continue
 		}
-		for _, msg := range tmpfilesProblems(j, t) {
+		for _, msg := range tmpfilesProblems(j, t, &budget) {
 			c.addf(at, "tmpfiles.d %s", msg)
 		}
 	}
@@ -473,15 +476,23 @@ func checkTmpfiles(cfg *Config, links resolver, aliases map[string]string, c *co
 			c.addf(at, "%q: a tmpfiles.d link must point to /dev/null (to mask a file) or to a file the config writes inline, so that its lines can be checked — write the file in %s", *l.Target, tmpfilesDir)
 			continue
 		}
-		for _, msg := range tmpfilesProblems(j, body) {
+		for _, msg := range tmpfilesProblems(j, body, &budget) {
 			c.addf(at, "%q, read through this link as tmpfiles.d configuration: %s", t, msg)
 		}
 	}
 }
 
-// tmpfilesProblems judges every line of a tmpfiles.d file.
-func tmpfilesProblems(j tmpfilesJudge, text string) []string {
+// maxTmpfilesLines bounds the tmpfiles.d lines one config may give: each
+// is matched against the surface, and no node needs more.
+const maxTmpfilesLines = 4096
+
+// tmpfilesProblems judges every line of a tmpfiles.d file; budget counts
+// down the lines the config may still give.
+func tmpfilesProblems(j tmpfilesJudge, text string, budget *int) []string {
 	entries, errs := tmpfilesEntries(text)
+	if *budget -= len(entries) + len(errs); *budget < 0 {
+		return []string{fmt.Sprintf("the config's tmpfiles.d files have more than %d lines, more than the policy reads — give fewer lines", maxTmpfilesLines)}
+	}
 	var out []string
 	for _, err := range errs {
 		out = append(out, err.Error()+" — systemd-tmpfiles would skip it; fix or remove it")

@@ -340,3 +340,19 @@ func TestUnitSurface(t *testing.T) {
 		}
 	}
 }
+
+// TestTmpfilesBudget: a config cannot make the policy match millions of
+// tmpfiles.d lines against the surface.
+func TestTmpfilesBudget(t *testing.T) {
+	body := strings.Repeat("d%20/var/lib/app/x%0A", maxTmpfilesLines+1)
+	cfg := `{"ignition": {"version": "3.5.0"}, "storage": {"files": [{"path": "/etc/tmpfiles.d/big.conf", "contents": {"source": "data:,` + body + `"}}]}}`
+	ps := lines(Validate([]byte(cfg), Options{}))
+	if len(ps) != 1 || !strings.Contains(ps[0], "more than 4096 lines") {
+		t.Errorf("got %q", ps)
+	}
+	body = strings.Repeat("d%20/var/lib/app/x%0A", maxTmpfilesLines)
+	cfg = `{"ignition": {"version": "3.5.0"}, "storage": {"files": [{"path": "/etc/tmpfiles.d/big.conf", "contents": {"source": "data:,` + body + `"}}]}}`
+	if ps := lines(Validate([]byte(cfg), Options{})); len(ps) != 0 {
+		t.Errorf("got %q", ps)
+	}
+}

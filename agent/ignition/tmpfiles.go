@@ -3,7 +3,9 @@ package ignition
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -264,7 +266,10 @@ func (r resolver) candidates(p string) []string {
 		}
 	}
 	add(p)
-	for l := range r {
+	if !hasMeta(p) {
+		return out
+	}
+	for _, l := range slices.Sorted(maps.Keys(r)) {
 		lc := components(l)
 		if len(lc) > len(pc) || !hasMeta(strings.Join(pc[:len(lc)], "/")) || !componentsOverlap(pc[:len(lc)], lc) {
 			continue

@@ -176,7 +176,12 @@ func guardedUnits() []guardedUnit {
 	return out
 }
 
-// unitNames is the unit's own name and every alias the config gives it.
+// maxAliasNames bounds the aliases of one unit that are followed for
+// drop-ins: each alias link of a guarded unit is refused on its own, so
+// more would only cost time on a hostile config.
+const maxAliasNames = 16
+
+// unitNames is the unit's own name and the aliases the config gives it.
 func unitNames(unit string, aliases map[string]string) []string {
 	out := []string{unit}
 	for a, u := range aliases {
@@ -185,34 +190,51 @@ func unitNames(unit string, aliases map[string]string) []string {
 		}
 	}
 	slices.Sort(out[1:])
-	return out
+	return out[:min(len(out), 1+maxAliasNames)]
 }
 
-// dropinOf says which guarded unit a path is a drop-in (or a drop-in
-// directory) of, in any search directory, under any of its names: the
-// unit, and the name the directory is for ("kube.service" for
-// kube.service.d/x.conf). The type-level "service.d" is left out here:
-// the surface guards it whole, as it applies to every service.
-func dropinOf(p string, aliases map[string]string) (guardedUnit, string, bool) {
+// dropinIndex maps the drop-in directory names of the guarded units,
+// under all their names, to the unit and the name. The type-level
+// "service.d" is left out: the surface guards it whole, as it applies to
+// every service.
+type dropinIndex map[string]dropinFor
+
+type dropinFor struct {
+	unit guardedUnit
+	name string
+}
+
+func newDropinIndex(aliases map[string]string) dropinIndex {
+	ix := dropinIndex{}
+	for _, g := range guardedUnits() {
+		for _, n := range unitNames(g.name, aliases) {
+			for _, d := range dropinDirNames(n) {
+				if _, seen := ix[d]; !seen && d != unitType(n)+".d" {
+					ix[d] = dropinFor{g, strings.TrimSuffix(d, ".d")}
+				}
+			}
+		}
+	}
+	return ix
+}
+
+// of says which guarded unit a path is a drop-in (or a drop-in
+// directory) of, in any search directory, and the name the directory is
+// for ("kube.service" for kube.service.d/x.conf).
+func (ix dropinIndex) of(p string) (guardedUnit, string, bool) {
 	for _, dir := range unitSearchDirs {
 		rest, ok := strings.CutPrefix(p, dir+"/")
 		if !ok {
 			continue
 		}
 		d, _, _ := strings.Cut(rest, "/")
-		if !strings.HasSuffix(d, ".d") {
-			return guardedUnit{}, "", false
-		}
-		for _, g := range guardedUnits() {
-			for _, n := range unitNames(g.name, aliases) {
-				for _, dn := range dropinDirNames(n) {
-					if dn == d && dn != unitType(n)+".d" {
-						return g, strings.TrimSuffix(d, ".d"), true
-					}
-				}
-			}
-		}
-		return guardedUnit{}, "", false
+		f, ok := ix[d]
+		return f.unit, f.name, ok
 	}
 	return guardedUnit{}, "", false
+}
+
+// dropinOf is newDropinIndex(aliases).of(p), for tests.
+func dropinOf(p string, aliases map[string]string) (guardedUnit, string, bool) {
+	return newDropinIndex(aliases).of(p)
 }
