@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/drover-os/drover/agent/boot"
@@ -152,7 +153,11 @@ type Agent struct {
 	// known is drift found once (a tampered stored config), which the
 	// guard reports beside what it checks.
 	known knownDrift
-	facts provider.Facts
+	// kubeletChecked: the kubelet passed the guarantee checks at its
+	// start, so the guard checks them too. observeErr: the guard's last
+	// observation failed (said once).
+	kubeletChecked, observeErr atomic.Bool
+	facts                      provider.Facts
 	// secureBoot is drover-init's finding: "true", "false" or "" (unknown).
 	secureBoot string
 	primary    Primary

@@ -195,3 +195,36 @@ func (a *Agent) stopKubelet(why error) error {
 	}
 	return fmt.Errorf("%w (kubelet.service stopped, bootstrap token redacted)", why)
 }
+
+// guaranteeDrift is the guard's round of the guarantee checks, once the
+// kubelet passed them at its start: each broken guarantee becomes a drift
+// line naming the file that changed it (or the unit, when that cannot be
+// told), reported on the Node like any other drift. An observation that
+// fails (systemd busy, the kubelet restarting) is noted once and skipped.
+func (a *Agent) guaranteeDrift() []Drift {
+	if !a.kubeletChecked.Load() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	o, err := a.observe(ctx, seePorts)
+	// The guard holds no systemd connection between rounds (see
+	// systemd.Conn): every signal of every unit would reach it.
+	a.env.Systemd.Close()
+	if err != nil {
+		if a.observeErr.Swap(true) == false {
+			a.rec.Note("drift guard: could not observe the node's guarantees (" + err.Error() + "); retrying every round")
+		}
+		return nil
+	}
+	a.observeErr.Store(false)
+	var out []Drift
+	for _, v := range guarantee.Check(o, a.expect()) {
+		p := v.Source
+		if p == "" {
+			p = "kubelet.service"
+		}
+		out = append(out, Drift{Path: p, What: "guarantee: " + v.Invariant, Want: "held", Got: v.Got})
+	}
+	return out
+}

@@ -137,3 +137,25 @@ func TestGuaranteeBroken(t *testing.T) {
 
 // testSecret is the secret of userData's bootstrap token.
 const testSecret = "0123456789abcdef"
+
+// TestGuardChecksGuarantees: once joined, the guard's rounds observe the
+// guarantees too: a drop-in that appears at run time is drift naming it.
+func TestGuardChecksGuarantees(t *testing.T) {
+	r := newRig(t, userData(t, "hello"))
+	a := r.agent()
+	observed(r, a, nil, asks, refused)
+	if err := a.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if d := a.checkAll(); len(d) != 0 {
+		t.Fatalf("drift on a good node: %v", d)
+	}
+	const late = "/run/systemd/system.control/kubelet.service.d/50-late.conf"
+	u := r.sd.Units["kubelet.service"]
+	u.DropInPaths = append(u.DropInPaths, late)
+	r.sd.Units["kubelet.service"] = u
+	d := a.checkAll()
+	if len(d) == 0 || d[0].Path != late || !strings.Contains(d[0].String(), "guarantee: kubelet.service is the image's unit") {
+		t.Fatalf("drift %v, want one naming %s", d, late)
+	}
+}

@@ -202,6 +202,10 @@ func (a *Agent) checkAll() []Drift {
 	own := a.watch.owner
 	a.watch.mu.Unlock()
 	out = append(out, CheckPKI(a.env.Root, own)...)
+	// Found once (an edited stored config), and the node's guarantees
+	// observed by their effect (guarantees.go).
+	out = append(out, a.known.list()...)
+	out = append(out, a.guaranteeDrift()...)
 	// Compare's order is a map's: the drift state must read the same
 	// from round to round.
 	sort.SliceStable(out, func(i, j int) bool {

@@ -478,6 +478,7 @@ func (a *Agent) kubelet(ctx context.Context) (string, error) {
 	if err := a.guarantees(ctx, seePorts); err != nil {
 		return "", a.stopKubelet(err)
 	}
+	a.kubeletChecked.Store(true)
 	return fmt.Sprintf("kubelet healthy (kubelet.service started after %.1fs, healthz answered %.1fs later); its units, command line, configuration and ports hold the node's guarantees", started-t, a.env.Uptime()-started), nil
 }
 

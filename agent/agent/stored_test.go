@@ -79,6 +79,13 @@ func TestEditedStoredConfigIsDrift(t *testing.T) {
 	if len(d) != 1 || d[0].Path != StoredConfig {
 		t.Errorf("known drift %v", d)
 	}
+	found := false
+	for _, x := range a.checkAll() {
+		found = found || x.Path == StoredConfig
+	}
+	if !found {
+		t.Errorf("the guard's round does not report %s: %v", StoredConfig, a.checkAll())
+	}
 	st, _ := status.Read(r.root)
 	if !strings.Contains(st.Error, StoredConfig) {
 		t.Errorf("status error %q does not name %s", st.Error, StoredConfig)
