@@ -53,6 +53,22 @@ var smokeChecks = []string{
 	"systemd-analyze security drover-agent.service", "drift guard runs with CAP_DAC_READ_SEARCH only",
 	"DroverConfigDrift condition and one ConfigDrift Event", "DroverConfigDrift back to False after the restore",
 	"serial console clean (first boot)", "serial console clean (after the reboot)",
+	"systemd-timesyncd on the metadata's ntp-conf/ntp-servers (first boot)",
+	"systemd-timesyncd on the metadata's ntp-conf/ntp-servers (after the reboot)",
+	"no bootstrap token secret in /var after a clean shutdown (first boot)",
+	"no bootstrap token secret in /var after a clean shutdown (after the reboots)",
+	// Issue 23: the guarantees, checked by their effect on booted nodes.
+	"privileged pod edits /var/lib/drover/config.ign", "reboot with the user-data as at launch",
+	"Ready again after the reboot with an edited stored config",
+	"edited stored config reported: DroverConfigDrift and a ConfigDrift Event name /var/lib/drover/config.ign",
+	"the planted unit did not run",
+	"run-time kubelet override passes the static policy", "boot with a kubelet override dropped at run time",
+	"the agent's effect check refuses the kubelet (console)", "overridden node is not Ready (API)",
+	"broken guarantee and the file named in the console and the status file",
+	"no bootstrap token secret in /var after a clean shutdown (refused by the effect check)",
+	"double-gzipped user-data refused by drover validate", "boot with double-gzipped user-data",
+	"the node refuses it as drover validate does",
+	"no bootstrap token secret in /var after a clean shutdown (double-gzipped user-data refused)",
 }
 
 func checkSmokeJUnit(t *testing.T, path string) {
