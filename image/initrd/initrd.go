@@ -27,19 +27,31 @@ type File struct {
 }
 
 // Write writes files as a gzip-compressed newc cpio to w. Every entry gets
-// uid/gid 0, mtime, and an inode number by sorted position.
+// uid/gid 0, mtime, and an inode number by sorted position. The order of
+// files does not matter: a directory given explicitly is that entry whether
+// it comes before or after the files below it, and a path given twice or a
+// parent that is not a directory is an error in any order.
 func Write(w io.Writer, files []File, mtime time.Time) error {
+	sorted := make([]File, len(files))
+	for i, f := range files {
+		f.Path = path.Clean("/" + f.Path)
+		sorted[i] = f
+	}
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
 	entries := map[string]File{}
-	for _, f := range files {
-		p := path.Clean("/" + f.Path)
-		if _, dup := entries[p]; dup {
-			return fmt.Errorf("initrd: %s added twice", p)
+	for i, f := range sorted {
+		if i > 0 && sorted[i-1].Path == f.Path {
+			return fmt.Errorf("initrd: %s added twice", f.Path)
 		}
-		f.Path = p
-		entries[p] = f
-		for d := path.Dir(p); d != "/"; d = path.Dir(d) {
-			if _, ok := entries[d]; !ok {
+		entries[f.Path] = f
+	}
+	for _, f := range sorted {
+		for d := path.Dir(f.Path); d != "/"; d = path.Dir(d) {
+			parent, ok := entries[d]
+			if !ok {
 				entries[d] = File{Path: d, Mode: 0o755, Dir: true}
+			} else if !parent.Dir {
+				return fmt.Errorf("initrd: %s: its parent %s is given as a file or symlink, not a directory", f.Path, d)
 			}
 		}
 	}
