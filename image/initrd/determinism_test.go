@@ -101,10 +101,12 @@ func otherClock(after time.Time, tick time.Duration) func(*testing.T, *input) {
 	}
 }
 
-// otherUmask sets a umask other than the process's until the subtest ends.
+// otherUmask sets a umask other than the process's until the subtest ends;
+// 0277 also masks the owner's write bit, which a read-only flag could be
+// derived from.
 func otherUmask(t *testing.T, _ *input) {
-	old := syscall.Umask(0o077)
-	if old == 0o077 {
+	old := syscall.Umask(0o277)
+	if old == 0o277 {
 		syscall.Umask(0o000)
 	}
 	t.Cleanup(func() { syscall.Umask(old) })
