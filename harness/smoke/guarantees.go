@@ -241,8 +241,8 @@ func (e *Env) doubleGzipBoot(ctx context.Context, r *Report, p Plan, good []byte
 	got, err := in.VM.WaitFor(wctx, "apply: FAILED", "] ready: ok")
 	cancel()
 	line := lastMatch(in.VM.Log(), "apply: FAILED")
-	if err == nil && (got != "apply: FAILED" || !strings.Contains(line, ps[0].Message)) {
-		err = fmt.Errorf("console: want the refusal drover validate gives (%q), got %q", ps[0].Message, line)
+	if err == nil {
+		err = JudgeRefusalLine(got, line, ps[0].Message)
 	}
 	r.add("the node refuses it as drover validate does", s, err, line)
 	e.checkNoSecretIn(ctx, r, in, "double-gzipped user-data refused", false)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -164,22 +165,29 @@ func (e *Env) CheckNode(ctx context.Context, in *Instance) error {
 	if err != nil {
 		return err
 	}
-	want := in.Meta.RegionID + "." + in.Meta.InstanceID
+	return JudgeNode(n, in.Meta, in.Config.Arch)
+}
+
+// JudgeNode checks a Node's providerID and ECS labels against the
+// instance's metadata, and its architecture label against the image's.
+func JudgeNode(n *cluster.Node, meta ecsmeta.Instance, arch string) error {
+	want := meta.RegionID + "." + meta.InstanceID
 	var probs []string
 	if n.ProviderID != want {
 		probs = append(probs, fmt.Sprintf("providerID %q, want %q", n.ProviderID, want))
 	}
 	// The kubelet labels kubernetes.io/arch with its own GOARCH: the node
 	// runs a kubelet of the image's architecture (arm64 under emulation).
-	for k, v := range map[string]string{"topology.kubernetes.io/region": in.Meta.RegionID,
-		"topology.kubernetes.io/zone": in.Meta.ZoneID, "node.kubernetes.io/instance-type": in.Meta.InstanceType,
-		"kubernetes.io/arch": in.Config.Arch} {
-		if n.Labels[k] != v {
+	for k, v := range map[string]string{"topology.kubernetes.io/region": meta.RegionID,
+		"topology.kubernetes.io/zone": meta.ZoneID, "node.kubernetes.io/instance-type": meta.InstanceType,
+		"kubernetes.io/arch": arch} {
+		if v == "" || n.Labels[k] != v {
 			probs = append(probs, fmt.Sprintf("label %s=%q, want %q", k, n.Labels[k], v))
 		}
 	}
 	if len(probs) > 0 {
-		return fmt.Errorf("node %s: %s", in.NodeName, strings.Join(probs, "; "))
+		slices.Sort(probs)
+		return fmt.Errorf("node %s: %s", n.Name, strings.Join(probs, "; "))
 	}
 	return nil
 }
@@ -200,7 +208,17 @@ func (e *Env) CheckVersions(ctx context.Context, in *Instance, want Versions) (s
 	if err != nil {
 		return "", err
 	}
+	return JudgeVersions(n, server, want)
+}
+
+// JudgeVersions compares a Node's status.nodeInfo with what the image's
+// build recorded; the detail is the Node's pair and the API server's
+// version.
+func JudgeVersions(n *cluster.Node, server string, want Versions) (string, error) {
 	got := fmt.Sprintf("kubeletVersion=%s containerRuntimeVersion=%s apiServer=%s", n.KubeletVersion, n.ContainerRuntimeVersion, server)
+	if want.Kubelet == "" || want.Containerd == "" {
+		return got, fmt.Errorf("no kubelet or containerd version to compare with (kubelet %q, containerd %q): the smoke plan needs the image manifest's", want.Kubelet, want.Containerd)
+	}
 	var probs []string
 	if n.KubeletVersion != want.Kubelet {
 		probs = append(probs, fmt.Sprintf("kubeletVersion %q, but the image's manifest records kubelet %s", n.KubeletVersion, want.Kubelet))
@@ -209,7 +227,7 @@ func (e *Env) CheckVersions(ctx context.Context, in *Instance, want Versions) (s
 		probs = append(probs, fmt.Sprintf("containerRuntimeVersion %q, but the image's manifest records containerd %s (%s)", n.ContainerRuntimeVersion, want.Containerd, rv))
 	}
 	if len(probs) > 0 {
-		return got, fmt.Errorf("node %s: %s", in.NodeName, strings.Join(probs, "; "))
+		return got, fmt.Errorf("node %s: %s", n.Name, strings.Join(probs, "; "))
 	}
 	return got, nil
 }
@@ -229,11 +247,8 @@ func (e *Env) RunPod(ctx context.Context, in *Instance, name, image string, args
 	for {
 		p, err := e.Cluster.Pod(ctx, "default", name)
 		if err == nil && p != nil {
-			switch p.Phase {
-			case "Succeeded":
-				return p.TerminationMessage, nil
-			case "Failed":
-				return "", fmt.Errorf("pod %s failed: %s %s %s", name, p.Reason, p.Message, p.TerminationMessage)
+			if done, msg, err := JudgePod(p, in.NodeName); done {
+				return msg, err
 			}
 		}
 		select {
@@ -246,6 +261,22 @@ func (e *Env) RunPod(ctx context.Context, in *Instance, name, image string, args
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// JudgePod says whether a pod pinned to node has finished and how: done
+// with its termination message once it Succeeded on that node; done with
+// an error once it Failed, or ran anywhere else.
+func JudgePod(p *cluster.Pod, node string) (done bool, msg string, err error) {
+	if p.NodeName != "" && p.NodeName != node {
+		return true, "", fmt.Errorf("pod %s ran on node %s, not %s", p.Name, p.NodeName, node)
+	}
+	switch p.Phase {
+	case "Succeeded":
+		return true, p.TerminationMessage, nil
+	case "Failed":
+		return true, "", fmt.Errorf("pod %s failed: %s %s %s", p.Name, p.Reason, p.Message, p.TerminationMessage)
+	}
+	return false, "", nil
 }
 
 func podSpec(node, image string, args []string, host bool) map[string]any {

@@ -65,9 +65,8 @@ func ScanVar(ctx context.Context, c *qemu.Config, secret []byte, stored bool) (*
 	if out, err := exec.CommandContext(ctx, "debugfs", "-R", "rdump / "+tree, varImg).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("debugfs rdump of the var partition: %v: %s", err, out)
 	}
-	if fi, err := os.Stat(filepath.Join(tree, storedConfig)); stored && (err != nil || fi.Size() == 0) {
-		return nil, fmt.Errorf("the dump of /var has no /var/%s (%v): nothing to judge", storedConfig, err)
-	}
+	fi, err := os.Stat(filepath.Join(tree, storedConfig))
+	hasStored := err == nil && fi.Size() > 0
 	files := 0
 	filepath.WalkDir(tree, func(_ string, d os.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
@@ -75,8 +74,8 @@ func ScanVar(ctx context.Context, c *qemu.Config, secret []byte, stored bool) (*
 		}
 		return nil
 	})
-	if files == 0 {
-		return nil, fmt.Errorf("the dump of /var holds no file: nothing to judge")
+	if err := JudgeDump(files, hasStored, stored); err != nil {
+		return nil, err
 	}
 	hits, err := secretscan.Tree(tree, secret)
 	for i := range hits {
@@ -131,6 +130,29 @@ func (e *Env) checkNoSecretIn(ctx context.Context, r *Report, in *Instance, when
 		r.add(name, s, err, "")
 		return
 	}
+	r.add(name, s, JudgeVarScan(sc), fmt.Sprintf("%d files scanned (plain, data: URLs, base64, gzip); the partition's %s read for plain and base64 forms: %d found", sc.Files, "blocks", len(sc.Raw)))
+}
+
+// JudgeDump guards the scan: a dump of /var that holds nothing proves
+// nothing. With stored, the agent stored its config, so the dump must
+// hold it (the file most likely to keep a token).
+func JudgeDump(files int, hasStored, stored bool) error {
+	switch {
+	case files == 0:
+		return fmt.Errorf("the dump of /var holds no file: nothing to judge")
+	case stored && !hasStored:
+		return fmt.Errorf("the dump of /var has no /var/%s: nothing to judge", storedConfig)
+	}
+	return nil
+}
+
+// JudgeVarScan is the token scan's verdict: no file holds the secret in
+// any encoding, and no block outside every file holds its plain or base64
+// form.
+func JudgeVarScan(sc *VarScan) error {
+	if sc == nil {
+		return fmt.Errorf("no scan of /var")
+	}
 	var probs []string
 	if len(sc.Hits) > 0 {
 		names := make([]string, len(sc.Hits))
@@ -143,5 +165,8 @@ func (e *Env) checkNoSecretIn(ctx context.Context, r *Report, in *Instance, when
 		// No file holds it, so these are blocks no file owns any more.
 		probs = append(probs, fmt.Sprintf("the secret's plain or base64 form is on the var partition outside every file: %s", strings.Join(sc.RawOwners, "; ")))
 	}
-	r.add(name, s, errIf(probs), fmt.Sprintf("%d files scanned (plain, data: URLs, base64, gzip); the partition's %s read for plain and base64 forms: %d found", sc.Files, "blocks", len(sc.Raw)))
+	if sc.Files == 0 {
+		probs = append(probs, "no file was scanned")
+	}
+	return errIf(probs)
 }

@@ -242,8 +242,8 @@ func (e *Env) policy(ctx context.Context, r *Report, p Plan, good []byte) {
 	cancel()
 	want := fmt.Sprintf(`$.storage.files[%d].path: "/usr/local/bin/not-allowed"`, idx)
 	line := lastMatch(in.VM.Log(), "apply: FAILED")
-	if err == nil && (got != "apply: FAILED" || !strings.Contains(line, want)) {
-		err = fmt.Errorf("console: want a refusal naming %s, got %q", want, line)
+	if err == nil {
+		err = JudgeRefusalLine(got, line, want)
 	}
 	r.add("refusal on the console", s, err, line)
 	s = time.Now()
@@ -251,8 +251,8 @@ func (e *Env) policy(ctx context.Context, r *Report, p Plan, good []byte) {
 		e.logf("%v", err)
 	}
 	st, err := ReadStatus(ctx, in.Config)
-	if err == nil && (st.State != "failed" || !strings.Contains(st.Error, want)) {
-		err = fmt.Errorf("status file: state %q, error %q; want failed naming %s", st.State, st.Error, want)
+	if err == nil {
+		err = JudgeRefusalStatus(st, want)
 	}
 	detail := ""
 	if st != nil {
@@ -290,4 +290,27 @@ func errIf(probs []string) error {
 		return nil
 	}
 	return fmt.Errorf("%s", strings.Join(probs, "; "))
+}
+
+// JudgeRefusalLine checks the console of a boot that must be refused at
+// apply: the first of "apply: FAILED" and "] ready: ok" seen was the
+// refusal, and its line names want.
+func JudgeRefusalLine(seen, line, want string) error {
+	if seen != "apply: FAILED" || !strings.Contains(line, "apply: FAILED") || !strings.Contains(line, want) {
+		return fmt.Errorf("console: want a refusal naming %s, got %q (first seen: %q)", want, line, seen)
+	}
+	return nil
+}
+
+// JudgeRefusalStatus checks the status file of a refused boot: failed,
+// naming want.
+func JudgeRefusalStatus(st *status.Status, want string) error {
+	if st == nil || st.State != "failed" || !strings.Contains(st.Error, want) {
+		state, msg := "", ""
+		if st != nil {
+			state, msg = st.State, st.Error
+		}
+		return fmt.Errorf("status file: state %q, error %q; want failed naming %s", state, msg, want)
+	}
+	return nil
 }
