@@ -225,3 +225,23 @@ func checkWithSfdisk(t *testing.T, disk []byte, in input) {
 		}
 	}
 }
+
+// TestWriteRefusesPartsWithoutGUIDs: go-diskfs would draw a random GUID for
+// an empty partition UUID, so two writes of one layout would differ.
+func TestWriteRefusesPartsWithoutGUIDs(t *testing.T) {
+	for name, spoil := range map[string]func(p *Placed){
+		"empty UUID": func(p *Placed) { p.UUID = "" },
+		"nil UUID":   func(p *Placed) { p.UUID = "00000000-0000-0000-0000-000000000000" },
+		"empty type": func(p *Placed) { p.Type = "" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := detInput(t)
+			spoil(&in.layout.Parts[1])
+			disk := memDisk(make([]byte, in.layout.DiskSize))
+			err := Write(disk, in.layout, in.guid)
+			if err == nil || !strings.Contains(err.Error(), `partition 2 ("root")`) {
+				t.Errorf("err = %v, want a refusal naming partition 2", err)
+			}
+		})
+	}
+}

@@ -36,6 +36,13 @@ func Write(w io.WriterAt, l *Layout, diskGUID string) error {
 		ProtectiveMBR: false,
 	}
 	for _, p := range l.Parts {
+		// go-diskfs draws a random GUID for an empty one: refuse it here so
+		// a hand-made layout cannot make the table differ build to build.
+		for _, g := range [][2]string{{"UUID", p.UUID}, {"type", p.Type}} {
+			if id, err := uuid.Parse(g[1]); err != nil || id == uuid.Nil {
+				return fmt.Errorf("writing GPT: partition %d (%q) %s %q is not a non-zero GUID; build the layout with gpt.Plan", p.Index, p.Name, g[0], g[1])
+			}
+		}
 		table.Partitions = append(table.Partitions, &diskfsgpt.Partition{
 			Index:      p.Index,
 			Start:      p.FirstLBA,
