@@ -21,6 +21,7 @@ import (
 type input struct {
 	layout *Layout
 	guid   string
+	dir    string // made before any condition, so a umask cannot lock the test out of it
 }
 
 const varUUID = "4e1a6c3b-2d5f-4a8e-9b7c-1d2e3f405162"
@@ -31,14 +32,14 @@ func detInput(t *testing.T) input {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return input{layout: l, guid: diskGUID}
+	return input{layout: l, guid: diskGUID, dir: t.TempDir()}
 }
 
 // buildDisk writes the table the way the image builder does: into a new
 // file (created under the umask in force) truncated to the disk size.
 func buildDisk(t *testing.T, in input) []byte {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "disk.raw")
+	p := filepath.Join(in.dir, "disk.raw")
 	f, err := os.Create(p)
 	if err != nil {
 		t.Fatal(err)
