@@ -187,6 +187,8 @@ func CacheKey(l *Locked, goos, goarch, goVersion string) string {
 	for _, r := range sortedReplaces(l.Replace) {
 		reps = append(reps, r.String())
 	}
+	// Format 2: builds pin GOEXPERIMENT and the GO<arch> levels (goenv.go),
+	// which the build info records, so format 1 binaries differ.
 	// Ldflags and tags keep their order: -tags is recorded in the build info,
 	// so a different order is a different binary.
 	in := struct {
@@ -196,7 +198,7 @@ func CacheKey(l *Locked, goos, goarch, goVersion string) string {
 		GoMod                          string
 		Sum                            []string
 		GOOS, GOARCH, Toolchain        string
-	}{1, l.Name, l.Module, l.Version, l.Package, reps, l.Ldflags, l.Tags, l.GoMod, l.Sum, goos, goarch, goVersion}
+	}{2, l.Name, l.Module, l.Version, l.Package, reps, l.Ldflags, l.Tags, l.GoMod, l.Sum, goos, goarch, goVersion}
 	data, _ := json.Marshal(in) // strings and slices of strings: cannot fail
 	sum := sha256.Sum256(data)
 	return fmt.Sprintf("gomod %s %s@%s %s %s/%s %s %s", l.Name, l.Module, l.Version, l.Package, goos, goarch, goVersion,

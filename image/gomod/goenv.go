@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -20,10 +21,35 @@ import (
 // cached. None of them changes the bytes of a build. Every other GO* and
 // CGO_* variable is dropped, and the go config file is switched off, so a
 // developer's GOFLAGS, GOAMD64 or GOEXPERIMENT cannot leak into a binary.
+// GOROOT is not among them: it is where the toolchain that builds lives,
+// asked of that toolchain itself (see prepare).
 var inherited = []string{
 	"GOPROXY", "GONOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE", "GOINSECURE",
-	"GOVCS", "GOAUTH", "GOPATH", "GOMODCACHE", "GOCACHE", "GOTMPDIR", "GOROOT",
+	"GOVCS", "GOAUTH", "GOPATH", "GOMODCACHE", "GOCACHE", "GOTMPDIR",
 }
+
+// pinned are the settings that change a binary's bytes, each set to the go
+// command's default explicitly. Dropping the caller's variables is not
+// enough: the go command takes a variable that is unset or empty from
+// $GOROOT/go.env (and from the go env -w file, switched off by GOENV=off),
+// so a toolchain whose go.env was edited, or a distribution's, could still
+// set GOAMD64=v3 or GOFLAGS=-tags=x. Hence every value is non-empty.
+// GOOS and GOARCH are set per build; the GO<arch> variables for the other
+// architectures do nothing and cost nothing.
+var pinned = []string{
+	"GOENV=off", "GOWORK=off", "GO111MODULE=on", "GOFLAGS=-mod=mod",
+	"CGO_ENABLED=0", "GO_EXTLINK_ENABLED=0", "GOFIPS140=off",
+	// The baseline experiments: "," names none, and unlike an empty value
+	// it overrides go.env (the build info records it as GOEXPERIMENT=,).
+	"GOEXPERIMENT=,",
+	"GOAMD64=v1", "GOARM64=v8.0", "GO386=sse2", "GOARM=7", "GOMIPS=hardfloat", "GOMIPS64=hardfloat",
+	"GOPPC64=power8", "GORISCV64=rva20u64",
+}
+
+// unpinnable are settings whose neutral value is empty, so pinned cannot
+// override a go.env that sets them: a toolchain whose go.env does is refused.
+// GOCACHEPROG would let a program hand the go command compiled code.
+var unpinnable = []string{"GOCACHEPROG", "GOWASM"}
 
 // goCmd runs the go command in a fixed, explicit environment.
 type goCmd struct {
@@ -86,22 +112,13 @@ func (e Env) prepare(ctx context.Context) (*goCmd, error) {
 		toolchain = e.Toolchain
 	}
 	// The caller's GOTOOLCHAIN is overridden: the lock's toolchain wins.
+	// The caller's GOROOT is not passed on: the toolchain's root is where
+	// its go binary is, not what the environment says.
 	probe := &goCmd{bin: e.goBin(), log: io.Discard,
-		base: append(append([]string(nil), caller...), "GOTOOLCHAIN="+toolchain, "GOWORK=off")}
-	args := append([]string{"env", "-json", "GOVERSION"}, inherited...)
-	out, err := probe.run(ctx, e.workDir(), nil, args...)
+		base: append(dropVars(caller, "GOROOT"), "GOTOOLCHAIN="+toolchain, "GOWORK=off")}
+	vals, err := probe.env(ctx, e.workDir(), inherited...)
 	if err != nil {
 		return nil, fmt.Errorf("asking the go command for its settings: %w; check that Go is installed (Debian package golang-go, or set the go binary)", err)
-	}
-	var vals map[string]string
-	if err := json.Unmarshal(out, &vals); err != nil {
-		return nil, fmt.Errorf("reading `go env -json` output: %w", err)
-	}
-	if !strings.HasPrefix(vals["GOVERSION"], "go") {
-		return nil, fmt.Errorf("go command reported version %q; use a released Go toolchain", vals["GOVERSION"])
-	}
-	if e.Toolchain != "" && vals["GOVERSION"] != e.Toolchain {
-		return nil, fmt.Errorf("the lock pins Go toolchain %s but the go command runs %s: refusing to build with another toolchain (check GOTOOLCHAIN handling of %s)", e.Toolchain, vals["GOVERSION"], e.goBin())
 	}
 	base := cleanEnviron(caller)
 	for _, k := range inherited {
@@ -109,11 +126,56 @@ func (e Env) prepare(ctx context.Context) (*goCmd, error) {
 			base = append(base, k+"="+v)
 		}
 	}
-	// GOENV=off: the go config file must not add GOFLAGS and the like; the
-	// settings it held are already in base, resolved above.
-	base = append(base, "GOENV=off", "GOTOOLCHAIN="+toolchain, "GOWORK=off", "CGO_ENABLED=0",
-		"GOFLAGS=-mod=mod", "GO111MODULE=on")
-	return &goCmd{bin: e.goBin(), log: logw, base: base, version: vals["GOVERSION"]}, nil
+	base = append(append(base, pinned...), "GOTOOLCHAIN="+toolchain)
+	// Ask the toolchain that will build, in the environment it will build
+	// in, what it is and where it lives.
+	g := &goCmd{bin: e.goBin(), log: io.Discard, base: base}
+	tc, err := g.env(ctx, e.workDir(), append([]string{"GOVERSION", "GOROOT"}, unpinnable...)...)
+	if err != nil {
+		return nil, fmt.Errorf("asking the go command for its toolchain: %w", err)
+	}
+	if !strings.HasPrefix(tc["GOVERSION"], "go") {
+		return nil, fmt.Errorf("go command reported version %q; use a released Go toolchain", tc["GOVERSION"])
+	}
+	if e.Toolchain != "" && tc["GOVERSION"] != e.Toolchain {
+		return nil, fmt.Errorf("the lock pins Go toolchain %s but the go command runs %s: refusing to build with another toolchain (check GOTOOLCHAIN handling of %s)", e.Toolchain, tc["GOVERSION"], e.goBin())
+	}
+	root := tc["GOROOT"]
+	if root == "" {
+		return nil, fmt.Errorf("the go command (%s, %s) reported no GOROOT", e.goBin(), tc["GOVERSION"])
+	}
+	for _, k := range unpinnable {
+		if v := tc[k]; v != "" {
+			return nil, fmt.Errorf("Go toolchain %s sets %s=%s (in %s): drover cannot override it and builds only with the go command's defaults; remove it from that file",
+				tc["GOVERSION"], k, v, filepath.Join(root, "go.env"))
+		}
+	}
+	g.base, g.log, g.version = append(base, "GOROOT="+root), logw, tc["GOVERSION"]
+	return g, nil
+}
+
+// env runs `go env -json keys...` and returns the values.
+func (g *goCmd) env(ctx context.Context, dir string, keys ...string) (map[string]string, error) {
+	out, err := g.run(ctx, dir, nil, append([]string{"env", "-json"}, keys...)...)
+	if err != nil {
+		return nil, err
+	}
+	var vals map[string]string
+	if err := json.Unmarshal(out, &vals); err != nil {
+		return nil, fmt.Errorf("reading `go env -json` output: %w", err)
+	}
+	return vals, nil
+}
+
+// dropVars returns environ without the variables named.
+func dropVars(environ []string, names ...string) []string {
+	var out []string
+	for _, kv := range environ {
+		if k, _, _ := strings.Cut(kv, "="); !slices.Contains(names, k) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // cleanEnviron drops every variable the go command reads as a build setting.

@@ -124,7 +124,7 @@ func TestCleanEnviron(t *testing.T) {
 // network): the caller's module settings are inherited, build settings not.
 func TestPrepareEnvironment(t *testing.T) {
 	env := Env{WorkDir: t.TempDir(), Environ: append(os.Environ(),
-		"GOPROXY=off", "GOFLAGS=-race", "GOAMD64=v3", "GOEXPERIMENT=boringcrypto", "CGO_ENABLED=1", "GOOS=windows")}
+		"GOPROXY=off", "GOFLAGS=-race", "GOAMD64=v3", "GOEXPERIMENT=boringcrypto", "CGO_ENABLED=1", "GOOS=windows", "GOROOT=/caller/goroot")}
 	g, err := env.prepare(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +141,21 @@ func TestPrepareEnvironment(t *testing.T) {
 			t.Errorf("environment lacks %s", kv)
 		}
 	}
-	for _, kv := range []string{"GOFLAGS=-race", "GOAMD64=v3", "GOEXPERIMENT=boringcrypto", "CGO_ENABLED=1", "GOOS=windows"} {
+	for _, kv := range pinned {
+		if !has[kv] {
+			t.Errorf("environment lacks the pinned %s", kv)
+		}
+	}
+	roots := 0
+	for _, kv := range g.base {
+		if strings.HasPrefix(kv, "GOROOT=") {
+			roots++
+		}
+	}
+	if roots != 1 {
+		t.Errorf("environment has %d GOROOT settings, want the toolchain's one", roots)
+	}
+	for _, kv := range []string{"GOFLAGS=-race", "GOAMD64=v3", "GOEXPERIMENT=boringcrypto", "CGO_ENABLED=1", "GOOS=windows", "GOROOT=/caller/goroot"} {
 		if has[kv] {
 			t.Errorf("environment leaks %s", kv)
 		}

@@ -16,7 +16,7 @@ func fakeGo(t *testing.T, version string) (bin, seen string) {
 	t.Helper()
 	dir := t.TempDir()
 	bin, seen = filepath.Join(dir, "go"), filepath.Join(dir, "gotoolchain")
-	script := "#!/bin/sh\necho \"$GOTOOLCHAIN\" > " + seen + "\necho '{\"GOVERSION\": \"" + version + "\"}'\n"
+	script := "#!/bin/sh\necho \"$GOTOOLCHAIN\" > " + seen + "\necho '{\"GOVERSION\": \"" + version + "\", \"GOROOT\": \"/fake/goroot\"}'\n"
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
