@@ -58,6 +58,34 @@ func GuaranteeUserData(good []byte) ([]byte, error) {
 	return json.Marshal(cfg)
 }
 
+// refusedBoot is a fresh instance booted with a user-data it must not
+// join with.
+type refusedBoot struct {
+	name  string // what the boot is, for its check and its log
+	id    string // its instance ID and hostname say refusal-<id>; its state is in vm-<dir>
+	dir   string
+	wait  string // the console line that says it refused
+	limit time.Duration
+}
+
+// boot boots it and waits until the console shows the refusal or a join.
+// in is nil when it did not boot (the report says why); seen is which of
+// the two came, line the last refusal line.
+func (b refusedBoot) boot(ctx context.Context, e *Env, r *Report, p Plan, ud []byte) (in *Instance, meta ecsmeta.Instance, seen, line string, err error) {
+	meta = ECSInstance()
+	meta.InstanceID, meta.Hostname, meta.UserData = "i-bp1drover0"+b.id, "izbp1drover0"+b.id+"0z", ud
+	s := time.Now()
+	in, err = e.Boot(ctx, p.Image, filepath.Join(e.opts.WorkDir, "vm-"+b.dir), p.NVMe, meta, ecsmeta.Faults{})
+	if !r.add("boot with "+b.name, s, err, "") {
+		return nil, meta, "", "", err
+	}
+	r.Logs[b.name] = in.Config.SerialLog()
+	wctx, cancel := context.WithTimeout(ctx, b.limit)
+	seen, err = in.VM.WaitFor(wctx, b.wait, "] ready: ok")
+	cancel()
+	return in, meta, seen, lastMatch(in.VM.Log(), b.wait), err
+}
+
 // JudgeGuaranteeRefusal checks the agent's refusal of a node whose
 // kubelet was overridden at run time: a failed phase naming a broken
 // guarantee and the file that broke it, in the console line and in the
@@ -105,18 +133,12 @@ func (e *Env) guaranteeBoot(ctx context.Context, r *Report, p Plan, good []byte)
 	if !r.add("run-time kubelet override passes the static policy (drover validate)", s, err, OverrideUnit+" copies "+OverrideDropIn) {
 		return
 	}
-	meta := ECSInstance()
-	meta.InstanceID, meta.Hostname, meta.UserData = "i-bp1drover0override", "izbp1drover0override0z", ud
-	in, err := e.Boot(ctx, p.Image, filepath.Join(e.opts.WorkDir, "vm-guarantee"), p.NVMe, meta, ecsmeta.Faults{})
-	if !r.add("boot with a kubelet override dropped at run time", s, err, "") {
+	in, meta, got, line, err := refusedBoot{name: "a kubelet override dropped at run time", id: "override", dir: "guarantee",
+		wait: "FAILED: GUARANTEE BROKEN", limit: 20 * time.Minute}.boot(ctx, e, r, p, ud)
+	if in == nil {
 		return
 	}
 	defer in.VM.Stop()
-	r.Logs["guarantee boot"] = in.Config.SerialLog()
-	wctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
-	got, err := in.VM.WaitFor(wctx, "FAILED: GUARANTEE BROKEN", "] ready: ok")
-	cancel()
-	line := lastMatch(in.VM.Log(), "GUARANTEE BROKEN")
 	if err == nil && got != "FAILED: GUARANTEE BROKEN" {
 		err = fmt.Errorf("the node joined with its kubelet overridden by %s", OverrideDropIn)
 	}
@@ -229,18 +251,12 @@ func (e *Env) doubleGzipBoot(ctx context.Context, r *Report, p Plan, good []byte
 	if !r.add("double-gzipped user-data refused by drover validate", s, err, fmt.Sprint(ps)) {
 		return
 	}
-	meta := ECSInstance()
-	meta.InstanceID, meta.Hostname, meta.UserData = "i-bp1drover0gzipgzip", "izbp1drover0gzipgzip0z", ud
-	in, err := e.Boot(ctx, p.Image, filepath.Join(e.opts.WorkDir, "vm-gzip2"), p.NVMe, meta, ecsmeta.Faults{})
-	if !r.add("boot with double-gzipped user-data", s, err, "") {
+	in, _, got, line, err := refusedBoot{name: "double-gzipped user-data", id: "gzipgzip", dir: "gzip2",
+		wait: "apply: FAILED", limit: 15 * time.Minute}.boot(ctx, e, r, p, ud)
+	if in == nil {
 		return
 	}
 	defer in.VM.Stop()
-	r.Logs["double-gzip boot"] = in.Config.SerialLog()
-	wctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
-	got, err := in.VM.WaitFor(wctx, "apply: FAILED", "] ready: ok")
-	cancel()
-	line := lastMatch(in.VM.Log(), "apply: FAILED")
 	if err == nil {
 		err = JudgeRefusalLine(got, line, ps[0].Message)
 	}

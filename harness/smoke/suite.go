@@ -12,7 +12,6 @@ import (
 
 	"github.com/drover-os/drover/agent/status"
 	"github.com/drover-os/drover/harness/cluster"
-	"github.com/drover-os/drover/harness/ecsmeta"
 	"github.com/drover-os/drover/harness/registry"
 	"github.com/drover-os/drover/harness/timeline"
 )
@@ -228,20 +227,14 @@ func (e *Env) policy(ctx context.Context, r *Report, p Plan, good []byte) {
 	storage["files"] = append(files, map[string]any{"path": "/usr/local/bin/not-allowed", "mode": 0o755,
 		"contents": map[string]any{"source": "data:,x"}})
 	bad, _ := json.Marshal(cfg)
-	meta := ECSInstance()
-	meta.InstanceID, meta.Hostname, meta.UserData = "i-bp1drover0refused", "izbp1drover0refused0z", bad
 	s := time.Now()
-	in, err := e.Boot(ctx, p.Image, filepath.Join(e.opts.WorkDir, "vm-policy"), p.NVMe, meta, ecsmeta.Faults{})
-	if !r.add("boot with policy-breaking user-data", s, err, "") {
+	in, meta, got, line, err := refusedBoot{name: "policy-breaking user-data", id: "refused", dir: "policy",
+		wait: "apply: FAILED", limit: 15 * time.Minute}.boot(ctx, e, r, p, bad)
+	if in == nil {
 		return
 	}
 	defer in.VM.Stop()
-	r.Logs["policy boot"] = in.Config.SerialLog()
-	wctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
-	got, err := in.VM.WaitFor(wctx, "apply: FAILED", "] ready: ok")
-	cancel()
 	want := fmt.Sprintf(`$.storage.files[%d].path: "/usr/local/bin/not-allowed"`, idx)
-	line := lastMatch(in.VM.Log(), "apply: FAILED")
 	if err == nil {
 		err = JudgeRefusalLine(got, line, want)
 	}

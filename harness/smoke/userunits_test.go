@@ -19,10 +19,7 @@ func TestSmokeUnitsAccepted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ud, err := WithSmokeUnits(base)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ud := poolUserData(t)
 	if !HasSmokeUnits(ud) || HasSmokeUnits(base) {
 		t.Fatal("HasSmokeUnits must tell the two apart")
 	}
