@@ -37,6 +37,10 @@ type Config struct {
 	// cache instead of faulting it in through dm-verity while systemd's
 	// early units compete for the CPU.
 	ReadAhead []string `json:"readAhead,omitempty"`
+	// Cmdline is the UKI's .cmdline as signed: under Secure Boot
+	// drover-init refuses a /proc/cmdline with other words (see
+	// CompareCmdline). It must carry drover.roothash=RootHash.
+	Cmdline string `json:"cmdline"`
 }
 
 // VerityConfig holds the dm-verity parameters of the root, as
@@ -136,6 +140,9 @@ func (c *Config) Validate() error {
 		if !strings.EqualFold(p.got, p.want) {
 			return fail("%s is %s but the root hash gives %s", p.name, p.got, p.want)
 		}
+	}
+	if cl := ParseCmdline(c.Cmdline); !strings.EqualFold(cl.RootHash, c.RootHash) {
+		return fail("cmdline %q must carry drover.roothash=%s: it is the UKI's signed .cmdline", c.Cmdline, c.RootHash)
 	}
 	if _, err := ParseGUID(c.VarPartType); err != nil {
 		return fail("varPartType: %w", err)

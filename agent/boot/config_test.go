@@ -74,6 +74,8 @@ func TestConfigValidate(t *testing.T) {
 		"empty label":        {func(c *Config) { c.VarLabel = "" }, "varLabel"},
 		"relative readahead": {func(c *Config) { c.ReadAhead = []string{"usr/bin/drover-agent"} }, "readAhead"},
 		"dotdot readahead":   {func(c *Config) { c.ReadAhead = []string{"/usr/../etc/shadow"} }, "readAhead"},
+		"no cmdline":         {func(c *Config) { c.Cmdline = "" }, "cmdline"},
+		"other root hash":    {func(c *Config) { c.Cmdline = "drover.roothash=" + strings.Repeat("0", 64) }, "cmdline"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -68,6 +68,7 @@ func describeSecureBoot(*Config) string {
 // variable, did not boot securely, and that is what gets recorded.
 func (m *Machine) secureBoot() error {
 	s := m.probeSecureBoot()
+	m.secureBootOn = s.Enabled
 	state := "off"
 	if s.Enabled {
 		state = "on"

@@ -56,6 +56,7 @@ type Machine struct {
 	// mountEFIVars mounts efivarfs (tests replace it); nil is the real one.
 	mountEFIVars func(dir string) (unmount func(), err error)
 	varDev       string // the var partition's node
+	secureBootOn bool   // the secure-boot step found Secure Boot enforced
 }
 
 // NewMachine returns the state of a fresh boot.
@@ -86,6 +87,7 @@ func Steps() []Step {
 		{"config", describeConfig, (*Machine).readConfig},
 		{"modules", describeModules, (*Machine).loadModules},
 		{"secure-boot", describeSecureBoot, (*Machine).secureBoot},
+		{"signed-cmdline", describeSignedCmdline, (*Machine).signedCmdline},
 		{"partitions", describePartitions, (*Machine).waitPartitions},
 		{"verity", describeVerity, (*Machine).setupVerity},
 		{"mount-root", describeMountRoot, (*Machine).mountRoot},

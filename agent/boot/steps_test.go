@@ -43,7 +43,7 @@ func TestPlanGolden(t *testing.T) {
 
 func TestStepsOrder(t *testing.T) {
 	names := StepNames(Steps())
-	want := "mount-api config modules secure-boot partitions verity mount-root read-ahead var-partition var-format var-mount var-stamp etc-overlay machine-id move-mounts switch-root"
+	want := "mount-api config modules secure-boot signed-cmdline partitions verity mount-root read-ahead var-partition var-format var-mount var-stamp etc-overlay machine-id move-mounts switch-root"
 	if strings.Join(names, " ") != want {
 		t.Errorf("steps = %v", names)
 	}

@@ -107,12 +107,17 @@ func (b *builder) image(ctx context.Context) (*diskResult, error) {
 		return nil, fmt.Errorf("initrd modules: %w", err)
 	}
 	res.Initrd = order
+	// The UKI's .cmdline, also written into the initrd (which the UKI's
+	// signature covers) for drover-init to compare /proc/cmdline with:
+	// systemd-stub appends SMBIOS and add-on words to it even under
+	// Secure Boot.
+	res.Cmdline = strings.TrimSpace(strings.Join(r.Cmdline, " ") + " drover.roothash=" + res.RootHash)
 	cfg := boot.Config{
 		Kernel: b.man.Kernel, Modules: order, RootHash: res.RootHash,
 		Verity: boot.VerityConfig{DataBlocks: vr.DataBlocks, DataBlockSize: vr.DataBlockSize, HashBlockSize: vr.HashBlockSize,
 			HashStartBlock: 1, Salt: hex.EncodeToString(vr.Salt), Algorithm: "sha256"},
 		RootPartUUID: verity.FormatGUID(rootUUID), VerityPartUUID: verity.FormatGUID(verityUUID),
-		VarPartType: gpt.TypeVar, VarLabel: "var",
+		VarPartType: gpt.TypeVar, VarLabel: "var", Cmdline: res.Cmdline,
 	}
 	for _, p := range InitrdReadAhead {
 		if n := b.tree.Get(p); n != nil {
@@ -143,7 +148,6 @@ func (b *builder) image(ctx context.Context) (*diskResult, error) {
 	}
 
 	// ESP with systemd-boot and one UKI whose .cmdline carries the root hash.
-	res.Cmdline = strings.TrimSpace(strings.Join(r.Cmdline, " ") + " drover.roothash=" + res.RootHash)
 	espFiles, err := b.bootFiles(res.Cmdline, ird.Bytes())
 	if err != nil {
 		return nil, err

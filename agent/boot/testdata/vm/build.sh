@@ -48,7 +48,7 @@ for m in $MODS; do
   if [[ $m == *fs/* || $m == *md/* ]]; then xz --check=crc32 -c k/lib/modules/$KV/$m > initrd/lib/modules/$KV/$m.xz; JSONMODS="$JSONMODS\"$m.xz\","; else cp k/lib/modules/$KV/$m initrd/lib/modules/$KV/$m; JSONMODS="$JSONMODS\"$m\","; fi
 done
 cat > initrd/etc/drover-init.json <<J
-{"kernel":"$KV","modules":[${JSONMODS%,}],"rootHash":"$ROOTHASH","verity":{"dataBlocks":$BLOCKS,"dataBlockSize":4096,"hashBlockSize":4096,"hashStartBlock":1,"salt":"$SALT","algorithm":"sha256"},"rootPartUUID":"$RU","verityPartUUID":"$VU","varPartType":"4d21b016-b534-45c2-a9fb-5c16e091fd2d","varLabel":"var"}
+{"kernel":"$KV","modules":[${JSONMODS%,}],"rootHash":"$ROOTHASH","verity":{"dataBlocks":$BLOCKS,"dataBlockSize":4096,"hashBlockSize":4096,"hashStartBlock":1,"salt":"$SALT","algorithm":"sha256"},"rootPartUUID":"$RU","verityPartUUID":"$VU","varPartType":"4d21b016-b534-45c2-a9fb-5c16e091fd2d","varLabel":"var","cmdline":"console=ttyS0 drover.roothash=$ROOTHASH panic=-1"}
 J
 (cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$VMDIR/initrd/init" ./cmd/drover-init)
 (cd initrd && find . | cpio -o -H newc --quiet > ../initrd.cpio)
