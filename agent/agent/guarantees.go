@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -117,10 +118,10 @@ func (a *Agent) observe(ctx context.Context, level int) (guarantee.Observation, 
 		return o, nil
 	}
 	var err error
-	if o.KubeletArgs, err = a.env.Cmdline(pids["kubelet.service"]); err != nil {
+	if o.KubeletArgs, err = a.processArgs(pids["kubelet.service"]); err != nil {
 		return o, fmt.Errorf("reading the kubelet's command line: %w", err)
 	}
-	if o.ContainerdArgs, err = a.env.Cmdline(pids["containerd.service"]); err != nil {
+	if o.ContainerdArgs, err = a.processArgs(pids["containerd.service"]); err != nil {
 		return o, fmt.Errorf("reading containerd's command line: %w", err)
 	}
 	// The configuration the kubelet loaded is the file its --config
@@ -139,6 +140,21 @@ func (a *Agent) observe(ctx context.Context, level int) (guarantee.Observation, 
 		o.API, o.ReadOnly = &api, &ro
 	}
 	return o, nil
+}
+
+// processArgs reads a service's main process's argv. Right after its start
+// job, systemd's main PID can still be systemd-executor, which sets up the
+// sandbox and then execs the command: that is not yet the process to
+// judge, and the caller looks again.
+func (a *Agent) processArgs(pid uint32) ([]string, error) {
+	argv, err := a.env.Cmdline(pid)
+	if err != nil {
+		return nil, err
+	}
+	if len(argv) > 0 && path.Base(argv[0]) == "systemd-executor" {
+		return nil, fmt.Errorf("process %d is still systemd-executor, before the exec of the command", pid)
+	}
+	return argv, nil
 }
 
 // guarantees checks the node's guarantees by their effect; an error names
