@@ -64,6 +64,9 @@ It stops cleanly on Ctrl-C, on --timeout, or when the console shows the
 			}
 			var vm *qemu.VM
 			var err error
+			if len(c.ExtraArgs) > 0 && (ecs || clusterMode != "") {
+				return fmt.Errorf("--qemu-arg works only without --ecs and --cluster (the ECS emulation builds its own QEMU command line)")
+			}
 			if ecs || clusterMode != "" {
 				var env *smoke.Env
 				vm, env, err = runECS(ctx, cmd, &c, clusterMode, userdataFile, work, g.cacheDir)
@@ -107,6 +110,7 @@ It stops cleanly on Ctrl-C, on --timeout, or when the console shows the
 	f.StringVar(&clusterMode, "cluster", "", "\"local\": start a local control plane and registry, and give the instance user-data that joins it (implies --ecs)")
 	f.StringVar(&userdataFile, "userdata", "", "user-data the emulated metadata service serves (default with --cluster local: rendered for it)")
 	f.StringVar(&work, "work", "", "work directory for --cluster local (default IMAGE.cluster)")
+	f.StringArrayVar(&c.ExtraArgs, "qemu-arg", nil, "one more QEMU argument, after drover's own; repeat for each (not split at commas), e.g. --qemu-arg=-smbios --qemu-arg=type=11,value=io.systemd.stub.kernel-cmdline-extra=drover.debug")
 	return cmd
 }
 

@@ -68,6 +68,9 @@ type Config struct {
 	// qemu-efi-aarch64), emulated (TCG) on any other host. Empty: read
 	// from the image's DPS root partition type (ImageArch).
 	Arch string
+	// ExtraArgs go to QEMU after all of its own, as given (e.g. "-smbios",
+	// "type=11,value=io.systemd.stub.kernel-cmdline-extra=…").
+	ExtraArgs []string
 }
 
 // Debian's ovmf test key pair enrolled in OVMF_VARS_4M.snakeoil.fd. The key
@@ -376,7 +379,7 @@ func (c *Config) Args(kvm bool) []string {
 		a = append(a, "-fw_cfg", "name="+name+",file="+file)
 	}
 	a = append(a, "-device", "virtio-rng-pci")
-	return a
+	return append(a, c.ExtraArgs...)
 }
 
 // ansi matches terminal escape sequences (systemd colours its status
