@@ -63,8 +63,10 @@ func (b *builder) droverBinaries(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			ob.data, how = data, OwnSource{Built: "source", Source: b.o.Source}
-			b.logf("build: %s built from %s with %s (sha256 %s)", ob.dst, b.o.Source, bin.GoVersion, bin.SHA256[:12])
+			// The source state is the binary's: its commit, and dirty when a
+			// file it is compiled from is not that commit's.
+			ob.data, how = data, OwnSource{Built: "source", Source: bin.Source}
+			b.logf("build: %s built from %s with %s (sha256 %s)", ob.dst, bin.Source, bin.GoVersion, bin.SHA256[:12])
 		}
 		b.man.addOwn(ob.dst, ob.data, how)
 	}
@@ -72,15 +74,20 @@ func (b *builder) droverBinaries(ctx context.Context) error {
 	return nil
 }
 
-// ownSource is what os-release says about drover's own binaries.
+// ownSource is what os-release says about drover's own binaries: the
+// checkout's module@commit, +dirty when any of them is.
 func (b *builder) ownSource() string {
+	var src *gomod.Source
 	for _, o := range b.man.Own {
 		if o.Built == "override" {
 			return "override"
 		}
+		if o.Source != nil && (src == nil || o.Source.Dirty) {
+			src = o.Source
+		}
 	}
-	if b.o.Source != nil {
-		return b.o.Source.String()
+	if src == nil {
+		return ""
 	}
-	return ""
+	return src.String()
 }

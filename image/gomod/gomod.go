@@ -123,6 +123,9 @@ type Binary struct {
 	// Deps lists the linked dependency modules as "path@version h1:…",
 	// after replacement (the module whose code is in the binary).
 	Deps []string
+	// Source is the checkout a BuildLocal binary was compiled from, with its
+	// commit and dirty flag; nil for a locked component.
+	Source *Source
 
 	tmpDir string // owned temp directory, removed by Cleanup
 }

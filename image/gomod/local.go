@@ -1,25 +1,25 @@
 package gomod
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 )
 
 // Source is a checkout of a Go module that binaries are built from (drover's
-// own drover-agent and drover-init), as the manifest records it.
+// own drover-agent and drover-init), as the manifest records it. FindSource
+// only locates it; BuildLocal says what a binary was compiled from.
 type Source struct {
 	Dir    string `json:"-"`
 	Module string `json:"module"`
-	// Commit is the checked-out git commit; empty when Dir is not a git
-	// checkout (a source tarball), which Dirty then cannot be judged for.
+	// Commit is the checked-out git commit (HEAD); empty when Dir is not a
+	// git checkout (a source tarball), which Dirty then cannot be judged for.
 	Commit string `json:"commit,omitempty"`
-	// Dirty is set when the checkout differs from Commit: modified, staged
-	// or untracked (not ignored) files.
+	// Dirty is set when a file the binary is compiled from (source, embedded
+	// file, go.mod, go.sum) is not byte for byte the one in Commit's tree,
+	// whatever git's index, configuration or environment say (srcstate.go).
 	Dirty bool `json:"dirty"`
 }
 
@@ -36,8 +36,7 @@ func (s *Source) String() string {
 	return s.Module + "@" + v
 }
 
-// FindSource looks for the root of module at or above each of dirs in turn
-// and describes it.
+// FindSource looks for the root of module at or above each of dirs in turn.
 func FindSource(module string, dirs ...string) (*Source, error) {
 	for _, start := range dirs {
 		abs, err := filepath.Abs(start)
@@ -47,7 +46,7 @@ func FindSource(module string, dirs ...string) (*Source, error) {
 		for d := abs; ; d = filepath.Dir(d) {
 			data, err := os.ReadFile(filepath.Join(d, "go.mod"))
 			if err == nil && modulePath(data) == module {
-				return describeSource(d, module)
+				return &Source{Dir: d, Module: module}, nil
 			}
 			if filepath.Dir(d) == d {
 				break
@@ -67,38 +66,30 @@ func modulePath(gomod []byte) string {
 	return ""
 }
 
-func describeSource(dir, module string) (*Source, error) {
-	s := &Source{Dir: dir, Module: module}
-	git := func(args ...string) (string, error) {
-		out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).Output()
-		return string(bytes.TrimSpace(out)), err
-	}
-	commit, err := git("rev-parse", "--verify", "HEAD")
-	if err != nil {
-		return s, nil // not a git checkout: the binaries' sha256 still names them
-	}
-	status, err := git("status", "--porcelain")
-	if err != nil {
-		return nil, fmt.Errorf("asking git whether %s is modified: %w", dir, err)
-	}
-	s.Commit, s.Dirty = commit, status != ""
-	return s, nil
-}
-
 // BuildLocal builds package pkg (e.g. ./cmd/drover-agent) of the checkout
 // src with env's toolchain and fixed environment and drover's reproducible
 // flags (-trimpath, -buildvcs=false, -ldflags=-s -w, CGO_ENABLED=0, the
 // checkout's go.sum read-only), into workDir. The same checkout and
-// toolchain give the same bytes on any machine.
+// toolchain give the same bytes on any machine. The binary's Source is the
+// checkout's commit, dirty when a file it is compiled from is not the
+// commit's; the differences are logged.
 func BuildLocal(ctx context.Context, env Env, src *Source, pkg, goos, goarch, workDir string) (*Binary, error) {
 	what := fmt.Sprintf("building %s from %s", pkg, src.Dir)
 	g, err := env.prepare(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
+	vars := []string{"GOOS=" + goos, "GOARCH=" + goarch}
+	state, diff, err := g.sourceState(ctx, src, vars, pkg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	for _, d := range diff {
+		fmt.Fprintf(g.log, "gomod: %s is dirty: %s\n", pkg, d)
+	}
 	out := filepath.Join(workDir, filepath.Base(pkg))
 	args := []string{"build", "-mod=readonly", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out, pkg}
-	if _, err := g.run(ctx, src.Dir, []string{"GOOS=" + goos, "GOARCH=" + goarch}, args...); err != nil {
+	if _, err := g.run(ctx, src.Dir, vars, args...); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	b, err := readBinary(out)
@@ -108,5 +99,6 @@ func BuildLocal(ctx context.Context, env Env, src *Source, pkg, goos, goarch, wo
 	if b.GoVersion != g.version {
 		return nil, fmt.Errorf("%s: the binary was built by %s, not %s", what, b.GoVersion, g.version)
 	}
+	b.Source = state
 	return b, nil
 }
