@@ -1,23 +1,22 @@
 package gpt
 
 import (
-	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/drover-os/drover/internal/reprotest"
 )
 
-// input is what a build is given; a condition may change the environment
-// around the build and re-express the input (the layout's partitions listed
-// in another order, their entry numbers kept), never its content.
+// input is what Write is given, the layout and the disk GUID, and where the
+// disk file goes. The host conditions may list the layout's partitions in
+// another order, their entry numbers kept, never change the table.
 type input struct {
 	layout *Layout
 	guid   string
@@ -67,117 +66,48 @@ func TestWriteIsReproducible(t *testing.T) {
 	baseDone := time.Now()
 	checkWithSfdisk(t, base, detInput(t))
 
-	conditions := []struct {
-		name  string
-		apply []func(*testing.T, *input)
-	}{
-		// GPT stores no time; a second is the finest clock a planted
-		// timestamp or time-seeded GUID would show at.
-		{"clock", []func(*testing.T, *input){otherClock(baseDone, time.Second)}},
-		{"umask", []func(*testing.T, *input){otherUmask}},
-		{"order reversed", []func(*testing.T, *input){reversed}},
-		{"order shuffled", []func(*testing.T, *input){shuffled}},
-		{"TZ", []func(*testing.T, *input){otherZone}},
-		{"all at once", []func(*testing.T, *input){otherClock(baseDone, time.Second), otherUmask, shuffled, otherZone}},
-	}
-	for _, c := range conditions {
-		t.Run(c.name, func(t *testing.T) {
-			in := detInput(t)
-			for _, apply := range c.apply {
-				apply(t, &in)
-			}
-			sameDisk(t, base, buildDisk(t, in))
-		})
-	}
+	// GPT stores no time; a second is the finest clock a planted timestamp
+	// or time-seeded GUID would show at.
+	reprotest.VaryHost(t, baseDone, time.Second, reprotest.Input[input]{
+		New:     detInput,
+		Reverse: func(in *input) { reorder(in, slices.Reverse) },
+		Shuffle: func(in *input) { reorder(in, reprotest.Shuffle) },
+	}, func(t *testing.T, in input) {
+		reprotest.Same(t, "the disk", base, buildDisk(t, in), gptArea(len(base)))
+	})
 }
 
-// otherClock moves the clock a writer could read: SOURCE_DATE_EPOCH for code
-// that follows that convention, and the wall clock past the next tick after
-// the baseline build ended.
-func otherClock(after time.Time, tick time.Duration) func(*testing.T, *input) {
-	return func(t *testing.T, _ *input) {
-		t.Setenv("SOURCE_DATE_EPOCH", "4102444800") // 2100-01-01
-		time.Sleep(time.Until(after.Truncate(tick).Add(tick)))
-	}
-}
-
-// otherUmask sets a umask other than the process's until the subtest ends;
-// 0277 also masks the owner's write bit.
-func otherUmask(t *testing.T, _ *input) {
-	old := syscall.Umask(0o277)
-	if old == 0o277 {
-		syscall.Umask(0o000)
-	}
-	t.Cleanup(func() { syscall.Umask(old) })
-}
-
-// reversed and shuffled reorder a copy of the layout's partitions; each
-// keeps its Index, so the table is the same.
-func reversed(_ *testing.T, in *input) {
+// reorder reorders a copy of the layout's partitions; each keeps its
+// Index, so the table is the same.
+func reorder(in *input, how func([]Placed)) {
 	l := *in.layout
-	l.Parts = append([]Placed(nil), l.Parts...)
-	for i, j := 0, len(l.Parts)-1; i < j; i, j = i+1, j-1 {
-		l.Parts[i], l.Parts[j] = l.Parts[j], l.Parts[i]
-	}
+	l.Parts = slices.Clone(l.Parts)
+	how(l.Parts)
 	in.layout = &l
 }
 
-func shuffled(_ *testing.T, in *input) {
-	l := *in.layout
-	l.Parts = append([]Placed(nil), l.Parts...)
-	r := rand.New(rand.NewPCG(24, 7))
-	for l.Parts[0].Index == 1 { // not the planned order
-		r.Shuffle(len(l.Parts), func(i, j int) { l.Parts[i], l.Parts[j] = l.Parts[j], l.Parts[i] })
+// gptArea names the GPT structure of a disk of size bytes that holds a
+// byte.
+func gptArea(size int) func(off int) string {
+	return func(off int) string {
+		lba, last := off/SectorSize, size/SectorSize-1
+		var where string
+		switch {
+		case lba == 0:
+			where = "the protective MBR"
+		case lba == 1:
+			where = "the primary GPT header"
+		case lba < firstUsableLBA:
+			where = fmt.Sprintf("the primary entry array, entry %d", (off-2*SectorSize)/entryBytes+1)
+		case lba == last:
+			where = "the backup GPT header"
+		case lba >= last-arraySectors:
+			where = fmt.Sprintf("the backup entry array, entry %d", (off-(last-arraySectors)*SectorSize)/entryBytes+1)
+		default:
+			where = "the partitions' space, which Write must not touch"
+		}
+		return fmt.Sprintf("LBA %d, %s", lba, where)
 	}
-	in.layout = &l
-}
-
-// otherZone sets TZ and time.Local to a zone with an odd offset (not the
-// process's) until the subtest ends.
-func otherZone(t *testing.T, _ *input) {
-	loc, tz := time.FixedZone("+0545", 5*3600+45*60), "<+0545>-05:45"
-	if _, off := time.Now().Zone(); off == 5*3600+45*60 {
-		loc, tz = time.FixedZone("-0930", -(9*3600+30*60)), "<-0930>09:30"
-	}
-	t.Setenv("TZ", tz)
-	old := time.Local
-	time.Local = loc
-	t.Cleanup(func() { time.Local = old })
-}
-
-// sameDisk fails unless got is base, naming the first differing byte and
-// the GPT structure that holds it.
-func sameDisk(t *testing.T, base, got []byte) {
-	t.Helper()
-	if bytes.Equal(base, got) {
-		return
-	}
-	msg := fmt.Sprintf("the disk differs from the baseline: sha256 %x (%d bytes), baseline %x (%d bytes)",
-		sha256.Sum256(got), len(got), sha256.Sum256(base), len(base))
-	if len(got) != len(base) {
-		t.Fatal(msg)
-	}
-	off := 0
-	for base[off] == got[off] {
-		off++
-	}
-	lba, last := off/SectorSize, len(base)/SectorSize-1
-	var where string
-	switch {
-	case lba == 0:
-		where = "the protective MBR"
-	case lba == 1:
-		where = "the primary GPT header"
-	case lba < firstUsableLBA:
-		where = fmt.Sprintf("the primary entry array, entry %d", (off-2*SectorSize)/entryBytes+1)
-	case lba == last:
-		where = "the backup GPT header"
-	case lba >= last-arraySectors:
-		where = fmt.Sprintf("the backup entry array, entry %d", (off-(last-arraySectors)*SectorSize)/entryBytes+1)
-	default:
-		where = "the partitions' space, which Write must not touch"
-	}
-	t.Fatalf("%s; first difference at byte %d (LBA %d): %s", msg, off, lba, where)
 }
 
 // checkWithSfdisk reads the table with util-linux's sfdisk: --verify finds
@@ -185,14 +115,8 @@ func sameDisk(t *testing.T, base, got []byte) {
 // A missing sfdisk fails the test: scripts/host-setup.sh installs it.
 func checkWithSfdisk(t *testing.T, disk []byte, in input) {
 	t.Helper()
-	sfdisk, err := exec.LookPath("sfdisk")
-	if err != nil {
-		t.Fatal("sfdisk not found: install the Debian package fdisk (scripts/host-setup.sh)")
-	}
-	p := filepath.Join(t.TempDir(), "disk.raw")
-	if err := os.WriteFile(p, disk, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	sfdisk := reprotest.Tool(t, "sfdisk", "fdisk")
+	p := reprotest.WriteTemp(t, "disk.raw", disk)
 	if out, err := exec.Command(sfdisk, "--verify", p).CombinedOutput(); err != nil || !strings.Contains(string(out), "No errors detected") {
 		t.Errorf("sfdisk --verify: %v\n%s", err, out)
 	}

@@ -3,21 +3,21 @@ package initrd
 import (
 	"bytes"
 	"compress/gzip"
-	"crypto/sha256"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/drover-os/drover/internal/reprotest"
 )
 
-// input is what a build is given; a condition may change the environment
-// around the build and re-express the input (another order, another zone),
-// never its content.
+// input is what Write is given: the archive's entries and the mtime every
+// header carries. The host conditions may list the entries in another order
+// or express the mtime in another zone, never change either.
 type input struct {
 	files []File
 	mtime time.Time
@@ -68,111 +68,32 @@ func TestWriteIsReproducible(t *testing.T) {
 	baseDone := time.Now()
 	checkWithCpio(t, base)
 
-	conditions := []struct {
-		name  string
-		apply []func(*testing.T, *input)
-	}{
-		// cpio and gzip store whole seconds.
-		{"clock", []func(*testing.T, *input){otherClock(baseDone, time.Second)}},
-		{"umask", []func(*testing.T, *input){otherUmask}},
-		{"order reversed", []func(*testing.T, *input){reversed}},
-		{"order shuffled", []func(*testing.T, *input){shuffled}},
-		{"TZ", []func(*testing.T, *input){otherZone}},
-		{"all at once", []func(*testing.T, *input){otherClock(baseDone, time.Second), otherUmask, shuffled, otherZone}},
-	}
-	for _, c := range conditions {
-		t.Run(c.name, func(t *testing.T) {
-			in := detInput()
-			for _, apply := range c.apply {
-				apply(t, &in)
-			}
-			sameInitrd(t, base, buildInitrd(t, in))
-		})
-	}
+	// cpio and gzip store whole seconds.
+	reprotest.VaryHost(t, baseDone, time.Second, reprotest.Input[input]{
+		New:     func(*testing.T) input { return detInput() },
+		Reverse: func(in *input) { slices.Reverse(in.files) },
+		Shuffle: func(in *input) { reprotest.Shuffle(in.files) },
+		Time:    func(in *input) *time.Time { return &in.mtime },
+	}, func(t *testing.T, in input) {
+		got := buildInitrd(t, in)
+		reprotest.Same(t, "the initrd's gzip stream", base, got, func(int) string { return cpioDiff(base, got) })
+	})
 }
 
-// otherClock moves the clock a writer could read: SOURCE_DATE_EPOCH for code
-// that follows that convention, and the wall clock past the next tick of the
-// format's resolution after the baseline build ended.
-func otherClock(after time.Time, tick time.Duration) func(*testing.T, *input) {
-	return func(t *testing.T, _ *input) {
-		t.Setenv("SOURCE_DATE_EPOCH", "4102444800") // 2100-01-01
-		time.Sleep(time.Until(after.Truncate(tick).Add(tick)))
-	}
-}
-
-// otherUmask sets a umask other than the process's until the subtest ends;
-// 0277 also masks the owner's write bit, which a read-only flag could be
-// derived from.
-func otherUmask(t *testing.T, _ *input) {
-	old := syscall.Umask(0o277)
-	if old == 0o277 {
-		syscall.Umask(0o000)
-	}
-	t.Cleanup(func() { syscall.Umask(old) })
-}
-
-func reversed(_ *testing.T, in *input) {
-	for i, j := 0, len(in.files)-1; i < j; i, j = i+1, j-1 {
-		in.files[i], in.files[j] = in.files[j], in.files[i]
-	}
-}
-
-func shuffled(_ *testing.T, in *input) {
-	r := rand.New(rand.NewPCG(24, 7))
-	r.Shuffle(len(in.files), func(i, j int) { in.files[i], in.files[j] = in.files[j], in.files[i] })
-}
-
-// otherZone sets TZ and time.Local to a zone with an odd offset (not the
-// process's) until the subtest ends, and hands the writer the same instant
-// expressed in it.
-func otherZone(t *testing.T, in *input) {
-	loc, tz := time.FixedZone("+0545", 5*3600+45*60), "<+0545>-05:45"
-	if _, off := in.mtime.In(time.Local).Zone(); off == 5*3600+45*60 {
-		loc, tz = time.FixedZone("-0930", -(9*3600+30*60)), "<-0930>09:30"
-	}
-	t.Setenv("TZ", tz)
-	old := time.Local
-	time.Local = loc
-	t.Cleanup(func() { time.Local = old })
-	in.mtime = in.mtime.In(loc)
-}
-
-// sameInitrd fails unless got is base, naming the first differing byte of
-// the gzip stream and, decompressed, of the cpio archive and its entry.
-func sameInitrd(t *testing.T, base, got []byte) {
-	t.Helper()
-	if bytes.Equal(base, got) {
-		return
-	}
-	msg := fmt.Sprintf("the initrd differs from the baseline: sha256 %x (%d bytes), baseline %x (%d bytes); first difference at gzip byte %d",
-		sha256.Sum256(got), len(got), sha256.Sum256(base), len(base), firstDiff(base, got))
+// cpioDiff names, when the gzip streams base and got differ, the first
+// differing byte of the cpio archives they hold and its entry.
+func cpioDiff(base, got []byte) string {
 	ub, errB := gunzip(base)
 	ug, errG := gunzip(got)
 	switch {
 	case errB != nil || errG != nil:
-		msg += fmt.Sprintf("; gunzip: %v, %v", errB, errG)
+		return fmt.Sprintf("gunzip: %v, %v", errB, errG)
 	case bytes.Equal(ub, ug):
-		msg += "; the cpio archives are identical, only the gzip wrapper differs"
+		return "the cpio archives are identical, only the gzip wrapper differs"
 	default:
-		off := firstDiff(ub, ug)
-		msg += fmt.Sprintf("; cpio byte %d, in %s", off, entryAt(ub, off))
+		off := reprotest.FirstDiff(ub, ug)
+		return fmt.Sprintf("cpio byte %d, in %s", off, entryAt(ub, off))
 	}
-	t.Fatal(msg)
-}
-
-// firstDiff returns the first offset where a and b differ (the shorter
-// length when one is a prefix of the other), -1 when they are equal.
-func firstDiff(a, b []byte) int {
-	for i := range min(len(a), len(b)) {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	if len(a) == len(b) {
-		return -1
-	}
-	return min(len(a), len(b))
 }
 
 // gunzip uses the standard library's decoder, not the writer's.
@@ -214,18 +135,14 @@ func entryAt(archive []byte, off int) string {
 // scripts/host-setup.sh installs both.
 func checkWithCpio(t *testing.T, archive []byte) {
 	t.Helper()
-	for _, tool := range []string{"gzip", "cpio"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not found: install the Debian package %s (scripts/host-setup.sh)", tool, tool)
-		}
-	}
-	gz := exec.Command("gzip", "-dc")
+	gzipPath, cpioPath := reprotest.Tool(t, "gzip", "gzip"), reprotest.Tool(t, "cpio", "cpio")
+	gz := exec.Command(gzipPath, "-dc")
 	gz.Stdin = bytes.NewReader(archive)
 	raw, err := gz.Output()
 	if err != nil {
 		t.Fatalf("gzip -dc: %v", err)
 	}
-	list := exec.Command("cpio", "-i", "-t", "--quiet")
+	list := exec.Command(cpioPath, "-i", "-t", "--quiet")
 	list.Stdin = bytes.NewReader(raw)
 	var stderr bytes.Buffer
 	list.Stderr = &stderr
