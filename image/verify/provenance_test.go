@@ -34,18 +34,40 @@ func writePEM(t *testing.T, path, typ string, der []byte) {
 }
 
 func newProvFixture(t *testing.T) *provFixture {
+	return newOutputs(t, outputs{format: "raw", data: []byte("disk image bytes"), subject: true})
+}
+
+// outputs says what newOutputs writes: the image t.<format> with data, an
+// entry for it in the manifest's images when listed, and the image among
+// the signed subjects when subject.
+type outputs struct {
+	format          string
+	data            []byte
+	listed, subject bool
+}
+
+func newOutputs(t *testing.T, o outputs) *provFixture {
 	t.Helper()
 	dir := t.TempDir()
-	f := &provFixture{dir: dir, image: filepath.Join(dir, "t.raw"), manifest: filepath.Join(dir, "t.manifest.json")}
+	imageName := "t." + o.format
+	f := &provFixture{dir: dir, image: filepath.Join(dir, imageName), manifest: filepath.Join(dir, "t.manifest.json")}
 	f.m = &build.Manifest{Name: "t", BuildID: "0123456789abcdef", Builder: "drover test", RecipeSHA256: strings.Repeat("a", 64), LockSHA256: strings.Repeat("b", 64),
 		Packages: []build.Package{{Name: "libc6", Version: "2.41-12", Arch: "amd64", SHA256: strings.Repeat("c", 64)}},
 		Go: []build.GoComponent{{Name: "kubelet", GoVersion: "go1.26.8",
-			Deps: []string{"github.com/google/cadvisor@v0.52.1 h1:sC8SZ6jio9ds+P2dk51bgbeYeufxo55n0X3tmrpA9as="}}}}
-	os.WriteFile(f.image, []byte("disk image bytes"), 0o644)
+			Deps: []string{"github.com/google/cadvisor@v0.52.1 h1:sC8SZ6jio9ds+P2dk51bgbeYeufxo55n0X3tmrpA9as="}}},
+		Partitions: []build.Partition{{Index: 1, Name: "esp"}, {Index: 2, Name: "root"}, {Index: 3, Name: "root-verity"}}}
+	os.WriteFile(f.image, o.data, 0o644)
+	if o.listed {
+		f.m.Images = []build.ImageFile{{Format: o.format, File: imageName, Size: int64(len(o.data)), SHA256: sum(o.data)}}
+	}
 	os.WriteFile(f.manifest, f.m.JSON(), 0o644)
 	os.WriteFile(filepath.Join(dir, "t.spdx.json"), []byte("{}"), 0o644)
+	names := []string{"t.manifest.json", "t.spdx.json"}
+	if o.subject {
+		names = append([]string{imageName}, names...)
+	}
 	var subjects []build.Subject
-	for _, n := range []string{"t.raw", "t.manifest.json", "t.spdx.json"} {
+	for _, n := range names {
 		s, _, err := build.FileSHA256(filepath.Join(dir, n))
 		if err != nil {
 			t.Fatal(err)

@@ -53,7 +53,7 @@ type verifier struct {
 	file     *os.File
 	size     int64 // bytes of disk data
 	name     string
-	format   string // raw or vhd
+	format   string // FormatRaw or FormatVHD
 	m        *build.Manifest
 	problems []Problem
 	// partSHA is each manifest partition's sha256 as read, by name.
@@ -68,7 +68,8 @@ func (v *verifier) add(part, format string, args ...any) {
 
 // Verify checks the raw (or fixed VHD) image at imagePath against m and
 // returns every problem found; none means the image matches. A qcow2 image
-// is not read: convert it, or verify the raw image it was made from.
+// is not read: convert it, verify the raw image it was made from, or check
+// it by its digest against the signed provenance (SignedDigest).
 func Verify(imagePath string, m *build.Manifest) []Problem {
 	f, err := os.Open(imagePath)
 	if err != nil {
@@ -79,20 +80,16 @@ func Verify(imagePath string, m *build.Manifest) []Problem {
 	if err != nil {
 		return []Problem{{PartImage, fmt.Sprintf("reading %s: %v", imagePath, err)}}
 	}
-	v := &verifier{img: f, file: f, size: st.Size(), name: filepath.Base(imagePath), format: "raw", m: m, partSHA: map[string]string{}}
-	head := make([]byte, 8)
-	f.ReadAt(head, 0)
-	if string(head[:4]) == qcow2Magic {
+	v := &verifier{img: f, file: f, size: st.Size(), name: filepath.Base(imagePath), format: detectFormat(f, st.Size()), m: m, partSHA: map[string]string{}}
+	switch v.format {
+	case FormatQCOW2:
 		base := trimExt(v.name)
-		return []Problem{{PartImage, fmt.Sprintf("%s is a qcow2 image, whose clusters are stored out of order and compressed: verify the raw image it was made from (%s.raw beside it), or convert it first: qemu-img convert -O raw %s %s-copy.raw && drover verify --manifest %s.manifest.json %s-copy.raw",
-			v.name, base, v.name, base, base, base)}}
-	}
-	if st.Size() > vhdFooter {
-		tail := make([]byte, len(vhdCookie))
-		if _, err := f.ReadAt(tail, st.Size()-vhdFooter); err == nil && string(tail) == vhdCookie {
-			// A fixed VHD is the raw disk followed by a 512-byte footer.
-			v.format, v.size = "vhd", st.Size()-vhdFooter
-		}
+		return []Problem{{PartImage, fmt.Sprintf("%s is a qcow2 image, whose clusters are stored out of order and compressed: verify the raw image it was made from (%s.raw beside it), or convert it first: qemu-img convert -O raw %s %s-copy.raw && drover verify --manifest %s.manifest.json %s-copy.raw; "+
+			"or check it by its digest against the signed provenance, without re-reading what is inside: drover verify --provenance --pub KEY.pub %s",
+			v.name, base, v.name, base, base, base, v.name)}}
+	case FormatVHD:
+		// A fixed VHD is the raw disk followed by a 512-byte footer.
+		v.size = st.Size() - vhdFooter
 	}
 	v.img = io.NewSectionReader(f, 0, v.size)
 
@@ -106,6 +103,43 @@ func Verify(imagePath string, m *build.Manifest) []Problem {
 			"although no GPT entry, partition or ESP file differs: the change is outside the partitions (GPT header fields, the gaps between partitions)", 1) + "; " + rebuildHint
 	}
 	return v.problems
+}
+
+// The image formats verify tells apart, named as in the manifest's images.
+const (
+	FormatRaw   = "raw"
+	FormatVHD   = "vhd"
+	FormatQCOW2 = "qcow2"
+)
+
+// Format returns the format of the image file at imagePath: FormatQCOW2,
+// FormatVHD (a fixed VHD) or FormatRaw. Verify reads the first two in place
+// and refuses a qcow2, which SignedDigest checks by its sha256.
+func Format(imagePath string) (string, error) {
+	f, err := os.Open(imagePath)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	return detectFormat(f, st.Size()), nil
+}
+
+func detectFormat(f io.ReaderAt, size int64) string {
+	head := make([]byte, len(qcow2Magic))
+	if _, err := f.ReadAt(head, 0); err == nil && string(head) == qcow2Magic {
+		return FormatQCOW2
+	}
+	if size > vhdFooter {
+		tail := make([]byte, len(vhdCookie))
+		if _, err := f.ReadAt(tail, size-vhdFooter); err == nil && string(tail) == vhdCookie {
+			return FormatVHD
+		}
+	}
+	return FormatRaw
 }
 
 func trimExt(p string) string { return p[:len(p)-len(filepath.Ext(p))] }
