@@ -13,6 +13,7 @@ import (
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 
 	"github.com/drover-os/drover/image/attest"
+	"github.com/drover-os/drover/image/build"
 	"github.com/drover-os/drover/image/verify"
 )
 
@@ -36,8 +37,13 @@ that <name>.provenance.json is the signed statement, and every subject's
 sha256 (the image files, the manifest and the SBOM) against the files beside
 the image.
 
-A qcow2 image cannot be checked in place: verify the raw image it was made
-from, or convert it with qemu-img convert -O raw.
+A qcow2 image cannot be read in place. With --provenance it is checked by
+its digest: the file's size and sha256 against the manifest's qcow2 entry,
+and the signed provenance and its subjects as above (the qcow2 and the
+manifest must be among them); the GPT, the partitions, the dm-verity tree and
+the ESP inside it are not re-read, and the output says so. To re-read them,
+convert it to raw (qemu-img convert -O raw) and verify the copy with
+--manifest. Without --provenance a qcow2 is refused.
 
 Exit status: 0 when the image verifies, 1 when problems were found, 2 on
 errors (no manifest).`,
@@ -69,20 +75,30 @@ errors (no manifest).`,
 			} else if pubKey != "" {
 				return &exitError{code: 2, err: fmt.Errorf("--pub is only used with --provenance")}
 			}
-			problems := verify.Verify(image, m)
-			if pub != nil {
-				problems = append(problems, verify.Provenance(cmd.Context(), image, manifestPath, m, pub)...)
+			format, err := verify.Format(image)
+			if err != nil {
+				return &exitError{code: 2, err: fmt.Errorf("reading image %s: %w", image, err)}
+			}
+			r := verifyResult{image: image, manifest: manifestPath, m: m, provenance: pub != nil}
+			switch {
+			case format == verify.FormatQCOW2 && pub != nil:
+				r.notReread = verify.NotReread(m)
+				r.problems = verify.SignedDigest(cmd.Context(), image, manifestPath, m, pub)
+			case pub != nil:
+				r.problems = append(verify.Verify(image, m), verify.Provenance(cmd.Context(), image, manifestPath, m, pub)...)
+			default:
+				r.problems = verify.Verify(image, m)
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				err = verifyJSON(out, image, manifestPath, m.RootHash, problems)
+				err = verifyJSON(out, r)
 			} else {
-				err = verifyText(out, image, manifestPath, m.RootHash, len(m.Partitions), len(m.ESP), pub != nil, problems)
+				err = verifyText(out, r)
 			}
 			if err != nil {
 				return &exitError{code: 2, err: fmt.Errorf("writing the result: %w", err)}
 			}
-			if len(problems) > 0 {
+			if len(r.problems) > 0 {
 				return &exitError{code: 1}
 			}
 			return nil
@@ -91,53 +107,73 @@ errors (no manifest).`,
 	cmd.Flags().StringVar(&manifestPath, "manifest", "", "manifest to check against (default: <name>.manifest.json beside the image)")
 	cmd.Flags().BoolVar(&checkProvenance, "provenance", false, "also check the signed provenance (<name>.provenance.dsse.json) and its subjects")
 	cmd.Flags().StringVar(&pubKey, "pub", "", "public key (PEM) the provenance must be signed with (with --provenance)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: {image, manifest, ok, problems: [{part, message}]}")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: {image, manifest, rootHash, ok, problems: [{part, message}], notReread}")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: 2, err: err} })
 	return cmd
 }
 
-func verifyText(w io.Writer, image, manifest, rootHash string, parts, espFiles int, provenance bool, problems []verify.Problem) error {
+// verifyResult is what one drover verify found, for printing.
+type verifyResult struct {
+	image, manifest string
+	m               *build.Manifest
+	provenance      bool
+	// notReread lists the parts checked only through the image's sha256
+	// (a qcow2 checked by its digest); empty when the image was re-read.
+	notReread []string
+	problems  []verify.Problem
+}
+
+func verifyText(w io.Writer, r verifyResult) error {
 	var b strings.Builder
-	if len(problems) == 0 {
+	manifest := filepath.Base(r.manifest)
+	switch {
+	case len(r.problems) == 0 && len(r.notReread) > 0:
+		fmt.Fprintf(&b, "%s verifies against %s by its digest: image sha256 and size, signed provenance and its subjects\n", r.image, manifest)
+		copyPath := strings.TrimSuffix(r.image, filepath.Ext(r.image)) + "-copy.raw"
+		fmt.Fprintf(&b, "not re-read: the GPT, %d partitions, the dm-verity tree (root hash %s) and %d ESP files inside %s: a qcow2 is not read in place, only its sha256 vouches for them; to re-read them, convert it to raw: qemu-img convert -O raw %s %s && drover verify --manifest %s %s\n",
+			len(r.m.Partitions), r.m.RootHash, len(r.m.ESP), filepath.Base(r.image), r.image, copyPath, r.manifest, copyPath)
+	case len(r.problems) == 0:
 		signed := ""
-		if provenance {
+		if r.provenance {
 			signed = ", signed provenance and its subjects"
 		}
 		fmt.Fprintf(&b, "%s verifies against %s: image sha256, GPT, %d partitions, dm-verity root hash %s, %d ESP files%s\n",
-			image, filepath.Base(manifest), parts, rootHash, espFiles, signed)
-	} else {
-		for _, p := range problems {
+			r.image, manifest, len(r.m.Partitions), r.m.RootHash, len(r.m.ESP), signed)
+	default:
+		for _, p := range r.problems {
 			fmt.Fprintf(&b, "%s: %s\n", p.Part, p.Message)
 		}
 		var where []string
 		seen := map[string]bool{}
-		for _, p := range problems {
+		for _, p := range r.problems {
 			if !seen[p.Part] {
 				seen[p.Part] = true
 				where = append(where, p.Part)
 			}
 		}
 		noun := "problems"
-		if len(problems) == 1 {
+		if len(r.problems) == 1 {
 			noun = "problem"
 		}
-		fmt.Fprintf(&b, "%s does not verify against %s: %d %s (%s)\n", image, filepath.Base(manifest), len(problems), noun, strings.Join(where, ", "))
+		fmt.Fprintf(&b, "%s does not verify against %s: %d %s (%s)\n", r.image, manifest, len(r.problems), noun, strings.Join(where, ", "))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-func verifyJSON(w io.Writer, image, manifest, rootHash string, problems []verify.Problem) error {
+func verifyJSON(w io.Writer, r verifyResult) error {
+	problems := r.problems
 	if problems == nil {
 		problems = []verify.Problem{}
 	}
 	b, err := json.MarshalIndent(struct {
-		Image    string           `json:"image"`
-		Manifest string           `json:"manifest"`
-		RootHash string           `json:"rootHash"`
-		OK       bool             `json:"ok"`
-		Problems []verify.Problem `json:"problems"`
-	}{image, manifest, rootHash, len(problems) == 0, problems}, "", "  ")
+		Image     string           `json:"image"`
+		Manifest  string           `json:"manifest"`
+		RootHash  string           `json:"rootHash"`
+		OK        bool             `json:"ok"`
+		Problems  []verify.Problem `json:"problems"`
+		NotReread []string         `json:"notReread,omitempty"`
+	}{r.image, r.manifest, r.m.RootHash, len(problems) == 0, problems, r.notReread}, "", "  ")
 	if err != nil {
 		return err
 	}
