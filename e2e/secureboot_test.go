@@ -6,10 +6,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +94,13 @@ func TestSecureBoot(t *testing.T) {
 		}
 	})
 	t.Run("objdump", func(t *testing.T) { checkUKISections(t, files[esp.UKIPath], mf) })
+	t.Run("initrd holds the signed cmdline", func(t *testing.T) {
+		// What drover-init compares /proc/cmdline with, inside the signed UKI.
+		uki := espFile(t, signed, mf, esp.UKIPath)
+		if got := initrdConfig(t, ukiSection(t, uki, ".initrd")).Cmdline; got != mf.Cmdline {
+			t.Errorf("the initrd's config has cmdline %q, the UKI's .cmdline is %q", got, mf.Cmdline)
+		}
+	})
 	t.Run("diff unsigned signed", func(t *testing.T) { diffNamesBootFilesOnly(t, unsigned, signed) })
 
 	t.Run("boot signed", func(t *testing.T) {
@@ -126,6 +135,11 @@ func TestSecureBoot(t *testing.T) {
 		if !strings.Contains(log, "secureboot: Secure boot enabled") {
 			t.Errorf("the kernel did not report Secure Boot enabled:\n%s", grepLines(log, "ecure"))
 		}
+		// drover-init compared the kernel's command line with the signed
+		// one and found them equal (else it would have stopped the boot).
+		if !strings.Contains(log, "drover-init: signed-cmdline (") || strings.Contains(log, "not the signed one") {
+			t.Errorf("drover-init's signed-cmdline step did not run, or complained:\n%s", grepLines(log, "drover-init: s", "signed one"))
+		}
 		st, err := smoke.ReadStatus(t.Context(), c)
 		if err != nil {
 			t.Fatal(err)
@@ -134,6 +148,8 @@ func TestSecureBoot(t *testing.T) {
 			t.Errorf("status file: secureBoot %v (%q), want true from the EFI variable", st.SecureBoot, st.SecureBootSource)
 		}
 	})
+
+	t.Run("boot signed with SMBIOS cmdline extra", func(t *testing.T) { smbiosCmdlineRefused(t, signed, filepath.Join(work, "vm-smbios")) })
 
 	t.Run("boot tampered cmdline", func(t *testing.T) {
 		bad := tamperCmdline(t, work, signed, mf)
@@ -145,6 +161,57 @@ func TestSecureBoot(t *testing.T) {
 		// (its number depends on how many devices the machine has).
 		refused(t, unsigned, filepath.Join(work, "vm-unsigned"), regexp.MustCompile(`BdsDxe: failed to load Boot[0-9A-F]{4} "UEFI Misc Device"`))
 	})
+}
+
+// smbiosExtra is the word the SMBIOS boot asks systemd-stub to append.
+const smbiosExtra = "drover.smbiostest=1"
+
+// smbiosCmdlineRefused boots the signed image under Secure Boot through
+// `drover run --qemu-arg`, with an SMBIOS Type 11 OEM string that makes
+// systemd-stub append a word to the signed command line. The kernel must
+// show the word (the firmware path is real), drover-init must refuse to
+// boot naming it, and nothing may start after: the refusal reboots, which
+// ends QEMU (-no-reboot) and so drover run. A boot that goes on is cut
+// short at systemd's first target (--until).
+func smbiosCmdlineRefused(t *testing.T, image, state string) {
+	start := time.Now()
+	run(t, bin("drover"), "run", "--secure-boot", "--fresh", "--state", state, "--disk-size", "2147483648", "--timeout", "8m",
+		"--until", "Reached target", "--qemu-arg=-smbios", "--qemu-arg=type=11,value=io.systemd.stub.kernel-cmdline-extra="+smbiosExtra, image)
+	took := time.Since(start).Round(time.Second)
+	log := string(readFile(t, filepath.Join(state, "serial.log")))
+	if problems := checkSMBIOSRefusal(log); len(problems) > 0 {
+		t.Fatalf("%s\n%s", strings.Join(problems, "\n"), tail(log, 40))
+	}
+	t.Logf("refused in %s:\n%s", took, grepLines(log, "Kernel command line:", "secureboot:", "drover-init: secure-boot", "drover-init: FATAL", "reboot:"))
+}
+
+// checkSMBIOSRefusal judges the console of the SMBIOS boot.
+func checkSMBIOSRefusal(log string) []string {
+	var problems []string
+	kernel := regexp.MustCompile(`Kernel command line: (.*)`).FindStringSubmatch(log)
+	if kernel == nil || !strings.HasSuffix(strings.TrimSpace(kernel[1]), " "+smbiosExtra) {
+		problems = append(problems, fmt.Sprintf("the kernel's command line does not end in %s (systemd-stub appended no SMBIOS extra): %q", smbiosExtra, kernel))
+	}
+	if !strings.Contains(log, "drover-init: secure-boot: on (EFI variable SecureBoot = 1)") {
+		problems = append(problems, "drover-init did not find Secure Boot on")
+	}
+	refusal := `drover-init: FATAL: signed-cmdline: refusing to boot: the kernel command line is not the signed one: extra "` + smbiosExtra + `"`
+	at := strings.Index(log, refusal)
+	if at < 0 {
+		return append(problems, "no refusal line "+strconv.Quote(refusal))
+	}
+	if !strings.Contains(log[at:], "under Secure Boot only the signed command line is honoured") {
+		problems = append(problems, "the refusal does not say why")
+	}
+	if !strings.Contains(log[at:], "reboot: Restarting system") {
+		problems = append(problems, "the machine did not restart after the refusal")
+	}
+	for _, after := range []string{"drover-init: partitions", "drover-init: switch-root", "Reached target", "drover-agent", "Welcome to"} {
+		if strings.Contains(log, after) {
+			problems = append(problems, fmt.Sprintf("%q on the console: the boot went on", after))
+		}
+	}
+	return problems
 }
 
 func startVM(t *testing.T, c *qemu.Config) *qemu.VM {
@@ -346,4 +413,40 @@ func TestSecureBootEnroll(t *testing.T) {
 		t.Errorf("second boot: the kernel does not report Secure Boot enabled:\n%s", grepLines(vm.Log(), "ecure"))
 	}
 	t.Logf("booted with the enrolled keys in %s", time.Since(start).Round(time.Second))
+}
+
+// smbiosRefusalConsole is the SMBIOS boot's console as TestSecureBoot saw
+// it (trimmed).
+const smbiosRefusalConsole = `[    0.000000] secureboot: Secure boot enabled
+[    0.000000] Kernel command line: console=ttyS0,115200 drover.roothash=d8cb859e9ccc1cffadc0e8ad525a33b2794dffae814d63b4cb39e1b387232f77 drover.smbiostest=1
+[    9.780609] drover-init: secure-boot (+1.911s)
+[   13.898811] drover-init: secure-boot: on (EFI variable SecureBoot = 1)
+[   13.934133] drover-init: FATAL: signed-cmdline: refusing to boot: the kernel command line is not the signed one: extra "drover.smbiostest=1" (appended after the signed command line: by systemd-stub from SMBIOS io.systemd.stub.kernel-cmdline-extra or an add-on's .cmdline); under Secure Boot only the signed command line is honoured; rebooting in 10s
+[   23.987673] reboot: Restarting system
+`
+
+// TestSMBIOSRefusalChecks: the verdict on the SMBIOS boot accepts the
+// console it saw and refuses each way the boot could have gone wrong.
+func TestSMBIOSRefusalChecks(t *testing.T) {
+	if p := checkSMBIOSRefusal(smbiosRefusalConsole); len(p) > 0 {
+		t.Fatalf("the refusal console was refused: %q", p)
+	}
+	for _, c := range []struct{ name, old, new, want string }{
+		{"no extra from the stub", " drover.smbiostest=1\n", "\n", "does not end in"},
+		{"Secure Boot off", "SecureBoot = 1)", "SecureBoot = 0)", "Secure Boot on"},
+		{"a warning instead", "FATAL: signed-cmdline: refusing to boot: the kernel command line", "WARNING: the kernel command line", "no refusal line"},
+		{"another word named", `extra "drover.smbiostest=1"`, `extra "drover.other=1"`, "no refusal line"},
+		{"no reason", "under Secure Boot only", "only", "does not say why"},
+		{"no restart", "reboot: Restarting system", "", "did not restart"},
+		{"the boot went on", "[   23.987673]", "drover-init: partitions (+2.0s)\nReached target sysinit.target\n[   23.987673]", "the boot went on"},
+	} {
+		console := strings.Replace(smbiosRefusalConsole, c.old, c.new, 1)
+		if console == smbiosRefusalConsole {
+			t.Fatalf("%s: the fixture edit changed nothing", c.name)
+		}
+		p := checkSMBIOSRefusal(console)
+		if !strings.Contains(strings.Join(p, "\n"), c.want) {
+			t.Errorf("%s: problems %q, want one containing %q", c.name, p, c.want)
+		}
+	}
 }
