@@ -3,7 +3,12 @@ GO        ?= go
 OUT       ?= out
 RECIPE    ?= recipes/ecs-node.yaml
 BIN       := bin
-GOFLAGS_BUILD := -trimpath -buildvcs=false -ldflags="-s -w"
+# drover's version in its manifests, SBOMs and provenance: the commit, +dirty
+# when git sees changes (a label for the builder only: the image records the
+# exact state of what it compiles itself). Outside a checkout it is empty and
+# drover falls back to its build info, then to "dev".
+VERSION   ?= $(shell git rev-parse --verify -q HEAD 2>/dev/null)$(shell git status --porcelain 2>/dev/null | grep -q . && echo +dirty)
+GOFLAGS_BUILD := -trimpath -buildvcs=false -ldflags="-s -w -X main.version=$(VERSION)"
 
 .PHONY: help image host-tools test unit integration e2e bench fuzz fuzz-short lint build clean demo smoke smoke-matrix smoke-arm64
 

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"regexp"
+	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,8 +18,58 @@ import (
 	"github.com/drover-os/drover/image/sources"
 )
 
-// version is stamped by the release build; "dev" otherwise.
+// version is what the manifest, the SBOMs and the provenance name the
+// builder by. A build may stamp it (-ldflags "-X main.version=v1.2.3", as
+// `make build` does from git); otherwise init reads it from the build info.
 var version = "dev"
+
+func init() {
+	bi, _ := debug.ReadBuildInfo()
+	version = builderVersion(version, bi)
+}
+
+// pseudoVersion matches the tail of a Go pseudo-version
+// (v0.0.0-20250102030405-abcdef123456, optionally +dirty).
+var pseudoVersion = regexp.MustCompile(`[.-]\d{14}-[0-9a-f]{12}(\+dirty)?$`)
+
+// builderVersion is drover's version: the stamped one; else a released
+// module version (go install …@v1.2.3); else the VCS revision the go command
+// recorded, +dirty when it saw a modified checkout; else a pseudo-version;
+// "dev" only when nothing is known (go build -buildvcs=false, go run).
+func builderVersion(stamped string, bi *debug.BuildInfo) string {
+	if stamped != "" && stamped != "dev" {
+		return stamped
+	}
+	if bi == nil {
+		return "dev"
+	}
+	mod := bi.Main.Version
+	if mod == "(devel)" {
+		mod = ""
+	}
+	if mod != "" && !pseudoVersion.MatchString(mod) {
+		return mod
+	}
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if rev != "" {
+		if modified == "true" {
+			rev += "+dirty"
+		}
+		return rev
+	}
+	if mod != "" {
+		return mod
+	}
+	return "dev"
+}
 
 // globals are the flags every command shares.
 type globals struct {

@@ -120,7 +120,7 @@ func cycloneDX(m *Manifest) ([]byte, error) {
 			commit, dirty = o.Source.Commit, fmt.Sprint(o.Source.Dirty)
 		}
 		c := cdx.Component{BOMRef: "drover:" + name, Type: cdx.ComponentTypeApplication, Name: name,
-			Version: strings.TrimPrefix(m.Builder, "drover "), Hashes: sha(o.SHA256),
+			Version: o.version(m.Builder), Hashes: sha(o.SHA256),
 			Properties: props("drover:install", o.Path, "drover:toolchain", o.GoVersion, "drover:built", o.Built,
 				"drover:commit", commit, "drover:dirty", dirty)}
 		if err := binary(c, o.Deps); err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/drover-os/drover/image/gomod"
@@ -161,6 +162,19 @@ type OwnSource struct {
 	Built  string        `json:"built,omitempty"` // "source" or "override"
 	Source *gomod.Source `json:"source,omitempty"`
 	From   string        `json:"from,omitempty"`
+}
+
+// version is what the SBOMs call the binary: the commit it was compiled
+// from (+dirty) when known, else the builder's version.
+func (o OwnFile) version(builder string) string {
+	if o.Source != nil && o.Source.Commit != "" {
+		v := o.Source.Commit
+		if o.Source.Dirty {
+			v += "+dirty"
+		}
+		return v
+	}
+	return strings.TrimPrefix(builder, "drover ")
 }
 
 // RootFSInfo summarises the erofs root.

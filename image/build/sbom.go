@@ -404,7 +404,7 @@ func sbom(m *Manifest) ([]byte, error) {
 	}
 	for _, o := range m.Own {
 		name := o.Path[strings.LastIndex(o.Path, "/")+1:]
-		bin := &spdx.Package{PackageName: name, PackageSPDXIdentifier: id("drover", name), PackageVersion: strings.TrimPrefix(m.Builder, "drover "),
+		bin := &spdx.Package{PackageName: name, PackageSPDXIdentifier: id("drover", name), PackageVersion: o.version(m.Builder),
 			PackageFileName: o.Path, PackageChecksums: sha256sum(o.SHA256), PrimaryPackagePurpose: "APPLICATION",
 			PackageSupplier: &common.Supplier{SupplierType: "Organization", Supplier: "drover"}}
 		if o.Module != "" {

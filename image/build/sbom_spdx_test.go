@@ -10,12 +10,20 @@ import (
 	"github.com/spdx/tools-golang/spdx/v2/common"
 	"github.com/spdx/tools-golang/spdxlib"
 
+	"github.com/drover-os/drover/image/gomod"
 	"github.com/drover-os/drover/image/lock"
 	"github.com/drover-os/drover/image/tree"
 )
 
+// The builder is a modified checkout; drover-agent is built from another,
+// clean, commit.
+const (
+	builderRev = "0123456789abcdef0123456789abcdef01234567"
+	agentRev   = "89abcdef0123456789abcdef0123456789abcdef"
+)
+
 func sbomManifest() *Manifest {
-	return &Manifest{Name: "ecs-node", Version: "20261121.091544", BuildID: "0123456789abcdef", Builder: "drover dev", Epoch: 1795252544,
+	return &Manifest{Name: "ecs-node", Version: "20261121.091544", BuildID: "0123456789abcdef", Builder: "drover " + builderRev + "+dirty", Epoch: 1795252544,
 		RootHash: strings.Repeat("d", 64), Distro: "debian-13",
 		// Versions as Debian writes them: an epoch, a binNMU (+b3) of a
 		// security update, a backport's "~", a "+" in a package name, and
@@ -43,7 +51,8 @@ func sbomManifest() *Manifest {
 				"github.com/docker/cli@v29.7.2+incompatible h1:dlkwallR8XqfeVnA2ELEhdwvb4lsSwuB4IgsG8Q9cLY=",
 				"k8s.io/kubernetes@v1.36.3 h1:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="}}},
 		Own: []OwnFile{{Path: "/usr/bin/drover-agent", SHA256: strings.Repeat("e", 64), Module: "github.com/drover-os/drover", GoVersion: "go1.26.8",
-			Deps: []string{"github.com/coreos/ignition/v2@v2.24.0 h1:TVcsSWiYvhXihD8Mss3CTRuKaNZM2OIfpoKiudIhrKo="}}},
+			Deps:      []string{"github.com/coreos/ignition/v2@v2.24.0 h1:TVcsSWiYvhXihD8Mss3CTRuKaNZM2OIfpoKiudIhrKo="},
+			OwnSource: OwnSource{Built: "source", Source: &gomod.Source{Module: "github.com/drover-os/drover", Commit: agentRev}}}},
 		URLs: []lock.URL{{Name: "crictl", SHA256: strings.Repeat("f", 64), Size: 3, URL: "https://example.invalid/crictl.tar.gz"}},
 	}
 }
