@@ -147,6 +147,29 @@ func TestSignedProvenance(t *testing.T) {
 	if stdout, errOut, code := drover(t, verifyArgs...); code != 0 {
 		t.Fatalf("after restoring every byte: exit %d\n%s%s", code, stdout, errOut)
 	}
+	// The qcow2 the build wrote beside the raw, checked by its digest as a
+	// qcow2-only build is (no second build: the checks are the same).
+	t.Run("minimal.qcow2", func(t *testing.T) {
+		qcow2 := filepath.Join(out, "minimal.qcow2")
+		stdout, errOut, code := drover(t, "verify", "--provenance", "--pub", pub, qcow2)
+		if code != 0 || !strings.Contains(stdout, "verifies against minimal.manifest.json by its digest") || !strings.Contains(stdout, "not re-read: the GPT, 3 partitions") {
+			t.Fatalf("verify --provenance of the qcow2: exit %d\n%s%s", code, stdout, errOut)
+		}
+		t.Logf("%s", strings.TrimSpace(stdout))
+		fi, err := os.Stat(qcow2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := fi.Size() - 1024
+		flipByte(t, qcow2, off)
+		defer flipByte(t, qcow2, off)
+		stdout, errOut, code = drover(t, "verify", "--provenance", "--pub", pub, qcow2)
+		for _, want := range []string{"image: sha256 of minimal.qcow2 is ", "provenance: subject minimal.qcow2 has sha256 "} {
+			if code != 1 || !strings.Contains(stdout, want) {
+				t.Errorf("one byte of the qcow2 changed at %d: exit %d, want 1 and a line containing %q:\n%s%s", off, code, want, stdout, errOut)
+			}
+		}
+	})
 	if _, errOut, code := drover(t, "verify", "--provenance", raw); code != 2 || !strings.Contains(errOut, "--provenance needs --pub") {
 		t.Errorf("--provenance without --pub: exit %d %s", code, errOut)
 	}
