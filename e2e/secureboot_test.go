@@ -196,15 +196,15 @@ func checkSMBIOSRefusal(log string) []string {
 		problems = append(problems, "drover-init did not find Secure Boot on")
 	}
 	refusal := `drover-init: FATAL: signed-cmdline: refusing to boot: the kernel command line is not the signed one: extra "` + smbiosExtra + `"`
-	at := strings.Index(log, refusal)
-	if at < 0 {
-		return append(problems, "no refusal line "+strconv.Quote(refusal))
-	}
-	if !strings.Contains(log[at:], "under Secure Boot only the signed command line is honoured") {
-		problems = append(problems, "the refusal does not say why")
-	}
-	if !strings.Contains(log[at:], "reboot: Restarting system") {
-		problems = append(problems, "the machine did not restart after the refusal")
+	if at := strings.Index(log, refusal); at < 0 {
+		problems = append(problems, "no refusal line "+strconv.Quote(refusal))
+	} else {
+		if !strings.Contains(log[at:], "under Secure Boot only the signed command line is honoured") {
+			problems = append(problems, "the refusal does not say why")
+		}
+		if !strings.Contains(log[at:], "reboot: Restarting system") {
+			problems = append(problems, "the machine did not restart after the refusal")
+		}
 	}
 	for _, after := range []string{"drover-init: partitions", "drover-init: switch-root", "Reached target", "drover-agent", "Welcome to"} {
 		if strings.Contains(log, after) {
