@@ -599,15 +599,27 @@ func (c *Config) qmpPath() string { return filepath.Join(c.StateDir, "qmp.sock")
 // waits for QEMU to exit; systemd then stops cleanly and /var is
 // consistent. After the timeout it stops the VM hard.
 func (vm *VM) Shutdown(timeout time.Duration) error {
-	_ = vm.qmpCommand(`{"execute":"system_powerdown"}`)
-	select {
-	case <-vm.done:
-		return nil
-	case <-time.After(timeout):
-		vm.Stop()
-		return fmt.Errorf("the guest did not power off within %s; stopped it", timeout)
+	// A press of the ACPI power button early in boot, before the guest's
+	// button driver and systemd-logind are up, is lost (seen: a refused
+	// node, 55 s into its boot, never powered off): press it again every
+	// powerButtonEvery, as a person would. A guest already shutting down
+	// ignores the repeats.
+	deadline := time.After(timeout)
+	for {
+		_ = vm.qmpCommand(`{"execute":"system_powerdown"}`)
+		select {
+		case <-vm.done:
+			return nil
+		case <-deadline:
+			vm.Stop()
+			return fmt.Errorf("the guest did not power off within %s (the power button pressed every %s); stopped it", timeout, powerButtonEvery)
+		case <-time.After(powerButtonEvery):
+		}
 	}
 }
+
+// powerButtonEvery is how often Shutdown presses the power button.
+const powerButtonEvery = 20 * time.Second
 
 // Stop ends the VM: SIGTERM (QEMU powers off), then SIGKILL after 10 s.
 func (vm *VM) Stop() error {
