@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -203,6 +204,16 @@ func (v ViolationError) Error() string {
 // the node keeps: a node that does not join is replaced, and needs no
 // credential to join with. It returns why.
 func (a *Agent) stopKubelet(why error) error {
+	// The guard, which runs after a failed join too, reports them on the
+	// Node where the kubelet's credentials allow (a later boot): the
+	// stopped kubelet makes the Node NotReady, and the node lifecycle
+	// controller taints it; DroverConfigDrift and its Event say why.
+	var v ViolationError
+	if errors.As(why, &v) {
+		for _, x := range v {
+			a.known.add(violationDrift(x))
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := a.env.Systemd.Stop(ctx, "kubelet.service"); err != nil {
@@ -238,11 +249,17 @@ func (a *Agent) guaranteeDrift() []Drift {
 	a.observeErr.Store(false)
 	var out []Drift
 	for _, v := range guarantee.Check(o, a.expect()) {
-		p := v.Source
-		if p == "" {
-			p = "kubelet.service"
-		}
-		out = append(out, Drift{Path: p, What: "guarantee: " + v.Invariant, Want: "held", Got: v.Got})
+		out = append(out, violationDrift(v))
 	}
 	return out
+}
+
+// violationDrift is a broken guarantee as a drift line: the file that
+// broke it (or the unit, when that cannot be told) and the invariant.
+func violationDrift(v guarantee.Violation) Drift {
+	p := v.Source
+	if p == "" {
+		p = "kubelet.service"
+	}
+	return Drift{Path: p, What: "guarantee: " + v.Invariant, Want: "held", Got: v.Got}
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,6 +134,10 @@ func TestGuaranteeBroken(t *testing.T) {
 			}
 			if r.sd.Called("start kubelet.service") != c.kubeletUp {
 				t.Errorf("kubelet started: %v, want %v", !c.kubeletUp, c.kubeletUp)
+			}
+			// What the guard, running after the failed join, reports.
+			if d := a.checkAll(); c.stopped && (len(d) == 0 || !strings.Contains(fmt.Sprint(d), "guarantee: ")) {
+				t.Errorf("the guard would not report the broken guarantee: %v", d)
 			}
 			for _, p := range st.Phases {
 				if p.Name == "ready" {
