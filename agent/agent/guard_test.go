@@ -335,6 +335,19 @@ func writeAt(p, data string, mode os.FileMode) func(*testing.T, string) {
 	}
 }
 
+// placeAt writes a file beside the root and renames it into place, so that
+// a guard running meanwhile sees it appear once, whole.
+func placeAt(p, data string, mode os.FileMode) func(*testing.T, string) {
+	return func(t *testing.T, root string) {
+		t.Helper()
+		staged := filepath.Join(filepath.Dir(root), filepath.Base(root)+".staged")
+		must(t, os.WriteFile(staged, []byte(data), mode))
+		must(t, os.Chmod(staged, mode))
+		must(t, os.MkdirAll(filepath.Dir(root+p), 0o755))
+		must(t, os.Rename(staged, root+p))
+	}
+}
+
 func chmodAt(p string, mode os.FileMode) func(*testing.T, string) {
 	return func(t *testing.T, root string) { t.Helper(); must(t, os.Chmod(root+p, mode)) }
 }
@@ -439,7 +452,9 @@ func TestGuardAfterFailedJoin(t *testing.T) {
 	stop := sync.OnceFunc(func() { cancel(); <-done })
 	t.Cleanup(stop)
 	time.Sleep(50 * time.Millisecond) // the baselines are taken
-	writeAt("/etc/sudoers.d/90-all", "ALL ALL=(ALL) NOPASSWD: ALL\n", 0o440)(t, r.root)
+	// The guard runs meanwhile: the file appears whole, under its name
+	// (atomicfile's temporary name in the same directory would be seen).
+	placeAt("/etc/sudoers.d/90-all", "ALL ALL=(ALL) NOPASSWD: ALL\n", 0o440)(t, r.root)
 	for end := time.Now().Add(10 * time.Second); !strings.Contains(a.rec.Snapshot().Error, "drift"); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatalf("no drift in the status: %+v\n%s", a.rec.Snapshot(), strings.Join(r.log, "\n"))
