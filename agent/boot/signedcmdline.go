@@ -2,6 +2,7 @@ package boot
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -71,7 +72,7 @@ func quoteWords(ws []string) string {
 // later parameter overrides an earlier one, so order is meaning).
 func CompareCmdline(signed, proc string) CmdlineDiff {
 	want, got := cmdlineWords(signed), cmdlineWords(proc)
-	if equalWords(want, got) {
+	if slices.Equal(want, got) {
 		return CmdlineDiff{}
 	}
 	var d CmdlineDiff
@@ -93,25 +94,13 @@ func CompareCmdline(signed, proc string) CmdlineDiff {
 		}
 	}
 	d.Reordered = len(d.Extra) == 0 && len(d.Missing) == 0
-	d.Appended = len(got) > len(want) && equalWords(want, got[:len(want)])
+	d.Appended = len(got) > len(want) && slices.Equal(want, got[:len(want)])
 	if d.Appended {
 		// Name the words after the signed ones, even one that repeats a
 		// signed word (a second drover.roothash= overrides the first).
 		d.Extra = append([]string(nil), got[len(want):]...)
 	}
 	return d
-}
-
-func equalWords(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // cmdlineWords splits like splitCmdline but keeps the quotes, so the
