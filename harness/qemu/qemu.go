@@ -460,6 +460,9 @@ func (vm *VM) Log() string {
 // fails on it at once instead of at the caller's deadline.
 const KernelPanic = "Kernel panic - not syncing"
 
+// panicTrailer starts the line that ends a panic's report.
+const panicTrailer = "---[ end " + KernelPanic
+
 // kernelRunsInit is the kernel's line as it starts the initrd's init: from
 // here on the image's own code runs.
 const kernelRunsInit = "Run /init as init process"
@@ -490,7 +493,10 @@ func (vm *VM) WaitFor(ctx context.Context, patterns ...string) (string, error) {
 				return p, nil
 			}
 		}
-		if watchPanic && strings.Contains(line, KernelPanic) {
+		// "---[ end Kernel panic …" closes the report of a panic already
+		// seen (after an early panic's reset, the dying kernel may still
+		// print it): it is never a panic of its own.
+		if watchPanic && strings.Contains(line, KernelPanic) && !strings.Contains(line, panicTrailer) {
 			if vm.resetEarlyPanic(line) {
 				return "", nil
 			}
