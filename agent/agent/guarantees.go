@@ -102,11 +102,7 @@ const (
 func (a *Agent) observe(ctx context.Context, level int) (guarantee.Observation, error) {
 	var o guarantee.Observation
 	pids := map[string]uint32{}
-	names := make([]string, 0, len(ProtectedUnits))
 	for n := range ProtectedUnits {
-		names = append(names, n)
-	}
-	for _, n := range names {
 		r, err := a.env.Systemd.Resolve(ctx, n)
 		if err != nil {
 			return o, err

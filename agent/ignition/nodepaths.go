@@ -55,11 +55,11 @@ func (r resolver) resolve(p string) string { return r.walk(p, true) }
 func (r resolver) resolveParent(p string) string { return r.walk(p, false) }
 
 func (r resolver) walk(p string, followLast bool) string {
-	todo := strings.Split(p, "/")
+	rest := strings.Split(p, "/")
 	done := "/"
-	for hops := 0; len(todo) > 0; {
-		c := todo[0]
-		todo = todo[1:]
+	for hops := 0; len(rest) > 0; {
+		c := rest[0]
+		rest = rest[1:]
 		switch c {
 		case "", ".":
 			continue
@@ -69,7 +69,7 @@ func (r resolver) walk(p string, followLast bool) string {
 		}
 		next := path.Join(done, c)
 		t, isLink := r[next]
-		if !isLink || hops >= maxLinkHops || (!followLast && !hasNext(todo)) {
+		if !isLink || hops >= maxLinkHops || (!followLast && !hasNext(rest)) {
 			done = next
 			continue
 		}
@@ -77,14 +77,14 @@ func (r resolver) walk(p string, followLast bool) string {
 		if path.IsAbs(t) {
 			done = "/"
 		}
-		todo = append(strings.Split(t, "/"), todo...)
+		rest = append(strings.Split(t, "/"), rest...)
 	}
 	return done
 }
 
 // hasNext reports whether a component other than "" or "." remains.
-func hasNext(todo []string) bool {
-	for _, c := range todo {
+func hasNext(rest []string) bool {
+	for _, c := range rest {
 		if c != "" && c != "." {
 			return true
 		}
