@@ -40,6 +40,7 @@ func FuzzDebRoundTrip(f *testing.F) {
 	f.Add("etc/a b/c", []byte{}, int64(0o640), 0, 42, uint8(1))
 	f.Add("x", bytes.Repeat([]byte{0}, 4097), int64(0o1777), 1<<20, 7, uint8(2))
 	f.Add("bin/tool", []byte("x"), int64(0o755), 0, 0, uint8(1)) // under the /bin link
+	f.Add("bin", []byte("x"), int64(0o755), 0, 0, uint8(1))      // the /bin link itself
 	f.Fuzz(func(t *testing.T, name string, content []byte, mode int64, uid, gid int, comp uint8) {
 		name = strings.Map(func(r rune) rune {
 			if r == '/' || r == '.' || r == '-' || r == '_' || r == ' ' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {

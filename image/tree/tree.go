@@ -127,7 +127,8 @@ func (t *Tree) Add(n *Node) error {
 		if n.Kind == Dir {
 			return nil // merged-/usr: the alias is a symlink into /usr
 		}
-		return fmt.Errorf("%s %s from %s: the path is a merged-/usr symlink", n.Kind, n.Path, n.Owner)
+		return fmt.Errorf("%s %s from %s: %s is the merged-/usr layout's symlink, which every image has and no package can replace",
+			n.Kind, n.Path, n.Owner, n.Path)
 	}
 	if err := t.mkdirAll(path.Dir(n.Path), n.Owner); err != nil {
 		return err
