@@ -10,7 +10,7 @@ BIN       := bin
 VERSION   ?= $(shell git rev-parse --verify -q HEAD 2>/dev/null)$(shell git status --porcelain 2>/dev/null | grep -q . && echo +dirty)
 GOFLAGS_BUILD := -trimpath -buildvcs=false -ldflags="-s -w -X main.version=$(VERSION)"
 
-.PHONY: help image host-tools test unit integration e2e bench fuzz fuzz-short lint build clean demo smoke smoke-matrix smoke-arm64
+.PHONY: help image host-tools test unit integration e2e bench fuzz fuzz-short lint build clean demo smoke smoke-matrix smoke-arm64 mutate
 
 help: ## List the targets and what they do
 	@awk 'BEGIN{FS=":.*## "} /^[a-z0-9-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -68,6 +68,9 @@ fuzz-short: ## Every fuzz target for a few seconds (part of make test)
 
 fuzz: ## Run every fuzz target briefly
 	./scripts/fuzz.sh 200000x
+
+mutate: ## Mutation testing (gremlins) of the packages that judge; efficacy per package, target 85% (PKGS=, WORKERS= to narrow); about 2 hours on 2 cores
+	./scripts/mutate.sh
 
 bench: build host-tools ## Benchmarks: resolve/fetch, build, boot; prints the figures the project tracks
 	./scripts/bench.sh
