@@ -9,6 +9,10 @@
 #   make mutate                              every package below, 2 workers
 #   PKGS="./image/lock ./image/verity" make mutate
 #   WORKERS=1 make mutate                    leave a core free
+#   EXCLUDE='_test\.go$|^harness/smoke/(vm|boot)\.go$' make mutate
+#                                            gremlins -E: skip files (regexp on
+#                                            the path) while working on others
+#   OUTDIR=/tmp/m make mutate                another report directory
 #
 # Runs in a copy of the tracked files (with their working-tree content), so
 # a large out/ is not copied once per worker and an interrupted run never
@@ -23,7 +27,9 @@ GREMLINS_VERSION=v0.6.0
 TARGET=${TARGET:-85}
 WORKERS=${WORKERS:-2}
 PKGS=${PKGS:-"./agent/ignition ./agent/nodeconfig ./image/debian ./image/lock ./image/verity ./image/sources ./harness/smoke ./internal/secretscan"}
-out=$repo/out/mutate
+out=${OUTDIR:-$repo/out/mutate}
+exclude=()
+if [ -n "${EXCLUDE:-}" ]; then exclude=(-E "$EXCLUDE"); fi
 mkdir -p "$out"
 
 tools=${XDG_CACHE_HOME:-$HOME/.cache}/drover/tools/gremlins-$GREMLINS_VERSION
@@ -38,7 +44,7 @@ git ls-files -z --cached --others --exclude-standard | rsync -a --from0 --files-
 
 # equivalent FILE:LINE:COL MUTATOR -> listed in docs/mutation.md's table
 # as "| `pkg/file.go:L:C` | MUTATOR | why |".
-equivalents=$(grep -oE '^\| `[^`]+` \| [A-Z_]+ ' docs/mutation.md 2>/dev/null | sed -E 's/^\| `([^`]+)` \| ([A-Z_]+) /\1 \2/' || true)
+equivalents=$(grep -oE '^\| `[^`]+` \| [A-Z_]+ ' "$repo/docs/mutation.md" 2>/dev/null | sed -E 's/^\| `([^`]+)` \| ([A-Z_]+) /\1 \2/' || true)
 
 report=$out/report.txt
 : >"$report.new"
@@ -52,7 +58,7 @@ for pkg in $PKGS; do
   # -count=1: gremlins times the coverage run and allows each mutant a
   # multiple of it; a cached (instant) coverage run would time every
   # mutant out. The coefficient covers the mutant's compile and link.
-  if ! (cd "$src" && GOFLAGS=-count=1 "$tools/gremlins" unleash --silent --workers "$WORKERS" --timeout-coefficient 10 \
+  if ! (cd "$src" && GOFLAGS=-count=1 "$tools/gremlins" unleash --silent --workers "$WORKERS" --timeout-coefficient 10 "${exclude[@]}" \
     -o "$json.new" "$pkg") >"$out/$(echo "$name" | tr / _).log" 2>&1; then
     echo "mutate: gremlins failed on $pkg; see $out/$(echo "$name" | tr / _).log" >&2
     failed=1
