@@ -38,23 +38,48 @@ type step struct {
 // byEarlierTests are documented commands TestEcsNodeJoins ran before the
 // steps: make smoke (which runs make build and make image) and make demo.
 var byEarlierTests = map[string]string{
-	"make smoke":                    "make smoke",
-	"make demo":                     "make demo",
-	"make image":                    "make smoke (its image prerequisite)",
-	"drover smoke out/ecs-node.raw": "make smoke runs it, with every check's flags",
+	"make smoke": "make smoke",
+	"make demo":  "make demo",
+	"make image": "make smoke (its image prerequisite)",
 	"drover smoke out/ecs-node.raw --reboot --policy-check --metadata-errors 0.3 --metadata-delay 2s --metadata-token-ttl 1s --junit out/smoke.xml": "make smoke runs exactly this (checked with make -n)",
 	"drover build recipes/ecs-node.yaml -o out/": "make image runs it as `bin/drover build recipes/ecs-node.yaml -o out` (checked with make -n), twice: make smoke and make demo",
 }
 
 // notRun are documented commands no test can run inside `make test`.
 var notRun = map[string]string{
-	"make test":  "it is the run this test is part of",
-	"make e2e":   "the tier of make test this test runs in",
-	"make bench": "benchmarks: minutes of repeated boots, run by make bench itself",
-	"make fuzz":  "long fuzzing; make test runs make fuzz-short",
+	"make test":   "it is the run this test is part of",
+	"make e2e":    "the tier of make test this test runs in",
+	"make bench":  "benchmarks: minutes of repeated boots, run by make bench itself",
+	"make fuzz":   "long fuzzing; make test runs make fuzz-short",
+	"make mutate": "mutation testing: about two hours on 2 cores; the README shows its last run",
 	// make smoke runs the same drover smoke on the default minor, with the
 	// same version check; the matrix is that, once per minor.
 	"make smoke-matrix": "builds and boots every minor against a control plane of its own (hours on 2 cores); CI runs the default minor, make smoke",
+}
+
+// bareSmokeChecks are checks a flagless drover smoke runs on its one boot.
+var bareSmokeChecks = []string{
+	"node joins and is Ready", "providerID and ECS labels", "Node reports the image's kubelet and containerd",
+	"pod from the local registry runs to completion", "node hardening", "disk attached as virtio-blk",
+	"no failed systemd units (first boot)", "serial console clean (first boot)",
+	"systemd-timesyncd on the metadata's ntp-conf/ntp-servers (first boot)",
+}
+
+// smokePassed requires a drover smoke report (its human form) with each
+// check in want marked PASS and none marked FAIL.
+func smokePassed(want []string) func(t *testing.T, out string) {
+	return func(t *testing.T, out string) {
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "FAIL  ") {
+				t.Errorf("drover smoke: %s", l)
+			}
+		}
+		for _, w := range want {
+			if !strings.Contains(out, "\nPASS  "+w) {
+				t.Errorf("drover smoke reported no passed %q check:\n%s", w, tail(out, 40))
+			}
+		}
+	}
 }
 
 func documentedSteps(mirror string) []step {
@@ -99,6 +124,9 @@ func documentedSteps(mirror string) []step {
 			covers: []string{"drover verify --manifest release/ecs-node.manifest.json /mnt/copy/ecs-node.raw"},
 			note:   "copy/ in the clone instead of /mnt/copy: a relative path, nothing written outside the clone"},
 		{line: "drover verify --json out/ecs-node.raw", covers: []string{"drover verify --json out/ecs-node.raw"}, check: jsonOK("ok")},
+		// The gate as the README types it: no flags, so no JUnit file;
+		// its exit status and its check lines are the evidence.
+		{line: "drover smoke out/ecs-node.raw", covers: []string{"drover smoke out/ecs-node.raw"}, check: smokePassed(bareSmokeChecks)},
 		// A release key, and the image built again with its provenance
 		// signed, for the --provenance example.
 		{line: "openssl genpkey -algorithm ed25519 -out release.key && openssl pkey -in release.key -pubout -out release.pub && " +
