@@ -107,7 +107,7 @@ func documentedSteps(mirror string) []step {
 		{line: "make -n smoke", check: contains("bin/drover smoke out/ecs-node.raw --reboot --policy-check --metadata-errors 0.3 --metadata-delay 2s --metadata-token-ttl 1s --junit out/smoke.xml")},
 		{line: "make -n image", check: contains("bin/drover build recipes/ecs-node.yaml -o out")},
 		{line: "make -n demo", check: contains("bin/drover run --cluster local --fresh out/ecs-node.raw")},
-		{line: "make -n smoke-arm64", covers: []string{"make smoke-arm64"},
+		{line: "make -n smoke-arm64",
 			check: contains("bin/drover build recipes/ecs-node-arm64.yaml -o out", "bin/drover smoke out/ecs-node-arm64.raw --junit out/smoke-arm64.xml")},
 
 		// Diff and verify first, while out/ holds one image (diff reads

@@ -44,7 +44,10 @@ func sha(b []byte) string {
 func xzBytes(t *testing.T, data []byte) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	w, err := xz.NewWriter(&buf)
+	// The smallest dictionary: the default one's match tables are
+	// allocated and cleared for every archive a test builds, and the
+	// reader allocates what the header names.
+	w, err := xz.WriterConfig{DictCap: 4096}.NewWriter(&buf)
 	if err != nil {
 		t.Fatal(err)
 	}

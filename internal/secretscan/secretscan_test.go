@@ -46,15 +46,15 @@ func TestFind(t *testing.T) {
 		{"base64 data URL", `{"source":"data:;base64,` + base64.StdEncoding.EncodeToString(node) + `"}`, "data: URL at 11 → plain"},
 		{"gzip base64 data URL", `{"compression":"gzip","source":"data:;base64,` + base64.StdEncoding.EncodeToString(gz(node)) + `"}`, "data: URL at 32 → gzip at 0 → plain"},
 		{"gzip file", string(gz(node)), "gzip at 0 → plain"},
-		{"url-safe base64 unpadded, off alignment", "token=" + base64.RawURLEncoding.EncodeToString(append([]byte("ab"), node...)), "base64"},
-		{"line-wrapped base64", "blob: |\n  " + strings.Join(lines, "\n  ") + "\n", "base64"},
+		{"url-safe base64 unpadded, off alignment", "token=" + base64.RawURLEncoding.EncodeToString(append([]byte("ab"), node...)), "base64 at 6 → plain"},
+		{"line-wrapped base64", "blob: |\n  " + strings.Join(lines, "\n  ") + "\n", "base64 at 168 → plain"},
 		{"percent-encoded query", "ExecStart=/usr/bin/curl https://x.test/join?t=abcdef." + escapeAll([]byte(secret)) + "&x=1\n", "percent-encoded at 24 → plain"},
 		{"percent-encoded, partly", "token: " + secret[:4] + "%" + strings.ToUpper(hex.EncodeToString([]byte(secret[4:5]))) + secret[5:], "percent-encoded at 7 → plain"},
-		{"percent-encoded base64", "t=" + strings.ReplaceAll(base64.StdEncoding.EncodeToString(node), "=", "%3D"), "base64"},
-		{"base64 of gzip of base64", base64.StdEncoding.EncodeToString(gz([]byte(base64.StdEncoding.EncodeToString(node)))), "gzip at 0 → base64 at 0 → plain"},
+		{"percent-encoded base64", "t=" + strings.ReplaceAll(base64.StdEncoding.EncodeToString(node), "=", "%3D"), "base64 at 2 → plain"},
+		{"base64 of gzip of base64", base64.StdEncoding.EncodeToString(gz([]byte(base64.StdEncoding.EncodeToString(node)))), "base64 at 0 → gzip at 0 → base64 at 0 → plain"},
 	} {
 		got := Find([]byte(tc.data), []byte(secret))
-		if !strings.Contains(got, tc.want) {
+		if got != tc.want {
 			t.Errorf("%s: Find = %q, want %q", tc.name, got, tc.want)
 		}
 	}
