@@ -35,8 +35,9 @@ type step struct {
 	check  func(t *testing.T, out string)
 }
 
-// byEarlierTests are documented commands TestEcsNodeJoins ran before the
-// steps: make smoke (which runs make build and make image) and make demo.
+// byEarlierTests are documented commands other tests run as typed:
+// TestEcsNodeJoins before the steps (make smoke, which runs make build and
+// make image, and make demo) and TestArm64Build (make smoke-arm64).
 var byEarlierTests = map[string]string{
 	"make smoke": "make smoke",
 	"make demo":  "make demo",
