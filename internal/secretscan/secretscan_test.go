@@ -77,22 +77,3 @@ func TestTreeNamesTheFile(t *testing.T) {
 		t.Fatalf("hits %v, err %v", hits, err)
 	}
 }
-
-func TestRaw(t *testing.T) {
-	node := []byte("cluster:\n  bootstrapToken: abcdef." + secret + "\n")
-	var disk bytes.Buffer
-	disk.Write(bytes.Repeat([]byte{0}, 5<<20-7)) // across a read boundary
-	disk.WriteString("data:;base64," + base64.StdEncoding.EncodeToString(node))
-	disk.Write(bytes.Repeat([]byte{0}, 4096))
-	for k := 0; k < 3; k++ {
-		disk.WriteString(base64.URLEncoding.EncodeToString(append(bytes.Repeat([]byte("y"), k), node...)) + "\x00")
-	}
-	disk.WriteString("plain " + secret)
-	hits, err := Raw(bytes.NewReader(disk.Bytes()), []byte(secret))
-	if err != nil || len(hits) != 5 {
-		t.Errorf("Raw = %v, %v; want 5 copies (one base64, three URL base64 alignments, one plain)", hits, err)
-	}
-	if hits, _ := Raw(bytes.NewReader(bytes.Repeat([]byte{0}, 1<<20)), []byte(secret)); len(hits) != 0 {
-		t.Errorf("zeros: %v", hits)
-	}
-}
