@@ -1,11 +1,13 @@
 package smoke
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/drover-os/drover/harness/ecsmeta"
+	"github.com/drover-os/drover/internal/secretscan"
 )
 
 // TestMetadataFaultsCheckUnconfigured: a fault that was not configured is
@@ -114,6 +116,32 @@ func TestTimesyncdClientPorts(t *testing.T) {
 		r.Sockets = append(r.Sockets, Socket{Proto: "udp6", Local: "[::]:" + port, Inode: 20, PID: 410, Process: "systemd-timesyn"})
 		if err := r.Hardening(); (err == nil) != ok {
 			t.Errorf("timesyncd on port %s: Hardening() = %v, want ok=%v", port, err, ok)
+		}
+	}
+}
+
+// TestJudgeVarScanMessages: a file holding the secret is named with where
+// in it; blocks outside every file are reported only when no file holds it
+// (a file's own blocks would be found again there).
+func TestJudgeVarScanMessages(t *testing.T) {
+	hit := secretscan.Hit{Path: "/var/lib/drover/config.ign", Where: "plain at 10"}
+	for _, tc := range []struct {
+		name string
+		sc   VarScan
+		want string
+	}{
+		{"a file holds it", VarScan{Files: 40, Hits: []secretscan.Hit{hit, {Path: "/var/log/x", Where: "base64 at 3"}}},
+			"the bootstrap token's secret is in /var/lib/drover/config.ign (plain at 10); /var/log/x (base64 at 3)"},
+		{"a file and its blocks", VarScan{Files: 40, Hits: []secretscan.Hit{hit}, Raw: []int64{4096}, RawOwners: []string{"offset 4096: inode 12"}},
+			"the bootstrap token's secret is in /var/lib/drover/config.ign (plain at 10)"},
+		{"free blocks only", VarScan{Files: 40, Raw: []int64{4096, 8192}, RawOwners: []string{"offset 4096: <block not found>", "offset 8192: <block not found>"}},
+			"the secret's plain or base64 form is on the var partition outside every file: offset 4096: <block not found>; offset 8192: <block not found>"},
+		{"nothing scanned", VarScan{}, "no file was scanned"},
+		{"one file scanned", VarScan{Files: 1}, ""},
+	} {
+		err := JudgeVarScan(&tc.sc)
+		if got := fmt.Sprint(err); tc.want == "" && err != nil || tc.want != "" && got != tc.want {
+			t.Errorf("%s: JudgeVarScan = %v, want %q", tc.name, err, tc.want)
 		}
 	}
 }
