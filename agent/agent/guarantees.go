@@ -142,7 +142,8 @@ func (a *Agent) observe(ctx context.Context, level int) (guarantee.Observation, 
 // processArgs reads a service's main process's argv. Right after its start
 // job, systemd's main PID can still be systemd-executor setting up the
 // sandbox, first under its own name, then renamed "(kubelet)" after the
-// unit, before it execs the command: that is not yet the process to judge,
+// unit, before it execs the command; and a main process that has just
+// exited shows no command line at all. Neither is the process to judge,
 // and the caller looks again (a command line that never becomes one fails
 // the phase at its deadline).
 func (a *Agent) processArgs(pid uint32) ([]string, error) {
@@ -150,7 +151,10 @@ func (a *Agent) processArgs(pid uint32) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(argv) == 0 || path.Base(argv[0]) == "systemd-executor" || strings.HasPrefix(argv[0], "(") {
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("process %d has no command line: it has exited (and systemd will restart it) or not yet started", pid)
+	}
+	if path.Base(argv[0]) == "systemd-executor" || strings.HasPrefix(argv[0], "(") {
 		return nil, fmt.Errorf("process %d is %q, systemd's before the exec of the command", pid, strings.Join(argv, " "))
 	}
 	return argv, nil

@@ -48,9 +48,10 @@ var (
 func TestGuaranteesHoldOnAGoodNode(t *testing.T) {
 	r := newRig(t, userData(t, "hello"))
 	a := r.agent()
-	// The first look finds the main PID still systemd-executor, before
-	// its exec of the kubelet: looked at again, not judged.
-	before := [][]string{{"/usr/lib/systemd/systemd-executor", "--deserialize", "30"}, {"(kubelet)"}}
+	// The first looks find the main PID still systemd-executor, before
+	// its exec of the kubelet, then a kubelet that has just exited (no
+	// command line): looked at again, not judged.
+	before := [][]string{{"/usr/lib/systemd/systemd-executor", "--deserialize", "30"}, {"(kubelet)"}, nil}
 	observed(r, a, func(s []string) []string {
 		if len(before) > 0 {
 			s, before = before[0], before[1:]

@@ -24,6 +24,12 @@ func cmdline(pid uint32) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A process that has exited and not been reaped (a kubelet that
+	// crashed, before systemd restarts it) shows an empty file: no
+	// command line, not one empty word.
+	if len(b) == 0 {
+		return nil, nil
+	}
 	return strings.Split(string(bytes.TrimRight(b, "\x00")), "\x00"), nil
 }
 
