@@ -310,3 +310,42 @@ func TestContentDigestShortData(t *testing.T) {
 		t.Errorf("ContentDigest(\"abc\") = %x, %v; want sha256(\"abc\")", got, err)
 	}
 }
+
+// TestVerifyMessages: what Verify says names the sizes the caller must fix.
+func TestVerifyMessages(t *testing.T) {
+	data := randomData(4096)
+	res, hash := write(t, data, testParams())
+	err := Verify(bytes.NewReader(data), 4096, bytes.NewReader(hash), append(bytes.Clone(res.RootHash), 0))
+	if want := "verity root hash is 33 bytes, want 32: pass the 64 hex digits from the manifest"; err == nil || err.Error() != want {
+		t.Errorf("Verify with a 33-byte root hash = %v, want %s", err, want)
+	}
+	// The only data block of a levelless tree is checked against the root.
+	data[0] ^= 1
+	var ce *CorruptionError
+	err = Verify(bytes.NewReader(data), 4096, bytes.NewReader(hash), res.RootHash)
+	if !errors.As(err, &ce) {
+		t.Fatalf("Verify = %v, want a CorruptionError", err)
+	}
+	want := CorruptionError{Data: true, Level: -1, Block: 0, Offset: 0, Want: res.RootHash, Got: digestOf(testParams().Salt, data)}
+	if ce.Data != want.Data || ce.Level != want.Level || ce.Block != want.Block || ce.Offset != want.Offset ||
+		!bytes.Equal(ce.Want, want.Want) || !bytes.Equal(ce.Got, want.Got) {
+		t.Errorf("CorruptionError = %+v, want %+v", *ce, want)
+	}
+}
+
+// TestReadSuperblockKeepsTheDeviceError: a failing device's own error is
+// kept; only a short read becomes io.ErrUnexpectedEOF.
+func TestReadSuperblockKeepsTheDeviceError(t *testing.T) {
+	_, hash := write(t, randomData(4096), testParams())
+	if _, err := ReadSuperblock(failingReader{bytes.NewReader(hash), 0}); !errors.Is(err, errDisk) || errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("ReadSuperblock(failing) = %v, want %v", err, errDisk)
+	}
+	if _, err := ReadSuperblock(shortReader{}); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("ReadSuperblock(short, no error) = %v, want unexpected EOF", err)
+	}
+}
+
+// shortReader reads 10 bytes and reports no error, as a ReaderAt must not.
+type shortReader struct{}
+
+func (shortReader) ReadAt(p []byte, _ int64) (int, error) { return min(len(p), 10), nil }
