@@ -18,6 +18,7 @@ func TestTmpfilesEscapes(t *testing.T) {
 		{`f /var/lib/\144rover/x`, "/var/lib/drover/x"},
 		{`f /var/lib/\u0064rover/x`, "/var/lib/drover/x"},
 		{`f "/var/lib/a b"/c`, "/var/lib/a b/c"},
+		{`f /var/lib/caf\u00e9`, "/var/lib/caf\u00e9"},
 	} {
 		entries, errs := tmpfilesEntries(tc.line)
 		if len(errs) != 0 || len(entries) != 1 || entries[0].path != tc.path {
