@@ -40,6 +40,19 @@ func TestPolicyVerdicts(t *testing.T) {
 			cfg:  `"storage": {"files": [{"path": "/var/lib/a/b", "contents": {"source": "data:,b"}}, {"path": "/var/lib/a", "contents": {"source": "data:,a"}}]}`,
 			want: []string{`$.storage.files[0].path: "/var/lib/a/b" lies below "/var/lib/a", which $.storage.files[1].path writes as a file or link — move one of them`},
 		},
+		{
+			name: "every path below a file collides, not its sibling",
+			cfg:  `"storage": {"files": [{"path": "/var/lib/a", "contents": {"source": "data:,a"}}, {"path": "/var/lib/a/c"}, {"path": "/var/lib/a/b/d"}, {"path": "/var/lib/ab"}]}`,
+			want: []string{
+				`$.storage.files[1].path: "/var/lib/a/c" lies below "/var/lib/a", which $.storage.files[0].path writes as a file or link — move one of them`,
+				`$.storage.files[2].path: "/var/lib/a/b/d" lies below "/var/lib/a", which $.storage.files[0].path writes as a file or link — move one of them`,
+			},
+		},
+		{
+			name: "a file below a storage link is left to Ignition",
+			cfg:  `"storage": {"links": [{"path": "/etc/app", "target": "/var/lib/x"}], "files": [{"path": "/etc/app/conf", "contents": {"source": "data:,x"}}]}`,
+			want: []string{`$.storage.files[0]: file path includes link in config`},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := refusals(t, tc.cfg)
