@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -160,5 +161,46 @@ func TestReleaseHTTPErrors(t *testing.T) {
 		if _, err := c.Release(context.Background(), suite); err == nil || err.Error() != want {
 			t.Errorf("Release(%s) = %v, want %q", suite, err, want)
 		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// filler reads as an endless run of one byte, without holding it.
+type filler byte
+
+func (b filler) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(b)
+	}
+	return len(p), nil
+}
+
+// TestReleaseSizeLimitAndTransport: Release goes through the Client's own
+// HTTP client, and refuses an InRelease over maxInRelease bytes before
+// parsing it, while one of exactly that size is read whole.
+func TestReleaseSizeLimitAndTransport(t *testing.T) {
+	ed, _, _ := testKeys(t)
+	var asked []string
+	sizes := map[string]int64{"limit": maxInRelease, "over": maxInRelease + 1}
+	c := &Client{Mirror: "http://m.example.invalid/debian", Keyring: openpgp.EntityList{ed},
+		HTTP: &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			asked = append(asked, r.URL.String())
+			suite := strings.Split(r.URL.Path, "/")[3]
+			return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Request: r,
+				Body: io.NopCloser(io.LimitReader(filler('x'), sizes[suite]))}, nil
+		})}}
+	for suite, want := range map[string]string{
+		"over":  "fetching InRelease for over from http://m.example.invalid/debian/dists/over/InRelease: larger than 33554432 bytes: check the mirror",
+		"limit": "reading InRelease: no clearsigned message found (is the mirror serving an error page?)",
+	} {
+		if _, err := c.Release(context.Background(), suite); err == nil || err.Error() != want {
+			t.Errorf("Release(%s) = %v, want %q", suite, err, want)
+		}
+	}
+	if len(asked) != 2 {
+		t.Errorf("the Client's transport was asked %q, want both InRelease files", asked)
 	}
 }

@@ -129,3 +129,24 @@ func TestUnsatisfiableDeepChain(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveArchQualifiedOnAll: "name:amd64" on an amd64 image accepts an
+// Architecture: all package; "name:arm64" accepts neither it nor the
+// native one.
+func TestResolveArchQualifiedOnAll(t *testing.T) {
+	idx := testIndex(t,
+		"Package: app\nVersion: 1\nDepends: tzdata:amd64",
+		"Package: tzdata\nVersion: 2025b\nArchitecture: all",
+		"Package: cross\nVersion: 1\nDepends: tzdata:arm64",
+		"Package: cross2\nVersion: 1\nDepends: lib:arm64",
+		"Package: lib\nVersion: 1",
+	)
+	if c, err := Resolve(idx, "amd64", []string{"app"}); err != nil || names(c) != "app=1 tzdata=2025b" {
+		t.Errorf("tzdata:amd64: %v, %v", c, err)
+	}
+	for _, root := range []string{"cross", "cross2"} {
+		if c, err := Resolve(idx, "amd64", []string{root}); err == nil {
+			t.Errorf("%s resolved to %s", root, names(c))
+		}
+	}
+}
