@@ -79,7 +79,10 @@ errors (no manifest).`,
 			if err != nil {
 				return &exitError{code: 2, err: fmt.Errorf("reading image %s: %w", image, err)}
 			}
-			r := verifyResult{image: image, manifest: manifestPath, m: m, provenance: pub != nil}
+			r := verifyResult{image: image, manifest: manifestPath, m: m, provenance: pub != nil, format: format}
+			for _, im := range m.Images {
+				r.wholeFile = r.wholeFile || im.Format == format
+			}
 			switch {
 			case format == verify.FormatQCOW2 && pub != nil:
 				r.notReread = verify.NotReread(m)
@@ -120,6 +123,11 @@ type verifyResult struct {
 	// notReread lists the parts checked only through the image's sha256
 	// (a qcow2 checked by its digest); empty when the image was re-read.
 	notReread []string
+	// wholeFile: the manifest has a digest for the image's format (a
+	// build without the raw format has none for a raw copy), so the
+	// file as a whole was checked too.
+	wholeFile bool
+	format    string
 	problems  []verify.Problem
 }
 
@@ -137,8 +145,12 @@ func verifyText(w io.Writer, r verifyResult) error {
 		if r.provenance {
 			signed = ", signed provenance and its subjects"
 		}
-		fmt.Fprintf(&b, "%s verifies against %s: image sha256, GPT, %d partitions, dm-verity root hash %s, %d ESP files%s\n",
-			r.image, manifest, len(r.m.Partitions), r.m.RootHash, len(r.m.ESP), signed)
+		whole := "image sha256, "
+		if !r.wholeFile {
+			whole = "(no digest of the file as a whole: the manifest lists no " + r.format + " image) "
+		}
+		fmt.Fprintf(&b, "%s verifies against %s: %sGPT, %d partitions, dm-verity root hash %s, %d ESP files%s\n",
+			r.image, manifest, whole, len(r.m.Partitions), r.m.RootHash, len(r.m.ESP), signed)
 	default:
 		for _, p := range r.problems {
 			fmt.Fprintf(&b, "%s: %s\n", p.Part, p.Message)

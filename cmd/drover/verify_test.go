@@ -114,3 +114,26 @@ func TestVerifyQCOW2ByDigest(t *testing.T) {
 		t.Errorf("a failed check still prints the not-re-read note:\n%s", stdout)
 	}
 }
+
+// TestVerifyTextWholeFile: the success line claims the image's sha256 only
+// when the manifest has one for the file's format; a raw copy of a
+// qcow2-only build is checked part by part, not as a whole.
+func TestVerifyTextWholeFile(t *testing.T) {
+	m := &build.Manifest{RootHash: "r", Partitions: make([]build.Partition, 3),
+		Images: []build.ImageFile{{Format: "qcow2", File: "t.qcow2"}}}
+	for _, c := range []struct {
+		whole bool
+		want  string
+	}{
+		{true, "copy.raw verifies against t.manifest.json: image sha256, GPT, 3 partitions, dm-verity root hash r, 0 ESP files\n"},
+		{false, "copy.raw verifies against t.manifest.json: (no digest of the file as a whole: the manifest lists no raw image) GPT, 3 partitions, dm-verity root hash r, 0 ESP files\n"},
+	} {
+		var b strings.Builder
+		if err := verifyText(&b, verifyResult{image: "copy.raw", manifest: "out/t.manifest.json", m: m, format: "raw", wholeFile: c.whole}); err != nil {
+			t.Fatal(err)
+		}
+		if b.String() != c.want {
+			t.Errorf("wholeFile %v:\n got %q\nwant %q", c.whole, b.String(), c.want)
+		}
+	}
+}
