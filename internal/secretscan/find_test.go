@@ -22,6 +22,12 @@ func TestFindLaterCopies(t *testing.T) {
 		{"second gzip stream", "head" + string(gz(other)) + "mid" + string(gz(node)), fmt.Sprintf("gzip at %d → plain", 4+len(gz(other))+3)},
 		{"second percent-encoded run", "a=" + escapeAll(other) + " b=" + escapeAll([]byte(secret)), fmt.Sprintf("percent-encoded at %d → plain", 2+3*len(other)+1)},
 		{"second base64 run", "a: " + b64(other) + "\nb: " + b64(node) + "\n", fmt.Sprintf("base64 at %d → plain", 3+len(b64(other))+4)},
+		// PEM: lines wrapped without indentation make one run, its
+		// label's tail ("CERTIFICATE-----") in front.
+		{"PEM", "-----BEGIN CERTIFICATE-----\n" + wrap64(b64(append(bytes.Repeat([]byte("x"), 99), node...))) + "\n-----END CERTIFICATE-----\n", "base64 at 11 → plain"},
+		// A run may begin with characters that are not part of the
+		// encoding (a URL's path before the token).
+		{"base64 after a path", "GET https://x.test/join/" + b64(node) + " HTTP/1.1", "base64 at 16 → plain"},
 		// A character glued to the end of an encoding (no separator before
 		// the next word) does not hide it.
 		{"base64 with a stray last character", "t " + base64.RawStdEncoding.EncodeToString(node) + "Q", "base64 at 2 → plain"},
@@ -104,4 +110,13 @@ func TestRawPatterns(t *testing.T) {
 			t.Errorf("alignment %d: %s holds no pattern", k, enc)
 		}
 	}
+}
+
+// wrap64 breaks s into lines of 64 characters, as PEM does.
+func wrap64(s string) string {
+	var lines []string
+	for len(s) > 64 {
+		lines, s = append(lines, s[:64]), s[64:]
+	}
+	return strings.Join(append(lines, s), "\n")
 }
