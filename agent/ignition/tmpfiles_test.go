@@ -89,3 +89,20 @@ func TestTmpfilesGlobThroughLink(t *testing.T) {
 		}
 	}
 }
+
+// TestTmpfilesBudgetCountsUnreadableLines: a line that does not read costs
+// the budget as a line that does, so errors cannot pad a config past it.
+func TestTmpfilesBudgetCountsUnreadableLines(t *testing.T) {
+	body := strings.Repeat("d%20/var/lib/app/x%0A", maxTmpfilesLines-1) + "?bad%20/x%0A"
+	cfg := `{"ignition": {"version": "3.5.0"}, "storage": {"files": [{"path": "/etc/tmpfiles.d/big.conf", "contents": {"source": "data:,` + body + `"}}]}}`
+	ps := lines(Validate([]byte(cfg), Options{}))
+	if len(ps) != 1 || !strings.Contains(ps[0], `unknown type "?bad"`) {
+		t.Errorf("at the budget: got %q", ps)
+	}
+	body += "?bad%20/y%0A"
+	cfg = `{"ignition": {"version": "3.5.0"}, "storage": {"files": [{"path": "/etc/tmpfiles.d/big.conf", "contents": {"source": "data:,` + body + `"}}]}}`
+	ps = lines(Validate([]byte(cfg), Options{}))
+	if len(ps) != 1 || !strings.Contains(ps[0], "more than 4096 lines") {
+		t.Errorf("one past the budget: got %q", ps)
+	}
+}
