@@ -68,14 +68,16 @@ url zz d2 20 https://x.invalid/zz
 
 // TestFormatOfParseIsFixed: a lock that was formatted and read back formats
 // to the same bytes, also when a hand merge left two records with the same
-// sort key (two suite lines of one name, one package twice): re-locking an
+// sort key (two suite lines of one name, one package twice, one URL twice): re-locking an
 // unchanged lock must not reorder its lines into a diff.
 func TestFormatOfParseIsFixed(t *testing.T) {
 	text := []byte("lock 2\ninputs ab\nepoch 0 1970-01-01T00:00:00Z\n" +
 		"suite trixie 2026-11-29T08:00:00Z aa\n" +
 		"suite trixie 2026-11-30T08:00:00Z bb\n" +
 		"deb a 1 amd64 1 c1 trixie pool/a1.deb\n" +
-		"deb a 2 amd64 2 c2 trixie pool/a2.deb\n")
+		"deb a 2 amd64 2 c2 trixie pool/a2.deb\n" +
+		"url tool d1 1 https://x.invalid/tool1\n" +
+		"url tool d2 2 https://x.invalid/tool2\n")
 	l, err := Parse("x.lock", text)
 	if err != nil {
 		t.Fatal(err)
