@@ -50,3 +50,19 @@ func TestUnitAliasChainBound(t *testing.T) {
 		t.Errorf("a loop: unitAliases = %v, want %v", got, want)
 	}
 }
+
+// TestResolverHopBound: like the kernel (MAXSYMLINKS), the resolver
+// follows at most 40 links on one path and leaves the 41st unfollowed.
+func TestResolverHopBound(t *testing.T) {
+	var links []types.Link
+	for i := range 41 {
+		links = append(links, link(fmt.Sprintf("/etc/c/l%d", i), fmt.Sprintf("l%d", i+1)))
+	}
+	r := nodeResolver(append(links, link("/etc/c/l41", "/var/lib/x")))
+	if got := r.resolve("/etc/c/l2"); got != "/var/lib/x" {
+		t.Errorf("40 links: resolve = %q, want /var/lib/x", got)
+	}
+	if got := r.resolve("/etc/c/l1"); got != "/etc/c/l41" {
+		t.Errorf("41 links: resolve = %q, want /etc/c/l41 (not followed)", got)
+	}
+}
