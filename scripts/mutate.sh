@@ -9,9 +9,10 @@
 #   make mutate                              every package below, 2 workers
 #   PKGS="./image/lock ./image/verity" make mutate
 #   WORKERS=1 make mutate                    leave a core free
-#   EXCLUDE='_test\.go$|^harness/smoke/(vm|boot)\.go$' make mutate
-#                                            gremlins -E: skip files (regexp on
-#                                            the path) while working on others
+#   PKGS=./harness/smoke EXCLUDE='^(vm|boot)\.go$' make mutate
+#                                            gremlins -E: skip files (a regexp on
+#                                            the path inside the package) while
+#                                            working on others
 #   OUTDIR=/tmp/m make mutate                another report directory
 #
 # Runs in a copy of the tracked files (with their working-tree content), so
