@@ -39,9 +39,10 @@ type step struct {
 // TestEcsNodeJoins before the steps (make smoke, which runs make build and
 // make image, and make demo) and TestArm64Build (make smoke-arm64).
 var byEarlierTests = map[string]string{
-	"make smoke": "make smoke",
-	"make demo":  "make demo",
-	"make image": "make smoke (its image prerequisite)",
+	"make smoke":       "make smoke",
+	"make demo":        "make demo",
+	"make image":       "make smoke (its image prerequisite)",
+	"make smoke-arm64": "TestArm64Build runs it as typed, in a fresh clone of its own",
 	"drover smoke out/ecs-node.raw --reboot --policy-check --metadata-errors 0.3 --metadata-delay 2s --metadata-token-ttl 1s --junit out/smoke.xml": "make smoke runs exactly this (checked with make -n)",
 	"drover build recipes/ecs-node.yaml -o out/": "make image runs it as `bin/drover build recipes/ecs-node.yaml -o out` (checked with make -n), twice: make smoke and make demo",
 }
