@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -80,9 +81,6 @@ errors (no manifest).`,
 				return &exitError{code: 2, err: fmt.Errorf("reading image %s: %w", image, err)}
 			}
 			r := verifyResult{image: image, manifest: manifestPath, m: m, provenance: pub != nil, format: format}
-			for _, im := range m.Images {
-				r.wholeFile = r.wholeFile || im.Format == format
-			}
 			switch {
 			case format == verify.FormatQCOW2 && pub != nil:
 				r.notReread = verify.NotReread(m)
@@ -123,11 +121,7 @@ type verifyResult struct {
 	// notReread lists the parts checked only through the image's sha256
 	// (a qcow2 checked by its digest); empty when the image was re-read.
 	notReread []string
-	// wholeFile: the manifest has a digest for the image's format (a
-	// build without the raw format has none for a raw copy), so the
-	// file as a whole was checked too.
-	wholeFile bool
-	format    string
+	format    string // the image file's, as verify.Format tells it
 	problems  []verify.Problem
 }
 
@@ -145,8 +139,10 @@ func verifyText(w io.Writer, r verifyResult) error {
 		if r.provenance {
 			signed = ", signed provenance and its subjects"
 		}
+		// A build without the raw format has no digest for a raw copy:
+		// then the file as a whole was not checked, only its parts.
 		whole := "image sha256, "
-		if !r.wholeFile {
+		if !slices.ContainsFunc(r.m.Images, func(im build.ImageFile) bool { return im.Format == r.format }) {
 			whole = "(no digest of the file as a whole: the manifest lists no " + r.format + " image) "
 		}
 		fmt.Fprintf(&b, "%s verifies against %s: %sGPT, %d partitions, dm-verity root hash %s, %d ESP files%s\n",

@@ -119,8 +119,6 @@ func TestVerifyQCOW2ByDigest(t *testing.T) {
 // when the manifest has one for the file's format; a raw copy of a
 // qcow2-only build is checked part by part, not as a whole.
 func TestVerifyTextWholeFile(t *testing.T) {
-	m := &build.Manifest{RootHash: "r", Partitions: make([]build.Partition, 3),
-		Images: []build.ImageFile{{Format: "qcow2", File: "t.qcow2"}}}
 	for _, c := range []struct {
 		whole bool
 		want  string
@@ -128,8 +126,13 @@ func TestVerifyTextWholeFile(t *testing.T) {
 		{true, "copy.raw verifies against t.manifest.json: image sha256, GPT, 3 partitions, dm-verity root hash r, 0 ESP files\n"},
 		{false, "copy.raw verifies against t.manifest.json: (no digest of the file as a whole: the manifest lists no raw image) GPT, 3 partitions, dm-verity root hash r, 0 ESP files\n"},
 	} {
+		m := &build.Manifest{RootHash: "r", Partitions: make([]build.Partition, 3),
+			Images: []build.ImageFile{{Format: "qcow2", File: "t.qcow2"}}}
+		if c.whole {
+			m.Images = append(m.Images, build.ImageFile{Format: "raw", File: "t.raw"})
+		}
 		var b strings.Builder
-		if err := verifyText(&b, verifyResult{image: "copy.raw", manifest: "out/t.manifest.json", m: m, format: "raw", wholeFile: c.whole}); err != nil {
+		if err := verifyText(&b, verifyResult{image: "copy.raw", manifest: "out/t.manifest.json", m: m, format: "raw"}); err != nil {
 			t.Fatal(err)
 		}
 		if b.String() != c.want {
