@@ -83,6 +83,10 @@ type Env struct {
 	// observed (tests that do not judge them).
 	Cmdline      func(pid uint32) ([]string, error)
 	KubeletPorts func(ctx context.Context) (api, readOnly guarantee.Probe)
+	// Size reads the instance's online CPUs and MemTotal, from which the
+	// kubelet's reservations are computed (nodeconfig.Reserve); nil or an
+	// error: none are set, and the runtime phase says so.
+	Size func() (cpus int, memTotal uint64, err error)
 	// Prefetch starts reading files into the page cache in the
 	// background and returns at once (nil: nothing is read ahead); see
 	// KubeletBinaries.

@@ -278,6 +278,18 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 		return "", err
 	}
 	facts := a.nodeFacts()
+	sized := "no reservations: the instance's size is not known"
+	if a.env.Size != nil {
+		cpus, mem, err := a.env.Size()
+		if err != nil {
+			sized = "no reservations: reading the instance's size: " + err.Error()
+		} else {
+			facts.CPUs, facts.MemTotal = cpus, mem
+			r, _ := nodeconfig.Reserve(cpus, mem)
+			sized = fmt.Sprintf("reserved for %d CPUs and %d MiB: kube %s/%s, system %s/%s", cpus, mem>>20,
+				r.KubeReserved["cpu"], r.KubeReserved["memory"], r.SystemReserved["cpu"], r.SystemReserved["memory"])
+		}
+	}
 	// The bootstrap kubeconfig is written only while the kubelet has no
 	// usable client certificate; once joined it is deleted and not
 	// rewritten until the certificate expires.
@@ -293,7 +305,7 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	done := []string{"kubelet configuration written", serving}
+	done := []string{"kubelet configuration written", sized, serving}
 	if !bootstrap {
 		done = append(done, a.markStaleReady(ctx))
 	}

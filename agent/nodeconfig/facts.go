@@ -24,6 +24,12 @@ type Facts struct {
 	// NTPServers are the instance's time servers (meta-data
 	// ntp-conf/ntp-servers), host names or addresses; none if unknown.
 	NTPServers []string
+	// CPUs and MemTotal are the instance's size as the kubelet reports
+	// its capacity (the online CPUs, /proc/meminfo's MemTotal in bytes),
+	// read on the node at every boot (an instance type change resizes it);
+	// 0 when unknown. The reservations are computed from them (Reserve).
+	CPUs     int
+	MemTotal uint64
 }
 
 // Labels set from the facts; a node file may not set them (see

@@ -71,7 +71,13 @@ func KubeletConfig(c *Config, f Facts) ([]byte, error) {
 		// heartbeat, the sync writes the status only when it changed (or
 		// every nodeStatusReportFrequency, 5 min), so a shorter period
 		// costs a local computation, not API server writes.
-		NodeStatusUpdateFrequency: metav1.Duration{Duration: NodeStatusUpdateFrequency},
+		NodeStatusUpdateFrequency:       metav1.Duration{Duration: NodeStatusUpdateFrequency},
+		ShutdownGracePeriod:             metav1.Duration{Duration: ShutdownGracePeriod},
+		ShutdownGracePeriodCriticalPods: metav1.Duration{Duration: ShutdownGracePeriodCriticalPods},
+	}
+	if r, ok := Reserve(f.CPUs, f.MemTotal); ok {
+		kc.KubeReserved, kc.SystemReserved, kc.EvictionHard = r.KubeReserved, r.SystemReserved, r.EvictionHard
+		kc.PodPidsLimit = ptr(r.PodPidsLimit)
 	}
 	setInvariants(&kc)
 	if len(c.Kubelet.Config) > 0 {

@@ -23,6 +23,9 @@ var facts = Facts{
 	InstanceType: "ecs.g7.xlarge",
 	Hostname:     "iZbp1abcdefghijklmnopZ",
 	PrivateIPv4:  "172.16.0.10",
+	// ecs.g7.xlarge: 4 vCPUs, 16 GiB, of which the kernel reports this.
+	CPUs:     4,
+	MemTotal: 16009520 << 10,
 }
 
 func load(t *testing.T, name string) *Config {

@@ -146,6 +146,7 @@ func run(ctx context.Context) error {
 		// The node's guarantees are checked by their effect (agent/guarantee).
 		Cmdline:      cmdline,
 		KubeletPorts: kubeletPorts,
+		Size:         instanceSize,
 		Prefetch:     func(paths ...string) { prefetch(paths, status.Uptime("/")) },
 		Kube: func(server string, ca []byte, cert string) (agent.NodeAPI, error) {
 			return kube.New(server, ca, cert, cert)

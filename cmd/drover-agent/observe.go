@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,4 +58,65 @@ func kubeletPorts(ctx context.Context) (api, readOnly guarantee.Probe) {
 		return guarantee.Probe{Status: resp.StatusCode}
 	}
 	return get("https://127.0.0.1:10250/pods"), get("http://127.0.0.1:10255/pods")
+}
+
+// instanceSize reads the instance's size as the kubelet reports its
+// capacity: the CPUs the kernel has online and MemTotal. The
+// reservations are computed from it (nodeconfig.Reserve).
+func instanceSize() (cpus int, memTotal uint64, err error) {
+	online, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return 0, 0, err
+	}
+	if cpus, err = countCPUList(string(online)); err != nil {
+		return 0, 0, fmt.Errorf("/sys/devices/system/cpu/online: %w", err)
+	}
+	meminfo, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, 0, err
+	}
+	if memTotal, err = memTotalOf(string(meminfo)); err != nil {
+		return 0, 0, fmt.Errorf("/proc/meminfo: %w", err)
+	}
+	return cpus, memTotal, nil
+}
+
+// countCPUList counts the CPUs of a kernel CPU list ("0-3,8,10-11").
+func countCPUList(s string) (int, error) {
+	n := 0
+	for _, part := range strings.Split(strings.TrimSpace(s), ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return 0, fmt.Errorf("CPU list %q: %w", s, err)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return 0, fmt.Errorf("CPU list %q: bad range %q", s, part)
+			}
+		}
+		n += b - a + 1
+	}
+	return n, nil
+}
+
+// memTotalOf gives /proc/meminfo's MemTotal in bytes.
+func memTotalOf(meminfo string) (uint64, error) {
+	for line := range strings.Lines(meminfo) {
+		rest, ok := strings.CutPrefix(line, "MemTotal:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, fmt.Errorf("MemTotal line %q: want \"<n> kB\"", strings.TrimSpace(line))
+		}
+		kb, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil || kb == 0 {
+			return 0, fmt.Errorf("MemTotal line %q: not a size", strings.TrimSpace(line))
+		}
+		return kb << 10, nil
+	}
+	return 0, fmt.Errorf("no MemTotal line")
 }
