@@ -65,6 +65,9 @@ var bareSmokeChecks = []string{
 	"pod from the local registry runs to completion", "node hardening", "disk attached as virtio-blk",
 	"no failed systemd units (first boot)", "serial console clean (first boot)",
 	"systemd-timesyncd on the metadata's ntp-conf/ntp-servers (first boot)",
+	"allocatable is capacity less the reservations for the VM's size (first boot",
+	"graceful node shutdown: preStop hook ran, pod stopped by the kubelet before power-off",
+	"kernel OOM kill reported", "filesystem error reported",
 }
 
 // smokePassed requires a drover smoke report (its human form) with each

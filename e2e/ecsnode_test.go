@@ -69,6 +69,13 @@ var smokeChecks = []string{
 	"double-gzipped user-data refused by drover validate", "boot with double-gzipped user-data",
 	"the node refuses it as drover validate does",
 	"no bootstrap token secret in /var after a clean shutdown (double-gzipped user-data refused)",
+	// Issue 25: graceful stop and reservations, on the same boots.
+	"allocatable is capacity less the reservations for the VM's size (first boot, 3072 MiB)",
+	"allocatable is capacity less the reservations for the VM's size (after the reboot, 4096 MiB)",
+	"graceful node shutdown: preStop hook ran, pod stopped by the kubelet before power-off",
+	"kernel OOM kill reported: OOMKilling Event with the kernel's line, pod OOMKilled, node Ready",
+	"filesystem error reported: FilesystemError Event and ReadonlyFilesystem=True with the kernel's lines",
+	"ReadonlyFilesystem back to False after the reboot",
 }
 
 func checkSmokeJUnit(t *testing.T, path string) {

@@ -185,12 +185,21 @@ func run(ctx context.Context) error {
 	// the open connection (each pod's scopes and mounts) would be decoded
 	// for nothing.
 	sd.Close()
+	// The kernel's log is opened while the agent holds CAP_SYSLOG (the
+	// check is at open(2); kernel.dmesg_restrict is 1): the open file
+	// keeps reading once the capability is gone.
+	kmsg, kmsgErr := os.Open("/dev/kmsg")
 	// The guard needs none of provisioning's privileges: reading the
 	// watched files (of any mode) and talking to the API server.
 	if err := caps.Drop(caps.DACReadSearch); err != nil {
 		a.Status().Note("least privilege: could not drop capabilities before the drift guard: " + err.Error())
 	} else {
 		a.Status().Note("drift guard running with CAP_DAC_READ_SEARCH only (all other capabilities dropped, bounding set included)")
+	}
+	if kmsgErr != nil {
+		a.Status().Note("kernel watch: " + kmsgErr.Error() + ": OOM kills, hung tasks and filesystem errors are not reported on the Node")
+	} else {
+		go a.WatchKernel(ctx, kmsg)
 	}
 	a.Guard(ctx, agent.GuardPeriod)
 	return nil // a failure was said when it happened

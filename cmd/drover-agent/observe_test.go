@@ -55,3 +55,36 @@ func TestCmdlineOfAnExitedProcess(t *testing.T) {
 		}
 	}
 }
+
+func TestCountCPUList(t *testing.T) {
+	for in, want := range map[string]int{"0\n": 1, "0-1\n": 2, "0-3,8,10-11\n": 7, "0,2": 2} {
+		if got, err := countCPUList(in); err != nil || got != want {
+			t.Errorf("countCPUList(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "a", "3-1", "0-", "0,,1"} {
+		if got, err := countCPUList(in); err == nil {
+			t.Errorf("countCPUList(%q) = %d, want an error", in, got)
+		}
+	}
+}
+
+func TestMemTotalOf(t *testing.T) {
+	got, err := memTotalOf("MemTotal:        3022124 kB\nMemFree:          123 kB\n")
+	if err != nil || got != 3022124<<10 {
+		t.Errorf("memTotalOf = %d, %v", got, err)
+	}
+	for _, in := range []string{"MemFree: 1 kB\n", "MemTotal: 12 MB\n", "MemTotal: 0 kB\n", "MemTotal: x kB\n", "MemTotal:\n"} {
+		if got, err := memTotalOf(in); err == nil {
+			t.Errorf("memTotalOf(%q) = %d, want an error", in, got)
+		}
+	}
+}
+
+// The running machine's own size: what the kubelet would report.
+func TestInstanceSizeOfThisMachine(t *testing.T) {
+	cpus, mem, err := instanceSize()
+	if err != nil || cpus < 1 || mem < 64<<20 {
+		t.Errorf("instanceSize() = %d CPUs, %d bytes, %v", cpus, mem, err)
+	}
+}

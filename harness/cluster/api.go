@@ -30,9 +30,12 @@ type Node struct {
 	// Conditions are all of the Node's conditions by type (the kubelet's
 	// and drover-agent's DroverConfigDrift).
 	Conditions map[string]Condition
+	// Capacity and Allocatable are status.capacity and
+	// status.allocatable as quantities ("2", "3022124Ki").
+	Capacity, Allocatable map[string]string
 }
 
-// Condition is one Node condition.
+// Condition is one Node or Pod condition.
 type Condition struct {
 	Status, Reason, Message string
 }
@@ -55,6 +58,12 @@ type Pod struct {
 	// their termination message (one line per container that has one), the
 	// way a smoke-test pod reports its findings.
 	TerminationMessage string
+	// TerminatedReasons are the reasons of its terminated containers
+	// (Completed, Error, OOMKilled), in container order.
+	TerminatedReasons []string
+	// Conditions are the pod's conditions by type (DisruptionTarget:
+	// why the pod was stopped, when it was).
+	Conditions map[string]Condition
 }
 
 type apiCondition struct {
@@ -70,8 +79,10 @@ type apiNode struct {
 		ProviderID string `json:"providerID"`
 	} `json:"spec"`
 	Status struct {
-		Conditions []apiCondition `json:"conditions"`
-		NodeInfo   struct {
+		Conditions  []apiCondition    `json:"conditions"`
+		Capacity    map[string]string `json:"capacity"`
+		Allocatable map[string]string `json:"allocatable"`
+		NodeInfo    struct {
 			KubeletVersion          string `json:"kubeletVersion"`
 			ContainerRuntimeVersion string `json:"containerRuntimeVersion"`
 			BootID                  string `json:"bootID"`
@@ -82,7 +93,7 @@ type apiNode struct {
 func (n *apiNode) node() Node {
 	out := Node{Name: n.Metadata.Name, ProviderID: n.Spec.ProviderID, Labels: n.Metadata.Labels, Conditions: map[string]Condition{},
 		KubeletVersion: n.Status.NodeInfo.KubeletVersion, ContainerRuntimeVersion: n.Status.NodeInfo.ContainerRuntimeVersion,
-		BootID: n.Status.NodeInfo.BootID}
+		BootID: n.Status.NodeInfo.BootID, Capacity: n.Status.Capacity, Allocatable: n.Status.Allocatable}
 	for _, c := range n.Status.Conditions {
 		out.Conditions[c.Type] = Condition{Status: c.Status, Reason: c.Reason, Message: c.Message}
 		if c.Type == "Ready" {
@@ -101,13 +112,15 @@ type apiPod struct {
 		NodeName string `json:"nodeName"`
 	} `json:"spec"`
 	Status struct {
-		Phase             string `json:"phase"`
-		Reason            string `json:"reason"`
-		Message           string `json:"message"`
+		Phase             string         `json:"phase"`
+		Reason            string         `json:"reason"`
+		Message           string         `json:"message"`
+		Conditions        []apiCondition `json:"conditions"`
 		ContainerStatuses []struct {
 			State struct {
 				Terminated *struct {
 					Message string `json:"message"`
+					Reason  string `json:"reason"`
 				} `json:"terminated"`
 			} `json:"state"`
 		} `json:"containerStatuses"`
@@ -115,15 +128,26 @@ type apiPod struct {
 }
 
 func (p *apiPod) pod() Pod {
-	var msgs []string
+	var msgs, reasons []string
 	for _, cs := range p.Status.ContainerStatuses {
-		if t := cs.State.Terminated; t != nil && t.Message != "" {
-			msgs = append(msgs, strings.TrimRight(t.Message, "\n"))
+		if t := cs.State.Terminated; t != nil {
+			reasons = append(reasons, t.Reason)
+			if t.Message != "" {
+				msgs = append(msgs, strings.TrimRight(t.Message, "\n"))
+			}
 		}
 	}
 	return Pod{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, NodeName: p.Spec.NodeName,
 		Phase: p.Status.Phase, Reason: p.Status.Reason, Message: p.Status.Message,
-		TerminationMessage: strings.Join(msgs, "\n")}
+		TerminationMessage: strings.Join(msgs, "\n"), Conditions: conditions(p.Status.Conditions), TerminatedReasons: reasons}
+}
+
+func conditions(cs []apiCondition) map[string]Condition {
+	out := make(map[string]Condition, len(cs))
+	for _, c := range cs {
+		out[c.Type] = Condition{Status: c.Status, Reason: c.Reason, Message: c.Message}
+	}
+	return out
 }
 
 // Nodes lists the cluster's nodes.

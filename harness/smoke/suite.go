@@ -103,6 +103,7 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	step("Node reports the image's kubelet and containerd", func(ctx context.Context) (string, error) {
 		return e.CheckVersions(ctx, in, p.Want)
 	})
+	e.checkAllocatable(ctx, r, in, "first boot")
 	step("pod from the local registry runs to completion", func(ctx context.Context) (string, error) {
 		_, err := e.RunPod(ctx, in, "hello", registry.HelloImage, nil, false)
 		return registry.HelloImage, err
@@ -120,6 +121,7 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	if first != nil {
 		r.add("disk attached as "+busName(p.NVMe), time.Now(), DiskBus(first.VarSource, p.NVMe), "/var on "+first.VarSource)
 	}
+	e.checkKernelHealth(ctx, r, in)
 	var boots []string
 	if units {
 		boots = e.checkUserUnits(ctx, r, in, "first boot", "probe-evidence-1", nil)
@@ -134,6 +136,7 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	if p.Reboot {
 		e.reboot(ctx, r, in, p, boots)
 	} else {
+		e.checkGracefulStop(ctx, r, in)
 		e.checkNoSecret(ctx, r, in, "first boot")
 	}
 	in.VM.Stop()
@@ -144,6 +147,10 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	}
 	return r
 }
+
+// rebootMemoryMiB is the memory of the instance after the reboot; the
+// first boot has VMConfig's.
+const rebootMemoryMiB = 4096
 
 // reboot edits /etc, changes the user-data, and reboots with the disk on
 // the other controller: the node must come back Ready from its stored
@@ -161,10 +168,14 @@ func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan, boots
 	changed := in.Meta
 	changed.UserData = append(append([]byte(nil), in.Meta.UserData...), ' ')
 	e.Metadata.SetInstance(changed)
+	e.checkGracefulStop(ctx, r, in)
 	e.checkNoSecret(ctx, r, in, "first boot")
 	s = time.Now()
 	nvme := !p.NVMe
-	if err := e.Restart(ctx, in, nvme); !r.add("reboot with the disk on "+busName(nvme), s, err, "") {
+	// Another size too, as after a change of instance type: the
+	// reservations follow the memory the node now has.
+	in.Config.MemoryMiB = rebootMemoryMiB
+	if err := e.Restart(ctx, in, nvme); !r.add(fmt.Sprintf("reboot with the disk on %s and %d MiB of memory", busName(nvme), rebootMemoryMiB), s, err, "") {
 		return
 	}
 	r.Logs["second boot"] = in.Config.SerialLog()
@@ -186,6 +197,12 @@ func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan, boots
 		probs = append(probs, "the changed user-data was not refused on the console")
 	}
 	r.add("changed user-data refused, stored config re-applied", s, errIf(probs), lastMatch(log, "REFUSED"))
+	e.checkAllocatable(ctx, r, in, "after the reboot")
+	s = time.Now()
+	_, err = e.waitFinding(ctx, in, nil, "", func(_ *cluster.Pod, n *cluster.Node, _ []cluster.Event) (string, error) {
+		return "", JudgeFSConditionCleared(n)
+	})
+	r.add("ReadonlyFilesystem back to False after the reboot", s, err, "")
 	s = time.Now()
 	pr, err := e.Probe(ctx, in, "probe-2")
 	if err == nil {

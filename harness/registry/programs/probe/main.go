@@ -24,6 +24,15 @@
 //	probe put-etc REL B64 MODE
 //	                      write the base64 content to /host-etc/REL with octal MODE and read
 //	                      it back through /proc/1/root/etc
+//	probe serve           run until SIGTERM, then exit 0 with "stopped by SIGTERM" as the
+//	                      termination message (a pod the node's shutdown stops)
+//	probe alloc MIB       allocate and touch MIB MiB, a MiB at a time (past its memory limit,
+//	                      the kernel's OOM killer ends it); exit 0 only if it got them all
+//	probe fserror         make a 16 MiB ext4 file system on a loop device on the node, mount it
+//	                      errors=remount-ro at /run/drover-smoke-fs and make ext4 report an error
+//	                      (/sys/fs/ext4/<dev>/trigger_fs_error); report its mount options after
+//	probe prestop URL     GET URL (any answer will do: the harness's server logs the request),
+//	                      up to 10 tries a second apart; a preStop hook's side effect
 //
 // units and chain run the node's own systemctl, journalctl and
 // systemd-analyze chrooted into /host (the hostPath mount is recursive, so
@@ -40,13 +49,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // EditFile is the file edit-etc writes, relative to /etc.
@@ -125,8 +137,40 @@ func main() {
 		out, _ = json.Marshal(res)
 	case "exists":
 		out, _ = json.Marshal(exists(os.Args[2]))
+	case "alloc":
+		mib, _ := strconv.Atoi(os.Args[2])
+		var hold [][]byte
+		for i := 0; i < mib; i++ {
+			b := make([]byte, 1<<20)
+			for j := 0; j < len(b); j += 4096 {
+				b[j] = 1
+			}
+			hold = append(hold, b)
+		}
+		out = []byte(fmt.Sprintf("allocated %d MiB", len(hold)))
+	case "fserror":
+		res, err := fsError()
+		if err != nil {
+			res["error"] = err.Error()
+			code = 1
+		}
+		out, _ = json.Marshal(res)
+	case "serve":
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM)
+		fmt.Println("serving until SIGTERM")
+		<-sig
+		out = []byte("stopped by SIGTERM")
+	case "prestop":
+		status, err := getOnce(os.Args[2])
+		res := map[string]any{"url": os.Args[2], "status": status}
+		if err != nil {
+			res["error"] = err.Error()
+			code = 1
+		}
+		out, _ = json.Marshal(res)
 	default:
-		out = []byte(fmt.Sprintf(`{"error":"unknown mode %q: want inspect, edit-etc, units, chain, time, evidence, security, put-etc, plant-stored or exists"}`, mode))
+		out = []byte(fmt.Sprintf(`{"error":"unknown mode %q: want inspect, edit-etc, units, chain, time, evidence, security, put-etc, plant-stored, exists, serve or prestop"}`, mode))
 		code = 2
 	}
 	fmt.Println(string(out))
@@ -476,4 +520,52 @@ func timeSync() timeReport {
 	}
 	r.Active, r.Sub = st.Active, st.Sub
 	return r
+}
+
+// getOnce GETs url until an HTTP answer comes back (10 tries, a second
+// apart) and gives its status code.
+func getOnce(url string) (int, error) {
+	c := &http.Client{Timeout: 3 * time.Second}
+	var err error
+	for try := 0; try < 10; try++ {
+		var resp *http.Response
+		if resp, err = c.Get(url); err == nil {
+			resp.Body.Close()
+			return resp.StatusCode, nil
+		}
+		time.Sleep(time.Second)
+	}
+	return 0, err
+}
+
+// fsError makes a real ext4 error on a scratch file system of the node's
+// (never /var): a loop device over a file in /var/lib/drover-smoke,
+// mounted errors=remount-ro, and ext4's trigger_fs_error, which calls the
+// same ext4_error the kernel calls on corruption. The node's own tools do
+// the work, in its mount namespace.
+func fsError() (map[string]any, error) {
+	res := map[string]any{}
+	script := `set -e
+mkdir -p /var/lib/drover-smoke /run/drover-smoke-fs
+truncate -s 16M /var/lib/drover-smoke/fs.img
+mkfs.ext4 -q -F /var/lib/drover-smoke/fs.img
+mount -o loop,errors=remount-ro /var/lib/drover-smoke/fs.img /run/drover-smoke-fs
+dev=$(findmnt -n -o SOURCE /run/drover-smoke-fs)
+echo "device=$dev"
+echo "before=$(findmnt -n -o OPTIONS /run/drover-smoke-fs)"
+echo "drover smoke" > /sys/fs/ext4/$(basename $dev)/trigger_fs_error
+sleep 1
+echo "after=$(findmnt -n -o OPTIONS /run/drover-smoke-fs)"
+`
+	// The node's nsenter (from /host) into PID 1's mount namespace and
+	// root: the loop mount is the node's, not this container's.
+	out, err := hostCommand("/usr/bin/nsenter", "-t", "1", "-m", "-r", "--", "/bin/sh", "-c", script)
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			res[k] = v
+		} else if l != "" {
+			res["output"] = strings.TrimSpace(fmt.Sprint(res["output"], " ", l))
+		}
+	}
+	return res, err
 }

@@ -1,0 +1,198 @@
+package smoke
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/drover-os/drover/agent/nodeconfig"
+	"github.com/drover-os/drover/harness/cluster"
+	"github.com/drover-os/drover/harness/ecsmeta"
+	"github.com/drover-os/drover/harness/registry"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// gracefulPod is the pod the graceful-shutdown check stops by powering
+// the node off.
+const gracefulPod = "graceful-stop"
+
+// The kubelet's graceful node shutdown marks each pod it stopped this way
+// (pkg/kubelet/nodeshutdown): phase Failed, this reason and message, and a
+// DisruptionTarget condition with reason TerminationByKubelet.
+const (
+	shutdownReason          = "Terminated"
+	shutdownMessage         = "Pod was terminated in response to imminent node shutdown."
+	disruptionByKubelet     = "TerminationByKubelet"
+	disruptionTargetCondKey = "DisruptionTarget"
+)
+
+// checkGracefulStop starts a pod with a preStop hook and a 30 s grace
+// period, then presses the node's ACPI power button (QMP system_powerdown,
+// what ECS StopInstance delivers) and waits for the VM to power off. The
+// hook's side effect is a request to the metadata emulator with a mark of
+// its own; the pod's fate is what the API server holds once the VM is
+// gone, when nothing on the node can post any more.
+func (e *Env) checkGracefulStop(ctx context.Context, r *Report, in *Instance) {
+	s := time.Now()
+	mark := fmt.Sprintf("prestop-%d", s.UnixNano())
+	hook := "http://" + strings.TrimSuffix(MetadataAddr, ":80") + "/latest/meta-data/drover-smoke/" + mark
+	pod := map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": gracefulPod, "namespace": "default"},
+		"spec": map[string]any{
+			"nodeName": in.NodeName, "restartPolicy": "Never", "hostNetwork": true,
+			"terminationGracePeriodSeconds": 30,
+			"tolerations":                   []any{map[string]any{"operator": "Exists"}},
+			"containers": []any{map[string]any{
+				"name": "main", "image": e.GuestRegistry() + "/" + registry.ProbeImage, "args": []string{"serve"},
+				"terminationMessagePolicy": "File",
+				"lifecycle": map[string]any{"preStop": map[string]any{"exec": map[string]any{
+					"command": []string{"/probe", "prestop", hook}}}},
+			}},
+		},
+	}
+	body, _ := json.Marshal(pod)
+	name := "graceful node shutdown: preStop hook ran, pod stopped by the kubelet before power-off (system_powerdown)"
+	if err := e.Cluster.CreatePod(ctx, "default", body); err != nil {
+		r.add(name, s, err, "")
+		return
+	}
+	if err := e.waitPodRunning(ctx, gracefulPod); err != nil {
+		r.add(name, s, err, "")
+		return
+	}
+	pressed := time.Now()
+	if err := in.VM.Shutdown(3 * time.Minute); err != nil {
+		r.add(name, s, err, "")
+		return
+	}
+	off := time.Now()
+	p, err := e.Cluster.Pod(ctx, "default", gracefulPod)
+	if err != nil {
+		r.add(name, s, err, "")
+		return
+	}
+	detail, err := JudgeGracefulStop(p, e.Metadata.Requests(), mark, pressed, off)
+	r.add(name, s, err, detail)
+}
+
+// waitPodRunning waits until the pod's container runs.
+func (e *Env) waitPodRunning(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	for {
+		p, err := e.Cluster.Pod(ctx, "default", name)
+		if err == nil && p.Phase == "Running" {
+			return nil
+		}
+		if err == nil && (p.Phase == "Failed" || p.Phase == "Succeeded") {
+			return fmt.Errorf("pod %s ended (%s %s %s) before the node was powered off", name, p.Phase, p.Reason, p.Message)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pod %s not Running: %w", name, ctx.Err())
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// JudgeGracefulStop is the graceful-shutdown verdict: the preStop hook's
+// request (its path ends in mark) reached the metadata emulator between
+// the power button and power-off, and the API server holds the pod as the
+// kubelet's shutdown manager leaves it, its container stopped by SIGTERM
+// (its termination message), not killed.
+func JudgeGracefulStop(p *cluster.Pod, reqs []ecsmeta.Request, mark string, pressed, off time.Time) (string, error) {
+	var probs []string
+	var hookAt time.Time
+	for _, q := range reqs {
+		if strings.HasSuffix(q.Path, "/"+mark) {
+			hookAt = q.Time
+			break
+		}
+	}
+	switch {
+	case hookAt.IsZero():
+		probs = append(probs, "the preStop hook's request never reached the metadata emulator")
+	case hookAt.Before(pressed) || hookAt.After(off):
+		probs = append(probs, fmt.Sprintf("the preStop hook's request came at %s, not between the power button (%s) and power-off (%s)",
+			hookAt.Format(time.StampMilli), pressed.Format(time.StampMilli), off.Format(time.StampMilli)))
+	}
+	if p.Phase != "Failed" || p.Reason != shutdownReason || p.Message != shutdownMessage {
+		probs = append(probs, fmt.Sprintf("pod status %s/%s %q, want Failed/%s %q (the kubelet's node shutdown)", p.Phase, p.Reason, p.Message, shutdownReason, shutdownMessage))
+	}
+	if c := p.Conditions[disruptionTargetCondKey]; c.Status != "True" || c.Reason != disruptionByKubelet {
+		probs = append(probs, fmt.Sprintf("condition DisruptionTarget %s/%s, want True/%s", c.Status, c.Reason, disruptionByKubelet))
+	}
+	if p.TerminationMessage != "stopped by SIGTERM" {
+		probs = append(probs, fmt.Sprintf("container's termination message %q, want \"stopped by SIGTERM\" (killed before it could stop?)", p.TerminationMessage))
+	}
+	detail := fmt.Sprintf("hook request %s after the power button; power-off %s after it; pod %s/%s, DisruptionTarget %s",
+		hookAt.Sub(pressed).Round(100*time.Millisecond), off.Sub(pressed).Round(time.Second), p.Phase, p.Reason, p.Conditions[disruptionTargetCondKey].Reason)
+	if len(probs) > 0 {
+		return detail, fmt.Errorf("%s", strings.Join(probs, "; "))
+	}
+	return detail, nil
+}
+
+// checkAllocatable checks the Node's allocatable against its capacity and
+// the reservations drover computes for that size (nodeconfig.Reserve, whose
+// tests pin it to GKE's published table).
+func (e *Env) checkAllocatable(ctx context.Context, r *Report, in *Instance, when string) {
+	s := time.Now()
+	n, err := e.Cluster.Node(ctx, in.NodeName)
+	var detail string
+	if err == nil {
+		detail, err = JudgeAllocatable(n)
+	}
+	r.add(fmt.Sprintf("allocatable is capacity less the reservations for the VM's size (%s, %d MiB)", when, in.Config.MemoryMiB), s, err, detail)
+}
+
+// JudgeAllocatable compares a Node's status.allocatable with its capacity
+// less the reservations for that capacity: CPU and memory exactly, and
+// both strictly below capacity.
+func JudgeAllocatable(n *cluster.Node) (string, error) {
+	q := func(m map[string]string, k string) (resource.Quantity, error) {
+		v, ok := m[k]
+		if !ok {
+			return resource.Quantity{}, fmt.Errorf("node %s reports no %s", n.Name, k)
+		}
+		return resource.ParseQuantity(v)
+	}
+	capCPU, err1 := q(n.Capacity, "cpu")
+	capMem, err2 := q(n.Capacity, "memory")
+	allocCPU, err3 := q(n.Allocatable, "cpu")
+	allocMem, err4 := q(n.Allocatable, "memory")
+	for _, err := range []error{err1, err2, err3, err4} {
+		if err != nil {
+			return "", err
+		}
+	}
+	cpus, mem := int(capCPU.Value()), uint64(capMem.Value())
+	detail := fmt.Sprintf("capacity cpu %s memory %s; allocatable cpu %s memory %s", capCPU.String(), capMem.String(), allocCPU.String(), allocMem.String())
+	res, ok := nodeconfig.Reserve(cpus, mem)
+	if !ok {
+		return detail, fmt.Errorf("node %s: capacity cpu %s memory %s is no size to reserve for", n.Name, capCPU.String(), capMem.String())
+	}
+	wantCPU, wantMem, err := res.Allocatable(cpus, mem)
+	if err != nil {
+		return detail, err
+	}
+	detail += fmt.Sprintf("; want cpu %dm memory %dKi (kube %s/%s, system %s/%s, eviction %s)", wantCPU, wantMem>>10,
+		res.KubeReserved["cpu"], res.KubeReserved["memory"], res.SystemReserved["cpu"], res.SystemReserved["memory"], res.EvictionHard["memory.available"])
+	var probs []string
+	if allocCPU.MilliValue() != wantCPU {
+		probs = append(probs, fmt.Sprintf("allocatable cpu %s, want %dm", allocCPU.String(), wantCPU))
+	}
+	if allocMem.Value() != wantMem {
+		probs = append(probs, fmt.Sprintf("allocatable memory %s (%d bytes), want %d bytes", allocMem.String(), allocMem.Value(), wantMem))
+	}
+	if allocCPU.Cmp(capCPU) >= 0 || allocMem.Cmp(capMem) >= 0 {
+		probs = append(probs, "allocatable is not below capacity: nothing is reserved")
+	}
+	if len(probs) > 0 {
+		return detail, fmt.Errorf("node %s: %s", n.Name, strings.Join(probs, "; "))
+	}
+	return detail, nil
+}

@@ -1,0 +1,85 @@
+package smoke
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-os/drover/harness/cluster"
+	"github.com/drover-os/drover/harness/ecsmeta"
+)
+
+func stoppedPod() *cluster.Pod {
+	return &cluster.Pod{Name: gracefulPod, Phase: "Failed", Reason: shutdownReason, Message: shutdownMessage,
+		TerminationMessage: "stopped by SIGTERM",
+		Conditions:         map[string]cluster.Condition{"DisruptionTarget": {Status: "True", Reason: "TerminationByKubelet", Message: shutdownMessage}}}
+}
+
+func TestJudgeGracefulStop(t *testing.T) {
+	pressed := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	off := pressed.Add(40 * time.Second)
+	hook := []ecsmeta.Request{{Time: pressed.Add(-time.Minute), Path: "/latest/meta-data/instance-id"},
+		{Time: pressed.Add(3 * time.Second), Path: "/latest/meta-data/drover-smoke/prestop-1"}}
+	if d, err := JudgeGracefulStop(stoppedPod(), hook, "prestop-1", pressed, off); err != nil {
+		t.Fatalf("good observation refused: %v (%s)", err, d)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(p *cluster.Pod, reqs *[]ecsmeta.Request)
+		want string
+	}{
+		{"hook never ran", func(_ *cluster.Pod, r *[]ecsmeta.Request) { *r = (*r)[:1] }, "never reached"},
+		{"another run's mark", func(_ *cluster.Pod, r *[]ecsmeta.Request) { (*r)[1].Path = "/latest/meta-data/drover-smoke/prestop-12" }, "never reached"},
+		{"hook before the button", func(_ *cluster.Pod, r *[]ecsmeta.Request) { (*r)[1].Time = pressed.Add(-time.Second) }, "not between"},
+		{"hook after power-off", func(_ *cluster.Pod, r *[]ecsmeta.Request) { (*r)[1].Time = off.Add(time.Second) }, "not between"},
+		{"still running (no shutdown manager)", func(p *cluster.Pod, _ *[]ecsmeta.Request) {
+			p.Phase, p.Reason, p.Message = "Running", "", ""
+		}, "want Failed/Terminated"},
+		{"failed for another reason", func(p *cluster.Pod, _ *[]ecsmeta.Request) { p.Reason = "Evicted" }, "want Failed/Terminated"},
+		{"no DisruptionTarget", func(p *cluster.Pod, _ *[]ecsmeta.Request) { delete(p.Conditions, "DisruptionTarget") }, "condition DisruptionTarget"},
+		{"disrupted by eviction", func(p *cluster.Pod, _ *[]ecsmeta.Request) {
+			p.Conditions["DisruptionTarget"] = cluster.Condition{Status: "True", Reason: "EvictionByEvictionAPI"}
+		}, "condition DisruptionTarget"},
+		{"killed, not stopped", func(p *cluster.Pod, _ *[]ecsmeta.Request) { p.TerminationMessage = "" }, "SIGTERM"},
+	} {
+		p := stoppedPod()
+		reqs := append([]ecsmeta.Request(nil), hook...)
+		tc.edit(p, &reqs)
+		if _, err := JudgeGracefulStop(p, reqs, "prestop-1", pressed, off); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestJudgeAllocatable(t *testing.T) {
+	// 2 CPUs, MemTotal 3000 MiB: 70m+50m reserved; 750+100 MiB reserved
+	// and 100 MiB eviction.
+	good := func() *cluster.Node {
+		return &cluster.Node{Name: "n",
+			Capacity:    map[string]string{"cpu": "2", "memory": "3072000Ki", "pods": "110"},
+			Allocatable: map[string]string{"cpu": "1880m", "memory": "2099200Ki", "pods": "110"}}
+	}
+	if d, err := JudgeAllocatable(good()); err != nil {
+		t.Fatalf("good node refused: %v (%s)", err, d)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(n *cluster.Node)
+		want string
+	}{
+		{"nothing reserved", func(n *cluster.Node) { n.Allocatable = n.Capacity }, "not below capacity"},
+		{"memory by another formula", func(n *cluster.Node) { n.Allocatable["memory"] = "2201600Ki" }, "allocatable memory"},
+		{"eviction threshold left out", func(n *cluster.Node) { n.Allocatable["memory"] = "2201600Ki" }, "want 2149580800 bytes"},
+		{"cpu by another formula", func(n *cluster.Node) { n.Allocatable["cpu"] = "1900m" }, "allocatable cpu 1900m, want 1880m"},
+		{"no capacity", func(n *cluster.Node) { n.Capacity = nil }, "reports no cpu"},
+		{"no allocatable memory", func(n *cluster.Node) { delete(n.Allocatable, "memory") }, "reports no memory"},
+		{"zero capacity", func(n *cluster.Node) { n.Capacity["memory"] = "0" }, "no size to reserve for"},
+		{"bad quantity", func(n *cluster.Node) { n.Allocatable["cpu"] = "two" }, "quantities must match"},
+	} {
+		n := good()
+		tc.edit(n)
+		if _, err := JudgeAllocatable(n); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
+		}
+	}
+}
