@@ -38,7 +38,9 @@ func TestJudgeOOMReport(t *testing.T) {
 			(*evs)[1].Message = "OOM kill seen"
 		}, "no OOMKilling Event"},
 		{"pod not OOMKilled", func(p **cluster.Pod, _ *cluster.Node, _ *[]cluster.Event) { (*p).TerminatedReasons = []string{"Error"} }, "want Failed [OOMKilled]"},
-		{"pod still running", func(p **cluster.Pod, _ *cluster.Node, _ *[]cluster.Event) { (*p).Phase, (*p).TerminatedReasons = "Running", nil }, "want Failed [OOMKilled]"},
+		{"pod still running", func(p **cluster.Pod, _ *cluster.Node, _ *[]cluster.Event) {
+			(*p).Phase, (*p).TerminatedReasons = "Running", nil
+		}, "want Failed [OOMKilled]"},
 		{"no pod", func(p **cluster.Pod, _ *cluster.Node, _ *[]cluster.Event) { *p = nil }, "no pod"},
 		{"node not Ready", func(_ **cluster.Pod, n *cluster.Node, _ *[]cluster.Event) { n.Ready = false }, "not Ready"},
 	} {
