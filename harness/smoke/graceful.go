@@ -18,9 +18,12 @@ import (
 // the node off.
 const gracefulPod = "graceful-stop"
 
-// The kubelet's graceful node shutdown marks each pod it stopped this way
-// (pkg/kubelet/nodeshutdown): phase Failed, this reason and message, and a
-// DisruptionTarget condition with reason TerminationByKubelet.
+// The kubelet's graceful node shutdown marks each pod it stopped with a
+// DisruptionTarget condition, reason TerminationByKubelet and this message
+// (pkg/kubelet/nodeshutdown). The phase is then what the containers'
+// exits make it: Succeeded for a restartPolicy Never pod whose container
+// stopped cleanly on SIGTERM (seen with kubelet v1.37.2), Failed with
+// reason Terminated otherwise.
 const (
 	shutdownReason          = "Terminated"
 	shutdownMessage         = "Pod was terminated in response to imminent node shutdown."
@@ -119,11 +122,14 @@ func JudgeGracefulStop(p *cluster.Pod, reqs []ecsmeta.Request, mark string, pres
 		probs = append(probs, fmt.Sprintf("the preStop hook's request came at %s, not between the power button (%s) and power-off (%s)",
 			hookAt.Format(time.StampMilli), pressed.Format(time.StampMilli), off.Format(time.StampMilli)))
 	}
-	if p.Phase != "Failed" || p.Reason != shutdownReason || p.Message != shutdownMessage {
-		probs = append(probs, fmt.Sprintf("pod status %s/%s %q, want Failed/%s %q (the kubelet's node shutdown)", p.Phase, p.Reason, p.Message, shutdownReason, shutdownMessage))
+	switch {
+	case p.Phase == "Succeeded":
+	case p.Phase == "Failed" && p.Reason == shutdownReason && p.Message == shutdownMessage:
+	default:
+		probs = append(probs, fmt.Sprintf("pod status %s/%s %q, want it ended: Succeeded, or Failed/%s %q (the kubelet's node shutdown)", p.Phase, p.Reason, p.Message, shutdownReason, shutdownMessage))
 	}
-	if c := p.Conditions[disruptionTargetCondKey]; c.Status != "True" || c.Reason != disruptionByKubelet {
-		probs = append(probs, fmt.Sprintf("condition DisruptionTarget %s/%s, want True/%s", c.Status, c.Reason, disruptionByKubelet))
+	if c := p.Conditions[disruptionTargetCondKey]; c.Status != "True" || c.Reason != disruptionByKubelet || c.Message != shutdownMessage {
+		probs = append(probs, fmt.Sprintf("condition DisruptionTarget %s/%s %q, want True/%s %q", c.Status, c.Reason, c.Message, disruptionByKubelet, shutdownMessage))
 	}
 	if p.TerminationMessage != "stopped by SIGTERM" {
 		probs = append(probs, fmt.Sprintf("container's termination message %q, want \"stopped by SIGTERM\" (killed before it could stop?)", p.TerminationMessage))

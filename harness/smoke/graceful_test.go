@@ -23,6 +23,13 @@ func TestJudgeGracefulStop(t *testing.T) {
 	if d, err := JudgeGracefulStop(stoppedPod(), hook, "prestop-1", pressed, off); err != nil {
 		t.Fatalf("good observation refused: %v (%s)", err, d)
 	}
+	// What kubelet v1.37.2 leaves for a pod whose container exited 0 on
+	// SIGTERM: Succeeded, no reason, the condition.
+	clean := stoppedPod()
+	clean.Phase, clean.Reason, clean.Message = "Succeeded", "", ""
+	if d, err := JudgeGracefulStop(clean, hook, "prestop-1", pressed, off); err != nil {
+		t.Fatalf("clean stop refused: %v (%s)", err, d)
+	}
 	for _, tc := range []struct {
 		name string
 		edit func(p *cluster.Pod, reqs *[]ecsmeta.Request)
@@ -34,8 +41,11 @@ func TestJudgeGracefulStop(t *testing.T) {
 		{"hook after power-off", func(_ *cluster.Pod, r *[]ecsmeta.Request) { (*r)[1].Time = off.Add(time.Second) }, "not between"},
 		{"still running (no shutdown manager)", func(p *cluster.Pod, _ *[]ecsmeta.Request) {
 			p.Phase, p.Reason, p.Message = "Running", "", ""
-		}, "want Failed/Terminated"},
-		{"failed for another reason", func(p *cluster.Pod, _ *[]ecsmeta.Request) { p.Reason = "Evicted" }, "want Failed/Terminated"},
+		}, "want it ended"},
+		{"failed for another reason", func(p *cluster.Pod, _ *[]ecsmeta.Request) { p.Reason = "Evicted" }, "or Failed/Terminated"},
+		{"evicted by the kubelet for pressure", func(p *cluster.Pod, _ *[]ecsmeta.Request) {
+			p.Conditions["DisruptionTarget"] = cluster.Condition{Status: "True", Reason: "TerminationByKubelet", Message: "The node was low on resource: memory."}
+		}, "condition DisruptionTarget"},
 		{"no DisruptionTarget", func(p *cluster.Pod, _ *[]ecsmeta.Request) { delete(p.Conditions, "DisruptionTarget") }, "condition DisruptionTarget"},
 		{"disrupted by eviction", func(p *cluster.Pod, _ *[]ecsmeta.Request) {
 			p.Conditions["DisruptionTarget"] = cluster.Condition{Status: "True", Reason: "EvictionByEvictionAPI"}
