@@ -61,6 +61,8 @@ type Pod struct {
 	// TerminatedReasons are the reasons of its terminated containers
 	// (Completed, Error, OOMKilled), in container order.
 	TerminatedReasons []string
+	// ExitCodes are those containers' exit codes, in the same order.
+	ExitCodes []int32
 	// Conditions are the pod's conditions by type (DisruptionTarget:
 	// why the pod was stopped, when it was).
 	Conditions map[string]Condition
@@ -119,8 +121,9 @@ type apiPod struct {
 		ContainerStatuses []struct {
 			State struct {
 				Terminated *struct {
-					Message string `json:"message"`
-					Reason  string `json:"reason"`
+					Message  string `json:"message"`
+					Reason   string `json:"reason"`
+					ExitCode int32  `json:"exitCode"`
 				} `json:"terminated"`
 			} `json:"state"`
 		} `json:"containerStatuses"`
@@ -129,9 +132,11 @@ type apiPod struct {
 
 func (p *apiPod) pod() Pod {
 	var msgs, reasons []string
+	var codes []int32
 	for _, cs := range p.Status.ContainerStatuses {
 		if t := cs.State.Terminated; t != nil {
 			reasons = append(reasons, t.Reason)
+			codes = append(codes, t.ExitCode)
 			if t.Message != "" {
 				msgs = append(msgs, strings.TrimRight(t.Message, "\n"))
 			}
@@ -139,7 +144,7 @@ func (p *apiPod) pod() Pod {
 	}
 	return Pod{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, NodeName: p.Spec.NodeName,
 		Phase: p.Status.Phase, Reason: p.Status.Reason, Message: p.Status.Message,
-		TerminationMessage: strings.Join(msgs, "\n"), Conditions: conditions(p.Status.Conditions), TerminatedReasons: reasons}
+		TerminationMessage: strings.Join(msgs, "\n"), Conditions: conditions(p.Status.Conditions), TerminatedReasons: reasons, ExitCodes: codes}
 }
 
 func conditions(cs []apiCondition) map[string]Condition {

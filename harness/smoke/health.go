@@ -113,12 +113,19 @@ func JudgeOOMReport(p *cluster.Pod, n *cluster.Node, evs []cluster.Event) (strin
 	if ev == nil {
 		probs = append(probs, "no OOMKilling Event from drover-agent with the kernel's \"Memory cgroup out of memory: Killed process N (probe)\" line")
 	}
-	if p == nil || p.Phase != "Failed" || len(p.TerminatedReasons) != 1 || p.TerminatedReasons[0] != "OOMKilled" {
+	// The runtime says OOMKilled when the kill was in the container's own
+	// cgroup; when the pod's cgroup (the same 64 MiB, plus the sandbox)
+	// hit its limit first, containerd 2.4 reports Error, exit code 137
+	// (SIGKILL): seen on the node with the kernel's memcg line for the
+	// probe. Either way the container was killed, not ended.
+	killed := p != nil && p.Phase == "Failed" && len(p.TerminatedReasons) == 1 && len(p.ExitCodes) == 1 &&
+		(p.TerminatedReasons[0] == "OOMKilled" || p.TerminatedReasons[0] == "Error" && p.ExitCodes[0] == 137)
+	if !killed {
 		got := "no pod"
 		if p != nil {
-			got = fmt.Sprintf("%s %v", p.Phase, p.TerminatedReasons)
+			got = fmt.Sprintf("%s %v exit %v", p.Phase, p.TerminatedReasons, p.ExitCodes)
 		}
-		probs = append(probs, fmt.Sprintf("pod %s is %s, want Failed [OOMKilled]", oomPod, got))
+		probs = append(probs, fmt.Sprintf("pod %s is %s, want Failed [OOMKilled], or [Error] exit 137 (SIGKILL)", oomPod, got))
 	}
 	if !n.Ready {
 		probs = append(probs, fmt.Sprintf("node %s not Ready (%s: %s)", n.Name, n.ReadyReason, n.ReadyMessage))
@@ -134,9 +141,8 @@ func JudgeOOMReport(p *cluster.Pod, n *cluster.Node, evs []cluster.Event) (strin
 }
 
 var (
-	fsErrorLine  = regexp.MustCompile(`EXT4-fs error \(device (loop\d+)\): trigger_test_error:\d+: comm \S+: drover smoke`)
-	fsRemountRO  = regexp.MustCompile(`^EXT4-fs \((loop\d+)\): Remounting filesystem read-only`)
-	probeOptions = regexp.MustCompile(`(^|,)ro(,|$)`)
+	fsErrorLine = regexp.MustCompile(`EXT4-fs error \(device (loop\d+)\): trigger_test_error:\d+: comm \S+: drover smoke`)
+	fsRemountRO = regexp.MustCompile(`^EXT4-fs \((loop\d+)\): Remounting filesystem read-only`)
 )
 
 // JudgeFSErrorReport: the probe's scratch file system went from rw to ro,
@@ -145,15 +151,16 @@ var (
 // True with the kernel's remount line for it.
 func JudgeFSErrorReport(probeMsg string, n *cluster.Node, evs []cluster.Event) (string, error) {
 	var pr struct {
-		Device, Before, After, Error string
+		Device, Before, After, Superblock, Error string
 	}
 	if err := json.Unmarshal([]byte(probeMsg), &pr); err != nil {
 		return "", fmt.Errorf("probe report %q: %w", probeMsg, err)
 	}
 	dev := strings.TrimPrefix(pr.Device, "/dev/")
 	var probs []string
-	if pr.Error != "" || dev == "" || probeOptions.MatchString(pr.Before) || !probeOptions.MatchString(pr.After) {
-		probs = append(probs, fmt.Sprintf("the scratch file system did not go read-only (device %q, options %q then %q, %s)", pr.Device, pr.Before, pr.After, pr.Error))
+	// The effect: a write worked before the error and fails after it.
+	if pr.Error != "" || dev == "" || pr.Before != "yes" || pr.After != "no" {
+		probs = append(probs, fmt.Sprintf("the scratch file system did not go read-only (device %q, writable %q then %q, superblock %q, %s)", pr.Device, pr.Before, pr.After, pr.Superblock, pr.Error))
 	}
 	ev := findEvent(evs, "FilesystemError", fsErrorLine)
 	if ev == nil {
@@ -169,7 +176,7 @@ func JudgeFSErrorReport(probeMsg string, n *cluster.Node, evs []cluster.Event) (
 	case m[1] != dev:
 		probs = append(probs, fmt.Sprintf("ReadonlyFilesystem names %s, the probe's device is %s", m[1], dev))
 	}
-	detail := fmt.Sprintf("%s: %s → %s; ReadonlyFilesystem %s: %s", pr.Device, pr.Before, pr.After, c.Status, c.Message)
+	detail := fmt.Sprintf("%s writable %s → %s (superblock %s); ReadonlyFilesystem %s: %s", pr.Device, pr.Before, pr.After, pr.Superblock, c.Status, c.Message)
 	if len(probs) > 0 {
 		return detail, fmt.Errorf("%s", strings.Join(probs, "; "))
 	}

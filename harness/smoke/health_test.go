@@ -11,18 +11,25 @@ const (
 	oomMsg     = "kernel: Memory cgroup out of memory: Killed process 812 (probe) total-vm:1101876kB, anon-rss:65536kB"
 	fsMsg      = "kernel: EXT4-fs error (device loop0): trigger_test_error:1234: comm sh: drover smoke"
 	remountMsg = "EXT4-fs (loop0): Remounting filesystem read-only"
-	fsProbe    = `{"device":"/dev/loop0","before":"rw,relatime","after":"ro,relatime"}`
+	fsProbe    = `{"device":"/dev/loop0","before":"yes","after":"no","superblock":"ro,errors=remount-ro"}`
 )
 
 func TestJudgeOOMReport(t *testing.T) {
 	good := func() (*cluster.Pod, *cluster.Node, []cluster.Event) {
-		return &cluster.Pod{Name: oomPod, Phase: "Failed", TerminatedReasons: []string{"OOMKilled"}},
+		return &cluster.Pod{Name: oomPod, Phase: "Failed", TerminatedReasons: []string{"OOMKilled"}, ExitCodes: []int32{137}},
 			&cluster.Node{Name: "n", Ready: true},
 			[]cluster.Event{{Reason: "ConfigDrift", Type: "Warning", Source: "drover-agent", Message: "x"},
 				{Reason: "OOMKilling", Type: "Warning", Source: "drover-agent", Message: oomMsg}}
 	}
 	if d, err := JudgeOOMReport(good()); err != nil {
 		t.Fatalf("good report refused: %v (%s)", err, d)
+	}
+	// What containerd 2.4 reported on the node when the pod's cgroup hit
+	// the limit first.
+	p, n, evs := good()
+	p.TerminatedReasons = []string{"Error"}
+	if d, err := JudgeOOMReport(p, n, evs); err != nil {
+		t.Fatalf("Error/137 refused: %v (%s)", err, d)
 	}
 	for _, tc := range []struct {
 		name string
@@ -37,7 +44,12 @@ func TestJudgeOOMReport(t *testing.T) {
 		{"our own words, not the kernel's", func(_ **cluster.Pod, _ *cluster.Node, evs *[]cluster.Event) {
 			(*evs)[1].Message = "OOM kill seen"
 		}, "no OOMKilling Event"},
-		{"pod not OOMKilled", func(p **cluster.Pod, _ *cluster.Node, _ *[]cluster.Event) { (*p).TerminatedReasons = []string{"Error"} }, "want Failed [OOMKilled]"},
+		{"pod ended with an error of its own", func(p **cluster.Pod, _ *cluster.Node, _ *[]cluster.Event) {
+			(*p).TerminatedReasons, (*p).ExitCodes = []string{"Error"}, []int32{1}
+		}, "want Failed [OOMKilled]"},
+		{"pod got all its memory", func(p **cluster.Pod, _ *cluster.Node, _ *[]cluster.Event) {
+			(*p).Phase, (*p).TerminatedReasons, (*p).ExitCodes = "Succeeded", []string{"Completed"}, []int32{0}
+		}, "want Failed [OOMKilled]"},
 		{"pod still running", func(p **cluster.Pod, _ *cluster.Node, _ *[]cluster.Event) {
 			(*p).Phase, (*p).TerminatedReasons = "Running", nil
 		}, "want Failed [OOMKilled]"},
@@ -67,8 +79,12 @@ func TestJudgeFSErrorReport(t *testing.T) {
 		edit func(msg *string, n *cluster.Node, evs *[]cluster.Event)
 		want string
 	}{
-		{"still rw", func(m *string, _ *cluster.Node, _ *[]cluster.Event) { *m = strings.Replace(fsProbe, `"ro,`, `"rw,`, 1) }, "did not go read-only"},
-		{"ro from the start", func(m *string, _ *cluster.Node, _ *[]cluster.Event) { *m = strings.Replace(fsProbe, `"rw,`, `"ro,`, 1) }, "did not go read-only"},
+		{"still writable", func(m *string, _ *cluster.Node, _ *[]cluster.Event) {
+			*m = strings.Replace(fsProbe, `"after":"no"`, `"after":"yes"`, 1)
+		}, "did not go read-only"},
+		{"read-only from the start", func(m *string, _ *cluster.Node, _ *[]cluster.Event) {
+			*m = strings.Replace(fsProbe, `"before":"yes"`, `"before":"no"`, 1)
+		}, "did not go read-only"},
 		{"probe failed", func(m *string, _ *cluster.Node, _ *[]cluster.Event) { *m = `{"error":"mount: no loop"}` }, "did not go read-only"},
 		{"not JSON", func(m *string, _ *cluster.Node, _ *[]cluster.Event) { *m = "oops" }, "probe report"},
 		{"no event", func(_ *string, _ *cluster.Node, evs *[]cluster.Event) { *evs = nil }, "no FilesystemError Event"},

@@ -30,7 +30,8 @@
 //	                      the kernel's OOM killer ends it); exit 0 only if it got them all
 //	probe fserror         make a 16 MiB ext4 file system on a loop device on the node, mount it
 //	                      errors=remount-ro at /run/drover-smoke-fs and make ext4 report an error
-//	                      (/sys/fs/ext4/<dev>/trigger_fs_error); report its mount options after
+//	                      (/sys/fs/ext4/<dev>/trigger_fs_error); report whether a file could be
+//	                      written on it before and after, and its superblock's options
 //	probe prestop URL     GET URL (any answer will do: the harness's server logs the request),
 //	                      up to 10 tries a second apart; a preStop hook's side effect
 //
@@ -546,16 +547,18 @@ func getOnce(url string) (int, error) {
 func fsError() (map[string]any, error) {
 	res := map[string]any{}
 	script := `set -e
-mkdir -p /var/lib/drover-smoke /run/drover-smoke-fs
-truncate -s 16M /var/lib/drover-smoke/fs.img
-mkfs.ext4 -q -F /var/lib/drover-smoke/fs.img
-mount -o loop,errors=remount-ro /var/lib/drover-smoke/fs.img /run/drover-smoke-fs
+mkdir -p /var/lib/drover-smoke-fs /run/drover-smoke-fs
+truncate -s 16M /var/lib/drover-smoke-fs/fs.img
+mkfs.ext4 -q -F /var/lib/drover-smoke-fs/fs.img
+mount -o loop,errors=remount-ro /var/lib/drover-smoke-fs/fs.img /run/drover-smoke-fs
 dev=$(findmnt -n -o SOURCE /run/drover-smoke-fs)
 echo "device=$dev"
-echo "before=$(findmnt -n -o OPTIONS /run/drover-smoke-fs)"
+writable() { if echo x 2>/dev/null >/run/drover-smoke-fs/$1; then echo yes; else echo no; fi; }
+echo "before=$(writable before)"
 echo "drover smoke" > /sys/fs/ext4/$(basename $dev)/trigger_fs_error
 sleep 1
-echo "after=$(findmnt -n -o OPTIONS /run/drover-smoke-fs)"
+echo "after=$(writable after)"
+echo "superblock=$(findmnt -n -o FS-OPTIONS /run/drover-smoke-fs)"
 `
 	// The node's nsenter (from /host) into PID 1's mount namespace and
 	// root: the loop mount is the node's, not this container's.
