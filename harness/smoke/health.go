@@ -134,6 +134,9 @@ func JudgeOOMReport(p *cluster.Pod, n *cluster.Node, evs []cluster.Event) (strin
 	if ev != nil {
 		detail = ev.Reason + ": " + ev.Message
 	}
+	if p != nil {
+		detail += fmt.Sprintf("; pod %s %v exit %v", p.Phase, p.TerminatedReasons, p.ExitCodes)
+	}
 	if len(probs) > 0 {
 		return detail, fmt.Errorf("%s", strings.Join(probs, "; "))
 	}
