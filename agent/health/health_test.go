@@ -7,6 +7,10 @@ func TestParseRecord(t *testing.T) {
 	if !ok || r.Seq != 1234 || r.Usec != 98765432 || r.Message != "Memory cgroup out of memory: Killed process 812 (probe) total-vm:1101876kB" {
 		t.Errorf("ParseRecord = %+v, %v", r, ok)
 	}
+	// The flags field is optional to the reader: three fields are enough.
+	if r, ok := ParseRecord("6,5,100;short header"); !ok || r.Seq != 5 || r.Usec != 100 || r.Message != "short header" {
+		t.Errorf("three-field record = %+v, %v", r, ok)
+	}
 	for _, bad := range []string{"", "no header", "3,1;x", "3,a,1,-;x", "3,1,b,-;x"} {
 		if r, ok := ParseRecord(bad); ok {
 			t.Errorf("ParseRecord(%q) = %+v, want not ok", bad, r)
