@@ -19,9 +19,11 @@ func TestJudgeGracefulStop(t *testing.T) {
 	pressed := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	off := pressed.Add(40 * time.Second)
 	hook := []ecsmeta.Request{{Time: pressed.Add(-time.Minute), Path: "/latest/meta-data/instance-id"},
-		{Time: pressed.Add(3 * time.Second), Path: "/latest/meta-data/drover-smoke/prestop-1"}}
+		{Time: pressed.Add(3040 * time.Millisecond), Path: "/latest/meta-data/drover-smoke/prestop-1"}}
 	if d, err := JudgeGracefulStop(stoppedPod(), hook, "prestop-1", pressed, off); err != nil {
 		t.Fatalf("good observation refused: %v (%s)", err, d)
+	} else if want := "hook request 3s after the power button; power-off 40s after it"; !strings.HasPrefix(d, want) {
+		t.Errorf("detail %q, want it to start %q", d, want)
 	}
 	// What kubelet v1.37.2 leaves for a pod whose container exited 0 on
 	// SIGTERM: Succeeded, no reason, the condition.
@@ -78,6 +80,8 @@ func TestJudgeAllocatable(t *testing.T) {
 		want string
 	}{
 		{"nothing reserved", func(n *cluster.Node) { n.Allocatable = n.Capacity }, "not below capacity"},
+		{"no CPU reserved", func(n *cluster.Node) { n.Allocatable["cpu"] = "2" }, "not below capacity"},
+		{"no memory reserved", func(n *cluster.Node) { n.Allocatable["memory"] = "3072000Ki" }, "not below capacity"},
 		{"memory by another formula", func(n *cluster.Node) { n.Allocatable["memory"] = "2201600Ki" }, "allocatable memory"},
 		{"eviction threshold left out", func(n *cluster.Node) { n.Allocatable["memory"] = "2201600Ki" }, "want 2149580800 bytes"},
 		{"cpu by another formula", func(n *cluster.Node) { n.Allocatable["cpu"] = "1900m" }, "allocatable cpu 1900m, want 1880m"},
