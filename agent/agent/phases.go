@@ -271,6 +271,25 @@ func (a *Agent) nodeFacts() nodeconfig.Facts {
 		InstanceType: f.InstanceType, Hostname: a.nodeName, PrivateIPv4: ip, SecureBoot: a.secureBoot, NTPServers: ntp}
 }
 
+// sizeFacts reads the instance's size into f, from which the kubelet's
+// reservations are computed, and says what is reserved.
+func (a *Agent) sizeFacts(f *nodeconfig.Facts) string {
+	if a.env.Size == nil {
+		return "no reservations: the instance's size is not known"
+	}
+	cpus, mem, err := a.env.Size()
+	if err != nil {
+		return "no reservations: reading the instance's size: " + err.Error()
+	}
+	r, ok := nodeconfig.Reserve(cpus, mem)
+	if !ok {
+		return fmt.Sprintf("no reservations: the instance's size reads %d CPUs and %d bytes of memory", cpus, mem)
+	}
+	f.CPUs, f.MemTotal = cpus, mem
+	return fmt.Sprintf("reserved for %d CPUs and %d MiB: kube %s/%s, system %s/%s", cpus, mem>>20,
+		r.KubeReserved["cpu"], r.KubeReserved["memory"], r.SystemReserved["cpu"], r.SystemReserved["memory"])
+}
+
 // runtime renders the kubelet's configuration into the tmpfs /etc and
 // waits for containerd, which has been starting since apply.
 func (a *Agent) runtime(ctx context.Context) (string, error) {
@@ -278,18 +297,7 @@ func (a *Agent) runtime(ctx context.Context) (string, error) {
 		return "", err
 	}
 	facts := a.nodeFacts()
-	sized := "no reservations: the instance's size is not known"
-	if a.env.Size != nil {
-		cpus, mem, err := a.env.Size()
-		if err != nil {
-			sized = "no reservations: reading the instance's size: " + err.Error()
-		} else {
-			facts.CPUs, facts.MemTotal = cpus, mem
-			r, _ := nodeconfig.Reserve(cpus, mem)
-			sized = fmt.Sprintf("reserved for %d CPUs and %d MiB: kube %s/%s, system %s/%s", cpus, mem>>20,
-				r.KubeReserved["cpu"], r.KubeReserved["memory"], r.SystemReserved["cpu"], r.SystemReserved["memory"])
-		}
-	}
+	sized := a.sizeFacts(&facts)
 	// The bootstrap kubeconfig is written only while the kubelet has no
 	// usable client certificate; once joined it is deleted and not
 	// rewritten until the certificate expires.
