@@ -31,6 +31,9 @@ type Config struct {
 	Cluster    Cluster
 	Kubelet    Kubelet
 	Containerd Containerd
+	// Storage says where container storage lives (StorageAuto,
+	// StorageRequired, StorageSystem).
+	Storage string
 }
 
 // Cluster says where the API server is, how to trust it and how to

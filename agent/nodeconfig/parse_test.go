@@ -89,9 +89,9 @@ func TestValidateProblems(t *testing.T) {
 		{"duplicate taint", with("kubelet:", "  taints: [a=b:NoSchedule, a=c:NoSchedule]"),
 			[]string{`node.yaml:8: kubelet.taints[1]: taint a:NoSchedule is listed twice; keep one`}},
 		{"unknown top-level field", with("kublet:", "  maxPods: 10"),
-			[]string{`node.yaml:7: kublet: unknown field; known fields here are apiVersion, kind, cluster, kubelet, containerd`}},
+			[]string{`node.yaml:7: kublet: unknown field; known fields here are apiVersion, kind, cluster, kubelet, containerd, storage`}},
 		{"empty field name", with(`"": 1`),
-			[]string{`node.yaml:7: [""]: unknown field; known fields here are apiVersion, kind, cluster, kubelet, containerd`}},
+			[]string{`node.yaml:7: [""]: unknown field; known fields here are apiVersion, kind, cluster, kubelet, containerd, storage`}},
 		{"dotted field name", with("  \"caData.x\": y"),
 			[]string{`node.yaml:7: cluster["caData.x"]: unknown field; known fields here are server, caData, caHash, bootstrapToken, dns, domain`}},
 		{"unknown nested field", with("  caDta: x"),
@@ -134,6 +134,10 @@ func TestValidateProblems(t *testing.T) {
 			[]string{`node.yaml:9: containerd.mirrors["https://docker.io"]: must be a registry host such as docker.io or registry.example.com:5000`}},
 		{"no mirrors listed", with("containerd:", "  mirrors:", "    docker.io: []"),
 			[]string{`node.yaml:9: containerd.mirrors["docker.io"]: must list at least one mirror URL; leave the registry out to pull from it directly`}},
+		{"bad storage", with("storage: data"),
+			[]string{`node.yaml:7: storage: must be one of auto, required, system, got "data" (see docs/node-config.md, Container storage)`}},
+		{"storage not a string", with("storage: true"),
+			[]string{`node.yaml:7: storage: must be a string, got the boolean true (quote it: "true")`}},
 		{"wrong apiVersion", doc("apiVersion: drover.dev/v1", "kind: NodeConfig", "cluster:", good[0], good[1], good[2]),
 			[]string{`node.yaml:1: apiVersion: unsupported version "drover.dev/v1"; this agent reads drover.dev/v1alpha1`}},
 		{"wrong kind", doc("apiVersion: drover.dev/v1alpha1", "kind: Node", "cluster:", good[0], good[1], good[2]),
@@ -204,9 +208,22 @@ func TestParseDefaults(t *testing.T) {
 		},
 		Kubelet:    Kubelet{MaxPods: 110},
 		Containerd: Containerd{SandboxImage: "registry.k8s.io/pause:3.10"},
+		Storage:    StorageAuto,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Parse(minimal) =\n%#v\nwant\n%#v", c, want)
+	}
+}
+
+func TestParseStorage(t *testing.T) {
+	for _, mode := range []string{StorageAuto, StorageRequired, StorageSystem} {
+		c, err := Parse([]byte(with("storage: "+mode)), "node.yaml")
+		if err != nil {
+			t.Fatalf("storage: %s: %v", mode, err)
+		}
+		if c.Storage != mode {
+			t.Errorf("storage: %s parsed as %q", mode, c.Storage)
+		}
 	}
 }
 

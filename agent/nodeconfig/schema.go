@@ -2,6 +2,7 @@ package nodeconfig
 
 import (
 	"math"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -10,7 +11,7 @@ import (
 // that one run reports them all.
 func (p *parser) config(root *yaml.Node) *Config {
 	c := &Config{}
-	top := p.fields(root, "", "apiVersion", "kind", "cluster", "kubelet", "containerd")
+	top := p.fields(root, "", "apiVersion", "kind", "cluster", "kubelet", "containerd", "storage")
 	if top == nil {
 		return nil
 	}
@@ -42,6 +43,15 @@ func (p *parser) config(root *yaml.Node) *Config {
 	c.Containerd.SandboxImage = DefaultSandboxImage
 	if e, ok := set(top, "containerd"); ok {
 		p.containerd(e, &c.Containerd)
+	}
+	c.Storage = StorageAuto
+	if e, ok := set(top, "storage"); ok {
+		if v, ok := p.str(e.val, "storage"); ok {
+			if !contains(storageModes, v) {
+				p.add(e.val.Line, "storage", "must be one of %s, got %q (see docs/node-config.md, Container storage)", strings.Join(storageModes, ", "), v)
+			}
+			c.Storage = v
+		}
 	}
 	return c
 }
