@@ -25,6 +25,7 @@ import (
 	"github.com/drover-os/drover/agent/nodeconfig"
 	"github.com/drover-os/drover/agent/provider"
 	"github.com/drover-os/drover/agent/status"
+	"github.com/drover-os/drover/agent/storage"
 	"github.com/drover-os/drover/agent/systemd"
 )
 
@@ -93,6 +94,10 @@ type Env struct {
 	Prefetch func(paths ...string)
 	// Kube builds the API client once the kubelet has its certificate.
 	Kube func(server string, ca []byte, certFile string) (NodeAPI, error)
+	// Storage observes the data disks and formats the one used (the
+	// storage phase); nil: no storage phase, container storage stays
+	// where it is (tests that do not judge it).
+	Storage storage.System
 	// DiscoverCA finds the cluster CA a node file pins by hash only
 	// (kube.DiscoverCA: signed cluster-info, the pinned certificate
 	// alone); called on the first boot only, see ClusterCA.
@@ -188,6 +193,9 @@ type Agent struct {
 	// rendered is closed once runtime has written the node's
 	// configuration (timesyncd's drop-in among it).
 	rendered chan struct{}
+	// events are Warning Events on the Node found before the join (a data
+	// disk not used), delivered with the kernel watch's.
+	events []pendingReport
 	// bg counts the background phases, which Run waits for.
 	bg sync.WaitGroup
 }

@@ -31,6 +31,7 @@ func (a *Agent) WatchKernel(ctx context.Context, kmsg io.Reader) {
 	r := &kernelReporter{api: a.guardAPI, note: a.rec.Note, now: time.Now}
 	r.cond(kube.Condition{Type: health.ReadonlyFilesystem, Status: "False", Reason: "FilesystemIsNotReadOnly",
 		Message: "no filesystem has been remounted read-only since boot"})
+	r.pending = append(r.pending, a.events...) // the storage phase's, found before the join
 	found := make(chan health.Finding, 64)
 	go readKmsg(ctx, kmsg, found, a.rec.Note)
 	r.run(ctx, found)

@@ -424,6 +424,9 @@ func (a *Agent) writeFiles(files []nodeconfig.File) error {
 // took.
 func (a *Agent) startContainerd(ctx context.Context) (string, error) {
 	a.prefetch(KubeletBinaries...)
+	if err := a.containerStorage(ctx); err != nil {
+		return "", err
+	}
 	files, err := nodeconfig.RenderContainerd(a.node)
 	if err != nil {
 		return "", err

@@ -25,6 +25,7 @@ import (
 	"github.com/drover-os/drover/agent/nodeconfig"
 	"github.com/drover-os/drover/agent/provider"
 	"github.com/drover-os/drover/agent/status"
+	"github.com/drover-os/drover/agent/storage"
 	"github.com/drover-os/drover/agent/systemd"
 	"github.com/drover-os/drover/internal/readahead"
 )
@@ -121,6 +122,8 @@ func run(ctx context.Context) error {
 	logf := func(format string, args ...any) { console("drover-agent: " + fmt.Sprintf(format, args...)) }
 	env := agent.Env{
 		Root: "/", Provider: prov, Systemd: sd, Fetcher: &ignition.HTTPFetcher{},
+		// The data disks, for container storage (agent/storage).
+		Storage: storage.Host{Root: "/"},
 		Network: func(ctx context.Context, mac string) (agent.Primary, error) {
 			p, err := network.Wait(ctx, network.WaitOptions{PreferredMAC: mac, Logf: logf})
 			if err != nil {
