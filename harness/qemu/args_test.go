@@ -133,3 +133,46 @@ func TestArgsSeveralForwards(t *testing.T) {
 		t.Errorf("-fw_cfg %q", fw)
 	}
 }
+
+// TestArgsDataDisks: data disks follow the boot disk, raw and writable,
+// each with its own serial, on the boot disk's bus; a comma in a path is
+// escaped.
+func TestArgsDataDisks(t *testing.T) {
+	for _, nvme := range []bool{false, true} {
+		c := testConfig()
+		c.NVMe = nvme
+		c.DataDisks = []string{"/tmp/empty.raw", "/tmp/a,b.raw"}
+		a := c.Args(false)
+		dev := "virtio-blk-pci"
+		boot := "virtio-blk-pci,drive=disk0"
+		if nvme {
+			dev, boot = "nvme", "nvme,drive=disk0,serial=drover0"
+		}
+		wantDrives := []string{
+			"if=none,id=data1,format=raw,file=/tmp/empty.raw",
+			"if=none,id=data2,format=raw,file=/tmp/a,,b.raw",
+		}
+		drives := argValues(a, "-drive")
+		if got := drives[len(drives)-2:]; !slices.Equal(got, wantDrives) {
+			t.Errorf("nvme=%v: data drives %q, want %q", nvme, got, wantDrives)
+		}
+		wantDevices := []string{boot, dev + ",drive=data1,serial=drover-data1", dev + ",drive=data2,serial=drover-data2"}
+		var devices []string
+		for _, d := range argValues(a, "-device") {
+			if strings.Contains(d, "drive=") {
+				devices = append(devices, d)
+			}
+		}
+		if !slices.Equal(devices, wantDevices) {
+			t.Errorf("nvme=%v: disk devices %q, want %q (the boot disk first)", nvme, devices, wantDevices)
+		}
+		for _, d := range drives {
+			if strings.Contains(d, "data") && strings.Contains(d, "readonly") {
+				t.Errorf("a data disk is read-only: %s", d)
+			}
+		}
+	}
+	if a := testConfig().Args(false); slices.ContainsFunc(argValues(a, "-drive"), func(d string) bool { return strings.Contains(d, "id=data") }) {
+		t.Errorf("data drives without DataDisks: %q", a)
+	}
+}

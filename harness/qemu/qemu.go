@@ -38,6 +38,11 @@ type Config struct {
 	MemoryMiB int    // default 2048
 	CPUs      int    // default 2
 	NVMe      bool   // attach the disk as NVMe instead of virtio-blk
+	// DataDisks are host raw files attached after the boot disk, in
+	// order, as the instance's data disks (virtio-blk, or NVMe with
+	// NVMe), with serials drover-data1, drover-data2, …; the guest writes
+	// them.
+	DataDisks []string
 	// Net is the user-mode network, e.g. 100.64.0.0/10 so that the ECS
 	// metadata address 100.100.100.200 lies inside it (slirp only
 	// forwards guest connections to addresses in its network).
@@ -357,6 +362,16 @@ func (c *Config) Args(kvm bool) []string {
 		a = append(a, "-device", "nvme,drive=disk0,serial=drover0")
 	} else {
 		a = append(a, "-device", "virtio-blk-pci,drive=disk0")
+	}
+	for i, f := range c.DataDisks {
+		id := fmt.Sprintf("data%d", i+1)
+		dev := "virtio-blk-pci"
+		if c.NVMe {
+			dev = "nvme"
+		}
+		// A comma in a path is doubled, QEMU's escape in option values.
+		a = append(a, "-drive", "if=none,id="+id+",format=raw,file="+strings.ReplaceAll(f, ",", ",,"),
+			"-device", fmt.Sprintf("%s,drive=%s,serial=drover-data%d", dev, id, i+1))
 	}
 	netdev := "user,id=n0"
 	if c.Net != "" {
