@@ -12,19 +12,23 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/drover-os/drover/image/oci"
 )
 
-// upstream is the namespace the node's default sandbox image lives in; the
-// test never reaches it: hosts.toml sends every request to the local registry.
+// upstream is a registry the test mirrors; it never reaches it: hosts.toml
+// sends every request to the local registry.
 const upstream = "registry.k8s.io"
 
 // namespace keeps the test's containerd objects apart from anything else.
 const namespace = "drover-registry-test"
 
 // TestContainerdPullsAndRuns proves the node-side wiring described in the
-// package doc with a real containerd: the sandbox image is pulled under its
-// upstream name through a mirror hosts.toml, the hello image is pulled by the
-// registry's own address and run with runc.
+// package doc with a real containerd: the hello image is pulled under an
+// upstream name through a mirror hosts.toml, and by the registry's own
+// address and run with runc. Then the sandbox image archive drover build
+// ships (image/oci.LayoutTar of cmd/drover-pause) is imported the way the
+// agent does, and containerd must list it by name with the index digest.
 func TestContainerdPullsAndRuns(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run containerd")
@@ -104,9 +108,9 @@ state = %q
 	}
 	waitForContainerd(t, ctx, ctr, exited)
 
-	pauseRef := upstream + "/pause:3.10"
-	if out, err := ctr("images", "pull", "--hosts-dir", certs, pauseRef); err != nil {
-		t.Fatalf("ctr images pull %s through the mirror: %v\n%s", pauseRef, err, out)
+	mirroredRef := upstream + "/" + HelloImage
+	if out, err := ctr("images", "pull", "--hosts-dir", certs, mirroredRef); err != nil {
+		t.Fatalf("ctr images pull %s through the mirror: %v\n%s", mirroredRef, err, out)
 	}
 	helloRef := reg.Addr() + "/" + HelloImage
 	if out, err := ctr("images", "pull", "--hosts-dir", certs, helloRef); err != nil {
@@ -117,13 +121,13 @@ state = %q
 		t.Fatalf("ctr images ls: %v\n%s", err, list)
 	}
 	t.Logf("ctr images ls:\n%s", list)
-	for ref, digest := range map[string]string{pauseRef: digests[PauseImage], helloRef: digests[HelloImage]} {
+	for ref, digest := range map[string]string{mirroredRef: digests[HelloImage], helloRef: digests[HelloImage]} {
 		if !hasImage(list, ref, digest) {
 			t.Errorf("containerd does not list %s with digest %s", ref, digest)
 		}
 	}
-	if !strings.Contains(regLog.String(), "/v2/pause/manifests/3.10") {
-		t.Errorf("the mirror pull did not ask for /v2/pause/manifests/3.10; registry log:\n%s", regLog.String())
+	if !strings.Contains(regLog.String(), "/v2/drover/hello/manifests/v1") {
+		t.Errorf("the mirror pull did not ask for /v2/drover/hello/manifests/v1; registry log:\n%s", regLog.String())
 	}
 
 	out, err := ctr("run", "--rm", helloRef, "drover-hello")
@@ -135,6 +139,63 @@ state = %q
 	if len(lines) != 2 || lines[0] != HelloGreeting || !strings.HasPrefix(lines[1], "hostname: ") {
 		t.Errorf("hello container printed %q, want the greeting and a hostname line", out)
 	}
+
+	// The host's ctr (Debian's containerd 1.7) has no import --label; the
+	// node's (2.x) does, and drover smoke checks the label there. This is
+	// the layout's check by an independent reader.
+	archive, digest := sandboxArchive(t, ctx)
+	if out, err := ctr("images", "import", archive); err != nil {
+		t.Fatalf("ctr images import %s: %v\n%s", archive, err, out)
+	}
+	list, err = ctr("images", "ls")
+	if err != nil {
+		t.Fatalf("ctr images ls: %v\n%s", err, list)
+	}
+	t.Logf("after the import:\n%s", list)
+	for _, ref := range []string{sandboxRef, "drover.dev/pause@" + digest} {
+		if !hasImage(list, ref, digest) {
+			t.Errorf("containerd does not list the imported %s with digest %s", ref, digest)
+		}
+	}
+}
+
+const sandboxRef = "drover.dev/pause:3.10"
+
+// sandboxArchive builds cmd/drover-pause for both architectures and packs
+// it as drover build does; it returns the archive's path and the index
+// digest.
+func sandboxArchive(t *testing.T, ctx context.Context) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	bins := map[string][]byte{}
+	for _, goarch := range oci.Arches {
+		out := filepath.Join(dir, "pause-"+goarch)
+		cmd := exec.CommandContext(ctx, goBin(t), "build", "-trimpath", "-o", out, "../../cmd/drover-pause")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("building drover-pause for %s: %v\n%s", goarch, err, b)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bins[goarch] = b
+	}
+	idx, err := oci.ProgramIndex("pause", bins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := idx.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tarball, err := oci.LayoutTar(idx, sandboxRef, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "pause.tar")
+	writeFile(t, path, tarball)
+	return path, d.String()
 }
 
 // waitForContainerd polls until the daemon answers; the overall deadline is

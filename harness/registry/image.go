@@ -1,31 +1,23 @@
 package registry
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"embed"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/drover-os/drover/image/oci"
 )
 
 // Image references pushed by BuildAndPush, relative to the registry.
 const (
-	PauseImage       = "pause:3.10"        // what registry.k8s.io/pause:3.10 becomes through a mirror
-	DroverPauseImage = "drover/pause:3.10" // the same image under the harness's own namespace
-	HelloImage       = "drover/hello:v1"
+	HelloImage = "drover/hello:v1"
 	// ProbeImage inspects the node for the smoke test (see programs/probe).
 	ProbeImage = "drover/probe:v1"
 )
@@ -35,7 +27,7 @@ const HelloGreeting = "hello from drover"
 
 // Epoch stamps every file and the creation time of the harness images, so the
 // digests depend only on the program sources and the Go toolchain.
-var Epoch = time.Unix(0, 0).UTC()
+var Epoch = oci.Epoch
 
 // The programs are embedded rather than found next to this file so that a
 // drover binary built elsewhere can still build them.
@@ -65,7 +57,7 @@ func programNames() ([]string, error) {
 
 // Arches are the architectures every harness image is built for, so
 // that nodes of each architecture drover builds pull the same references.
-var Arches = []string{"amd64", "arm64"}
+var Arches = oci.Arches
 
 // BuildPrograms compiles every embedded program into a static
 // linux/<goarch> binary with goBin (the go command) and returns the
@@ -139,108 +131,18 @@ func writeModule(dir string) error {
 	return nil
 }
 
-// ProgramImage wraps a static binary into a single-layer linux/<goarch>
-// OCI image: the binary at /<name> (mode 0755, owned by root) is the
-// entrypoint. Every timestamp is epoch, so the digest is a function of the
-// inputs.
-func ProgramImage(name string, binary []byte, epoch time.Time, goarch string) (v1.Image, error) {
-	layerTar, err := singleFileTar(name, binary, epoch)
-	if err != nil {
-		return nil, err
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerTar)), nil
-	}, tarball.WithMediaType(types.OCILayer))
-	if err != nil {
-		return nil, fmt.Errorf("creating the image layer for %s: %w", name, err)
-	}
-	created := v1.Time{Time: epoch.UTC()}
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	img, err = mutate.ConfigFile(img, &v1.ConfigFile{
-		Architecture: goarch,
-		OS:           "linux",
-		Created:      created,
-		RootFS:       v1.RootFS{Type: "layers"},
-		Config: v1.Config{
-			Entrypoint: []string{"/" + name},
-			WorkingDir: "/",
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("setting the image config for %s: %w", name, err)
-	}
-	img, err = mutate.Append(img, mutate.Addendum{
-		Layer:   layer,
-		History: v1.History{Created: created, CreatedBy: "drover harness: static Go program " + name},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("adding the layer to the image for %s: %w", name, err)
-	}
-	return img, nil
-}
-
-func singleFileTar(name string, data []byte, epoch time.Time) ([]byte, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	hdr := &tar.Header{
-		Typeflag: tar.TypeReg,
-		Name:     name,
-		Mode:     0o755,
-		Size:     int64(len(data)),
-		ModTime:  epoch,
-		Uname:    "root",
-		Gname:    "root",
-	}
-	if err := tw.WriteHeader(hdr); err != nil {
-		return nil, fmt.Errorf("writing the layer entry for /%s: %w", name, err)
-	}
-	if _, err := tw.Write(data); err != nil {
-		return nil, fmt.Errorf("writing the layer content of /%s: %w", name, err)
-	}
-	if err := tw.Close(); err != nil {
-		return nil, fmt.Errorf("closing the layer of /%s: %w", name, err)
-	}
-	return buf.Bytes(), nil
-}
-
 // pushes maps each reference BuildAndPush pushes to the program it runs.
 var pushes = []struct{ ref, repo, tag, program string }{
-	{PauseImage, "pause", "3.10", "pause"},
-	{DroverPauseImage, "drover/pause", "3.10", "pause"},
 	{HelloImage, "drover/hello", "v1", "hello"},
 	{ProbeImage, "drover/probe", "v1", "probe"},
-}
-
-// ProgramIndex is the multi-architecture OCI image index of one program:
-// one ProgramImage per architecture of bins (goarch → binary), in Arches
-// order, each with its platform, as registry.k8s.io publishes pause. A
-// node's containerd picks the manifest of its own architecture.
-func ProgramIndex(name string, bins map[string][]byte, epoch time.Time) (v1.ImageIndex, error) {
-	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
-	for _, goarch := range Arches {
-		bin, ok := bins[goarch]
-		if !ok {
-			return nil, fmt.Errorf("image index for %s: no linux/%s binary", name, goarch)
-		}
-		img, err := ProgramImage(name, bin, epoch, goarch)
-		if err != nil {
-			return nil, err
-		}
-		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{
-			Add:        img,
-			Descriptor: v1.Descriptor{MediaType: types.OCIManifestSchema1, Platform: &v1.Platform{OS: "linux", Architecture: goarch}},
-		})
-	}
-	return idx, nil
 }
 
 // BuildAndPush builds the harness images (see the package doc) for every
 // architecture in Arches with goBin, stamped with Epoch, and pushes each
 // as a multi-architecture image index to reg. It returns the index digest
 // ("sha256:…") of each reference — what the kubelet reports as a Pod's
-// imageID — keyed by the reference relative to the registry (PauseImage,
-// DroverPauseImage, HelloImage, ProbeImage).
+// imageID — keyed by the reference relative to the registry (HelloImage,
+// ProbeImage).
 func BuildAndPush(ctx context.Context, reg *Registry, goBin, workDir string) (map[string]string, error) {
 	byArch := map[string]map[string][]byte{} // program → goarch → binary
 	for _, goarch := range Arches {
@@ -257,7 +159,7 @@ func BuildAndPush(ctx context.Context, reg *Registry, goBin, workDir string) (ma
 	}
 	indexes := make(map[string]v1.ImageIndex, len(byArch))
 	for name, bins := range byArch {
-		idx, err := ProgramIndex(name, bins, Epoch)
+		idx, err := oci.ProgramIndex(name, bins)
 		if err != nil {
 			return nil, err
 		}

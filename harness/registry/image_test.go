@@ -2,7 +2,6 @@ package registry
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"context"
 	"debug/elf"
@@ -13,13 +12,14 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/drover-os/drover/image/oci"
 )
 
 // goBin finds the go command; go test puts GOROOT/bin first on PATH.
@@ -45,16 +45,13 @@ func TestBuildAndPushPullBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("pushed: %v", digests)
-	if len(digests) != 4 {
-		t.Fatalf("BuildAndPush returned %d digests, want 4: %v", len(digests), digests)
-	}
-	if digests[PauseImage] != digests[DroverPauseImage] {
-		t.Errorf("%s and %s differ: %s vs %s", PauseImage, DroverPauseImage, digests[PauseImage], digests[DroverPauseImage])
+	if len(digests) != 2 {
+		t.Fatalf("BuildAndPush returned %d digests, want 2: %v", len(digests), digests)
 	}
 
 	bins := map[string][]byte{}
 	for _, c := range []struct{ ref, program string }{
-		{PauseImage, "pause"}, {DroverPauseImage, "pause"}, {HelloImage, "hello"},
+		{HelloImage, "hello"}, {ProbeImage, "probe"},
 	} {
 		ref, err := name.NewTag(reg.Addr()+"/"+c.ref, name.Insecure)
 		if err != nil {
@@ -109,7 +106,6 @@ func TestBuildAndPushPullBack(t *testing.T) {
 		}
 	}
 	runHello(t, filepath.Join(dir, "hello"))
-	runPause(t, filepath.Join(dir, "pause"))
 }
 
 // checkProgramImage verifies the manifest, config and single layer of a
@@ -189,35 +185,6 @@ func runHello(t *testing.T, path string) {
 	}
 }
 
-func runPause(t *testing.T, path string) {
-	cmd := exec.Command(path)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting pause: %v", err)
-	}
-	r := bufio.NewReader(stderr)
-	// Its first line means the handlers are in place, so SIGTERM must stop it cleanly.
-	line, err := r.ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "pause: waiting") {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("pause first line %q (err %v), want the waiting notice", line, err)
-	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	rest, _ := io.ReadAll(r)
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("pause after SIGTERM: %v, want exit 0", err)
-	}
-	if !strings.Contains(string(rest), "Shutting down, got signal: terminated") {
-		t.Errorf("pause after SIGTERM printed %q", rest)
-	}
-}
-
 // TestImagesReproducible builds the programs twice in different directories
 // and requires identical image digests: the build directory must not leak in.
 // Both builds share the Go build cache; the integration test also rebuilds
@@ -232,8 +199,8 @@ func TestImagesReproducible(t *testing.T) {
 			t.Errorf("%s: digest %s then %s", prog, d, second[prog])
 		}
 	}
-	if len(first) != 6 || len(second) != 6 {
-		t.Errorf("built %d and %d program images, want pause, hello and probe for amd64 and arm64", len(first), len(second))
+	if len(first) != 4 || len(second) != 4 {
+		t.Errorf("built %d and %d program images, want hello and probe for amd64 and arm64", len(first), len(second))
 	}
 }
 
@@ -246,7 +213,7 @@ func imageDigests(t *testing.T, ctx context.Context, workDir string) map[string]
 			t.Fatal(err)
 		}
 		for prog, b := range bins {
-			img, err := ProgramImage(prog, b, Epoch, goarch)
+			img, err := oci.ProgramImage(prog, b, goarch)
 			if err != nil {
 				t.Fatal(err)
 			}

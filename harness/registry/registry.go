@@ -6,30 +6,29 @@
 // Images (see BuildAndPush), each an OCI image index for linux/amd64 and
 // linux/arm64 (the node's containerd pulls its own architecture):
 //
-//	pause:3.10          the sandbox image, under the repository name that
-//	                    registry.k8s.io/pause:3.10 maps to through a mirror
-//	drover/pause:3.10   the same image, for a node that names the registry directly
 //	drover/hello:v1     prints "hello from drover" and its hostname, exits 0
+//	drover/probe:v1     inspects the node for the smoke test (programs/probe)
+//
+// No sandbox ("pause") image: a drover image ships its own and the node
+// never pulls one (nodeconfig.DefaultSandboxImage); a pull of one would
+// fail here, which the smoke test relies on.
 //
 // The guest reaches the host's registry over QEMU user networking at
 // 100.64.0.2:<Port>. A node file points containerd (2.x, config version 3) at
 // it in one of two ways:
 //
-//  1. Directly: the sandbox image "100.64.0.2:<Port>/drover/pause:3.10" and Pods
-//     use 100.64.0.2:<Port>/drover/hello:v1. containerd needs a hosts.toml for
-//     that host too, because it would otherwise try HTTPS.
+//  1. Directly: Pods use 100.64.0.2:<Port>/drover/hello:v1. containerd needs
+//     a hosts.toml for that host, because it would otherwise try HTTPS.
 //
-//  2. As a mirror of the upstream name, keeping the default sandbox image:
-//     in config.toml
+//  2. As a mirror of an upstream name: in config.toml
 //
 //     [plugins."io.containerd.cri.v1.images".registry]
 //     config_path = "/etc/containerd/certs.d"
 //
 //     (containerd 1.7: [plugins."io.containerd.grpc.v1.cri".registry]) and
-//     /etc/containerd/certs.d/registry.k8s.io/hosts.toml = HostsTOML("http://100.64.0.2:<Port>").
-//     A mirror keeps the repository path, so registry.k8s.io/pause:3.10 is
-//     fetched from http://100.64.0.2:<Port>/v2/pause/manifests/3.10, which is
-//     why the pause image is also pushed as plain "pause".
+//     /etc/containerd/certs.d/<upstream>/hosts.toml = HostsTOML("http://100.64.0.2:<Port>").
+//     A mirror keeps the repository path, so <upstream>/drover/hello:v1 is
+//     fetched from http://100.64.0.2:<Port>/v2/drover/hello/manifests/v1.
 //
 // The integration test proves option 2 with a real containerd and ctr.
 package registry
@@ -44,6 +43,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
@@ -53,9 +53,55 @@ import (
 
 // Registry is a running in-memory OCI registry. Its content is lost on Close.
 type Registry struct {
-	ln   net.Listener
-	srv  *http.Server
-	done chan error
+	ln    net.Listener
+	srv   *http.Server
+	inner http.Handler
+	done  chan error
+
+	mu       sync.Mutex
+	requests []Request
+	refusing bool
+}
+
+// Request is one request the registry was asked, as it saw it.
+type Request struct {
+	Method, Path string
+	Refused      bool // answered 503 while Refuse(true)
+}
+
+// maxRequests bounds the request record: a smoke run makes a few hundred.
+const maxRequests = 10000
+
+// ServeHTTP records the request and, unless the registry is refusing,
+// serves it.
+func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	r.mu.Lock()
+	refusing := r.refusing
+	if len(r.requests) < maxRequests {
+		r.requests = append(r.requests, Request{Method: req.Method, Path: req.URL.Path, Refused: refusing})
+	}
+	r.mu.Unlock()
+	if refusing {
+		// What a registry behind a broken route or an outage answers.
+		http.Error(w, "registry refusing every request (drover smoke: no registry reachable)", http.StatusServiceUnavailable)
+		return
+	}
+	r.inner.ServeHTTP(w, req)
+}
+
+// Refuse makes the registry answer every request 503 (true) or serve again
+// (false): a node that has no registry it can reach.
+func (r *Registry) Refuse(on bool) {
+	r.mu.Lock()
+	r.refusing = on
+	r.mu.Unlock()
+}
+
+// Requests returns the requests seen so far, in order.
+func (r *Registry) Requests() []Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Request(nil), r.requests...)
 }
 
 // Start listens on addr (for example "127.0.0.1:0", or "0.0.0.0:0" to be
@@ -73,13 +119,11 @@ func Start(ctx context.Context, addr string, log io.Writer) (*Registry, error) {
 	logger := newLogger(log)
 	r := &Registry{
 		ln: ln,
-		srv: &http.Server{
-			// Without our logger the library logs every request to stderr.
-			Handler:  ggcrregistry.New(ggcrregistry.Logger(logger)),
-			ErrorLog: logger,
-		},
-		done: make(chan error, 1),
+		// Without our logger the library logs every request to stderr.
+		inner: ggcrregistry.New(ggcrregistry.Logger(logger)),
+		done:  make(chan error, 1),
 	}
+	r.srv = &http.Server{Handler: r, ErrorLog: logger}
 	go func() { r.done <- r.srv.Serve(ln) }()
 	return r, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -107,5 +108,37 @@ func TestHostsTOML(t *testing.T) {
 `
 	if got != want {
 		t.Fatalf("HostsTOML =\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestRefuseAndRequests(t *testing.T) {
+	ctx := context.Background()
+	reg, err := Start(ctx, "127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close()
+	get := func() int {
+		resp, err := http.Get("http://" + reg.Addr() + "/v2/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get(); code != http.StatusOK {
+		t.Fatalf("GET /v2/ served %d", code)
+	}
+	reg.Refuse(true)
+	if code := get(); code != http.StatusServiceUnavailable {
+		t.Errorf("refusing registry answered %d, want 503", code)
+	}
+	reg.Refuse(false)
+	if code := get(); code != http.StatusOK {
+		t.Errorf("registry serving again answered %d", code)
+	}
+	want := []Request{{"GET", "/v2/", false}, {"GET", "/v2/", true}, {"GET", "/v2/", false}}
+	if got := reg.Requests(); !reflect.DeepEqual(got, want) {
+		t.Errorf("requests %+v, want %+v", got, want)
 	}
 }

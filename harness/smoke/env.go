@@ -160,9 +160,9 @@ func (e *Env) UserData() ([]byte, error) {
 		Labels: map[string]string{"drover.dev/smoke": "true"},
 		// Images are referenced at the harness registry itself; the
 		// mirror entry tells containerd it speaks plain http.
-		Mirrors:      map[string][]string{e.GuestRegistry(): {"http://" + e.GuestRegistry()}},
-		SandboxImage: e.GuestRegistry() + "/" + registry.DroverPauseImage,
-		Files:        map[string]string{"/etc/cni/net.d/10-drover-smoke.conflist": cniConfig},
+		// The sandbox image is the default: the one the image ships.
+		Mirrors: map[string][]string{e.GuestRegistry(): {"http://" + e.GuestRegistry()}},
+		Files:   map[string]string{"/etc/cni/net.d/10-drover-smoke.conflist": cniConfig},
 	}
 	if e.opts.PinCA {
 		pin, err := nodeconfig.CAHash(e.Cluster.CAPEM())

@@ -1,10 +1,14 @@
-// Command pause is the sandbox ("pause") image of the drover smoke test: it
-// holds a pod's namespaces open until the runtime stops it. Like the upstream
-// pause it exits 0 on SIGTERM or SIGINT and, when it runs as PID 1 of a shared
-// PID namespace, reaps the zombies that nobody else will.
+// Command drover-pause is the program of a drover node's pod sandbox
+// ("pause") image: it holds a pod's namespaces open until the runtime stops
+// it. Like the upstream pause it exits 0 on SIGTERM or SIGINT and, when it
+// runs as PID 1 of a shared PID namespace, reaps the zombies that nobody
+// else will.
 //
-// It is built by harness/registry with CGO_ENABLED=0 into a static binary and
-// must stay standard-library only: it is compiled in a throwaway module.
+// drover build compiles it (static, -trimpath, the lock's toolchain) for
+// linux/amd64 and linux/arm64 into the image index the node imports into
+// containerd at boot (image/oci, docs/node-config.md "The sandbox image"):
+// a node never pulls its sandbox image. Standard library only, so that its
+// digest moves only with its source and the toolchain.
 package main
 
 import (
@@ -16,7 +20,7 @@ import (
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "-v" {
-		fmt.Println("pause (drover harness)")
+		fmt.Println("drover-pause")
 		return
 	}
 	sigs := make(chan os.Signal, 4)
