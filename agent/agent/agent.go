@@ -88,6 +88,10 @@ type Env struct {
 	// kubelet's reservations are computed (nodeconfig.Reserve); nil or an
 	// error: none are set, and the runtime phase says so.
 	Size func() (cpus int, memTotal uint64, err error)
+	// Ctr runs containerd's client, ctr, in the k8s.io namespace (the
+	// CRI's) and returns its combined output; nil: the sandbox image is
+	// not imported (tests that do not judge it). See importSandbox.
+	Ctr func(ctx context.Context, args ...string) ([]byte, error)
 	// Prefetch starts reading files into the page cache in the
 	// background and returns at once (nil: nothing is read ahead); see
 	// KubeletBinaries.
@@ -188,8 +192,9 @@ type Agent struct {
 	// runs beside config, apply and network; metadataDone that of a
 	// later boot's metadata phase (nil if config fetched the metadata
 	// itself), which runs beside apply and containerd; timeDone that of
-	// the time phase, which runs beside runtime and kubelet.
-	containerd, kernel, metadataDone, timeDone chan error
+	// the time phase, which runs beside runtime and kubelet; sandbox that
+	// of the sandbox phase, which runs beside kubelet and certificate.
+	containerd, kernel, metadataDone, timeDone, sandbox chan error
 	// rendered is closed once runtime has written the node's
 	// configuration (timesyncd's drop-in among it).
 	rendered chan struct{}
@@ -310,6 +315,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		if s.name == "network" {
 			a.timeDone = a.background(ctx, "time", a.dl.Runtime, a.startTime)
+		}
+		if s.name == "runtime" {
+			// containerd is active. The sandbox image's import (seconds
+			// under emulation, most of it ctr's start) runs beside the
+			// kubelet's start and TLS bootstrap: no pod can be scheduled
+			// here before the Node is Ready, and the ready phase waits for
+			// it before the node counts as joined.
+			a.sandbox = a.background(ctx, "sandbox", a.dl.Runtime, a.importSandbox)
 		}
 		if s.name == "apply" {
 			// The config's enabled units start beside the join: they

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net/url"
 	"os"
@@ -154,10 +155,17 @@ type rig struct {
 
 	mu         sync.Mutex
 	prefetched []string // Env.Prefetch's paths, in call order
+	ctrCalls   []string // Env.Ctr's arguments, one string per call
+	ctrErr     error    // what Env.Ctr fails with (nil: it succeeds)
 }
 
 func newRig(t *testing.T, data []byte) *rig {
-	return &rig{root: t.TempDir(), sd: &systemd.Fake{}, api: &fakeAPI{}, prov: &fakeProvider{data: data, present: data != nil}}
+	r := &rig{root: t.TempDir(), sd: &systemd.Fake{}, api: &fakeAPI{}, prov: &fakeProvider{data: data, present: data != nil}}
+	// The image's sandbox archive (its content is ctr's business).
+	archive := filepath.Join(r.root, nodeconfig.SandboxArchive)
+	os.MkdirAll(filepath.Dir(archive), 0o755)
+	os.WriteFile(archive, []byte("oci layout"), 0o644)
+	return r
 }
 
 func (r *rig) agent() *Agent {
@@ -184,6 +192,21 @@ func (r *rig) agent() *Agent {
 			defer r.mu.Unlock()
 			r.prefetched = append(r.prefetched, paths...)
 		},
+		Ctr: func(ctx context.Context, args ...string) ([]byte, error) {
+			// Like exec.CommandContext: a context that ends while ctr
+			// runs kills it.
+			time.Sleep(20 * time.Millisecond)
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("signal: killed (%w)", err)
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.ctrCalls = append(r.ctrCalls, strings.Join(args, " "))
+			if r.ctrErr != nil {
+				return []byte("ctr: " + r.ctrErr.Error() + "\n"), r.ctrErr
+			}
+			return []byte("unpacking drover.dev/pause:3.10 (sha256:a9c3)...done\n"), nil
+		},
 		Uptime: func() float64 { return 1 },
 		Poll:   10 * time.Millisecond,
 	}
@@ -196,12 +219,21 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
 	}
 	st, _ := status.Read(r.root)
-	if st.State != "joined" || len(st.Phases) != 12 {
+	if st.State != "joined" || len(st.Phases) != 13 {
 		t.Fatalf("status %+v", st)
 	}
 	names := map[string]status.Phase{}
 	for _, p := range st.Phases {
 		names[p.Name] = p
+	}
+	// The sandbox image is imported once containerd is up, beside the
+	// kubelet, and the node is joined only after it.
+	wantImport := "images import --label " + PinnedLabel + " " + filepath.Join(r.root, nodeconfig.SandboxArchive)
+	if got := strings.Join(r.ctrCalls, "; "); got != wantImport {
+		t.Errorf("ctr calls %q, want %q", got, wantImport)
+	}
+	if sb := names["sandbox"]; sb.Result != "ok" || sb.Started.Before(names["containerd"].Ended) || sb.Ended.After(names["ready"].Ended) {
+		t.Errorf("sandbox phase %+v must run after containerd %+v and end before ready %+v", sb, names["containerd"], names["ready"])
 	}
 	// containerd starts right after apply, beside network and runtime.
 	if c, r := names["containerd"], names["runtime"]; c.Result != "ok" || c.Started.Before(names["apply"].Ended) || c.Ended.After(r.Ended) {
@@ -817,5 +849,34 @@ func TestReadyNotFromBeforeTheKubelet(t *testing.T) {
 	err := a.Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "before this boot's kubelet started") {
 		t.Fatalf("Run with a stale Ready condition: %v", err)
+	}
+}
+
+// TestSandboxImportFailureFailsJoin: a node whose sandbox image cannot be
+// imported could start no pod; it must not count as joined, and the error
+// says what failed and what ctr said.
+func TestSandboxImportFailureFailsJoin(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(r *rig)
+		want  string
+	}{
+		{"ctr fails", func(r *rig) { r.ctrErr = errors.New("connection refused") },
+			"importing the sandbox image drover.dev/pause:3.10 from /usr/lib/drover/images/pause.tar into containerd: connection refused: ctr: connection refused"},
+		{"no archive in the image", func(r *rig) { os.Remove(filepath.Join(r.root, nodeconfig.SandboxArchive)) },
+			"the image has no /usr/lib/drover/images/pause.tar (it predates drover shipping one): rebuild the image with this drover"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, userData(t, "hello"))
+			tc.setup(r)
+			err := r.agent().Run(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run: %v, want %q", err, tc.want)
+			}
+			st, _ := status.Read(r.root)
+			if st.State == "joined" {
+				t.Errorf("state %q after a failed import", st.State)
+			}
+		})
 	}
 }

@@ -523,6 +523,9 @@ func (a *Agent) certificate(ctx context.Context) (string, error) {
 }
 
 func (a *Agent) ready(ctx context.Context) (string, error) {
+	if err := await(ctx, a.sandbox, "the sandbox image's import (started beside the kubelet)"); err != nil {
+		return "", err
+	}
 	api, _, err := a.API()
 	if err != nil {
 		return "", err

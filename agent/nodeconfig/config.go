@@ -18,11 +18,22 @@ const Path = "/etc/drover/node.yaml"
 
 // Defaults applied by Parse when the document leaves a field out.
 const (
-	DefaultClusterDNS   = "10.96.0.10"
-	DefaultDomain       = "cluster.local"
-	DefaultMaxPods      = 110
-	DefaultSandboxImage = "registry.k8s.io/pause:3.10"
+	DefaultClusterDNS = "10.96.0.10"
+	DefaultDomain     = "cluster.local"
+	DefaultMaxPods    = 110
+	// DefaultSandboxImage is the pod sandbox image drover build ships in
+	// the image (SandboxArchive, from cmd/drover-pause) and the agent
+	// imports into containerd at every boot: a node never pulls it, so
+	// pods start where no registry can be reached. The name is drover's
+	// own: the image is not registry.k8s.io's pause, and nothing may
+	// mistake one for the other.
+	DefaultSandboxImage = "drover.dev/pause:3.10"
 )
+
+// SandboxArchive is the OCI image layout (a tar) of DefaultSandboxImage in
+// the image: an index for linux/amd64 and linux/arm64, named by the
+// io.containerd.image.name annotation.
+const SandboxArchive = "/usr/lib/drover/images/pause.tar"
 
 // Config is a parsed and validated node file, defaults filled in.
 type Config struct {

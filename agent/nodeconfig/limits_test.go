@@ -51,7 +51,7 @@ func TestValidateLimits(t *testing.T) {
 			[]string{`node.yaml:9: kubelet.labels["/x"]: invalid key "/x": the prefix before / must be a lower-case DNS subdomain (example.com/role)`}},
 		{"sandbox image of 255 characters", with("containerd:", "  sandboxImage: "+image255), nil},
 		{"sandbox image of 256 characters", with("containerd:", "  sandboxImage: a"+image255),
-			[]string{`node.yaml:8: containerd.sandboxImage: not an image reference: "a` + image255 + `" (e.g. registry.k8s.io/pause:3.10)`}},
+			[]string{`node.yaml:8: containerd.sandboxImage: not an image reference: "a` + image255 + `" (e.g. drover.dev/pause:3.10)`}},
 		{"registry port 65535", with("containerd:", "  mirrors:", "    registry.example.com:65535: [\"https://m.example.com\"]"), nil},
 		{"registry port 0", with("containerd:", "  mirrors:", "    registry.example.com:0: [\"https://m.example.com\"]"),
 			[]string{`node.yaml:9: containerd.mirrors["registry.example.com:0"]: port "0" is not in 1-65535`}},

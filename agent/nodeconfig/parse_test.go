@@ -124,7 +124,7 @@ func TestValidateProblems(t *testing.T) {
 		{"override not a mapping", with("kubelet:", "  config: maxPods=5"),
 			[]string{`node.yaml:8: kubelet.config: must be a mapping of KubeletConfiguration fields, got the string "maxPods=5"`}},
 		{"bad sandbox image", with("containerd:", "  sandboxImage: \"Pause 3.10\""),
-			[]string{`node.yaml:8: containerd.sandboxImage: not an image reference: "Pause 3.10" (e.g. registry.k8s.io/pause:3.10)`}},
+			[]string{`node.yaml:8: containerd.sandboxImage: not an image reference: "Pause 3.10" (e.g. drover.dev/pause:3.10)`}},
 		{"bad mirror", with("containerd:", "  mirrors:", "    docker.io: [\"ftp://10.0.2.2\", \"http://10.0.2.2:5000/v2/x\"]"),
 			[]string{
 				`node.yaml:9: containerd.mirrors["docker.io"][0]: must be an http or https URL, got "ftp://10.0.2.2"`,
@@ -207,7 +207,7 @@ func TestParseDefaults(t *testing.T) {
 			Domain:         "cluster.local",
 		},
 		Kubelet:    Kubelet{MaxPods: 110},
-		Containerd: Containerd{SandboxImage: "registry.k8s.io/pause:3.10"},
+		Containerd: Containerd{SandboxImage: "drover.dev/pause:3.10"},
 		Storage:    StorageAuto,
 	}
 	if !reflect.DeepEqual(c, want) {

@@ -131,7 +131,11 @@ func (r *Recorder) Finish(i int, detail string, err error) {
 	p.Ended, p.UptimeE, p.Detail = r.now().UTC(), r.uptime(), detail
 	if err != nil {
 		p.Result, p.Error = "failed", err.Error()
-		r.st.State, r.st.Error = "failed", fmt.Sprintf("%s: %v", p.Name, err)
+		// The first failure is the node's: the background phases a
+		// failure cancels end failed too, after it, and say only that.
+		if r.st.State != "failed" {
+			r.st.State, r.st.Error = "failed", fmt.Sprintf("%s: %v", p.Name, err)
+		}
 		r.line(fmt.Sprintf("drover-agent: [%7.2fs] %s: FAILED: %v", p.UptimeE, p.Name, err))
 	} else {
 		p.Result = "ok"

@@ -104,3 +104,24 @@ func TestSchedStat(t *testing.T) {
 		t.Errorf("SchedStat of this process = %v, %v; want time on a CPU", cpu, err)
 	}
 }
+
+// TestFirstFailureStands: a failure cancels the background phases, which
+// then end failed too; the node's error stays the first one, the cause.
+func TestFirstFailureStands(t *testing.T) {
+	root := t.TempDir()
+	r := NewRecorder(root, func(string) {}, func() float64 { return 1 })
+	bg := r.Begin("sandbox")
+	fg := r.Begin("kubelet")
+	r.Finish(fg, "", errors.New("GUARANTEE BROKEN: read-only port"))
+	r.Finish(bg, "", errors.New("signal: killed (context canceled)"))
+	st, err := Read(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != "failed" || st.Error != "kubelet: GUARANTEE BROKEN: read-only port" {
+		t.Errorf("state %q error %q, want the kubelet's failure", st.State, st.Error)
+	}
+	if st.Phases[0].Result != "failed" || st.Phases[0].Error != "signal: killed (context canceled)" {
+		t.Errorf("the cancelled phase %+v must still show its own end", st.Phases[0])
+	}
+}

@@ -150,6 +150,7 @@ func run(ctx context.Context) error {
 		Cmdline:      cmdline,
 		KubeletPorts: kubeletPorts,
 		Size:         instanceSize,
+		Ctr:          ctr,
 		Prefetch:     func(paths ...string) { prefetch(paths, status.Uptime("/")) },
 		Kube: func(server string, ca []byte, cert string) (agent.NodeAPI, error) {
 			return kube.New(server, ca, cert, cert)

@@ -20,6 +20,7 @@ import (
 
 func newBuildCmd(g *globals) *cobra.Command {
 	var out, agentBin, initBin, signKey string
+	var pauseBins map[string]string
 	var sb secureBootFlags
 	var plan, asJSON bool
 	cmd := &cobra.Command{
@@ -91,7 +92,7 @@ the recipe: run drover lock.`,
 				return err
 			}
 			start := time.Now()
-			res, err := build.Build(cmd.Context(), p, build.Options{Sources: o, Source: src, AgentBin: agentBin, InitBin: initBin, Version: version, Log: g.log(), Signer: signer,
+			res, err := build.Build(cmd.Context(), p, build.Options{Sources: o, Source: src, AgentBin: agentBin, InitBin: initBin, PauseBins: pauseBins, Version: version, Log: g.log(), Signer: signer,
 				SecureBoot: sbSigner, SecureBootEnroll: sb.enroll})
 			if err != nil {
 				return err
@@ -139,6 +140,7 @@ the recipe: run drover lock.`,
 	cmd.Flags().StringVar(&agentBin, "agent", "", "install this drover-agent binary instead of building it from the checkout (with --init; the manifest records the override)")
 	cmd.Flags().StringVar(&signKey, "sign-key", "", "sign the provenance with this ECDSA P-256 or Ed25519 private key (PEM) into <name>.provenance.dsse.json")
 	cmd.Flags().StringVar(&initBin, "init", "", "use this drover-init binary instead of building it from the checkout (with --agent)")
+	cmd.Flags().StringToStringVar(&pauseBins, "pause", nil, "use these pause binaries (cmd/drover-pause) for the sandbox image instead of building them from the checkout: one ARCH=FILE per architecture, amd64 and arm64 (needed with --agent and --init)")
 	sb.register(cmd)
 	return cmd
 }

@@ -34,6 +34,10 @@ type Options struct {
 	// override that with given binaries (recorded as such in the manifest).
 	Source            *gomod.Source
 	AgentBin, InitBin string
+	// PauseBins override the sandbox image's pause program, built from the
+	// checkout otherwise: goarch → binary file, one per oci.Arches (what
+	// --agent/--init builds, having no checkout, must be given).
+	PauseBins map[string]string
 	Version           string // builder version, for the manifest
 	Log               io.Writer
 	// Signer, when set, signs the provenance statement into a DSSE
@@ -129,6 +133,7 @@ func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
 		{"package facts", func() error { return b.packageFacts(fetched) }},
 		{"go components", func() error { return b.goComponents(ctx) }},
 		{"drover binaries", func() error { return b.droverBinaries(ctx) }},
+		{"sandbox image", func() error { return b.sandboxImage(ctx) }},
 		{"add files", func() error { return b.addFiles(fetched) }},
 		{"remove paths", func() error { return b.removePaths() }},
 		{"finalize", func() error { return b.finalize() }},

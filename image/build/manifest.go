@@ -42,6 +42,7 @@ type Manifest struct {
 	Go            []GoComponent     `json:"go"`
 	URLs          []lock.URL        `json:"urls"`
 	Own           []OwnFile         `json:"drover"`
+	Sandbox       *SandboxImage     `json:"sandbox,omitempty"`
 	Units         []string          `json:"enabledUnits"`
 	InitrdModules []string          `json:"initrdModules"`
 	RootFS        RootFSInfo        `json:"rootfs"`
@@ -153,6 +154,18 @@ type OwnFile struct {
 	GoVersion string   `json:"goVersion,omitempty"`
 	Deps      []string `json:"deps,omitempty"`
 	OwnSource
+}
+
+// SandboxImage is the pod sandbox image the image ships (sandbox.go): its
+// name, its index digest (what the kubelet reports in the Node's images),
+// the manifest digest of each platform, and the archive in the root.
+type SandboxImage struct {
+	Name      string            `json:"name"`
+	Digest    string            `json:"digest"`
+	Platforms map[string]string `json:"platforms"` // linux/<arch> → manifest digest
+	Path      string            `json:"path"`
+	SHA256    string            `json:"sha256"`
+	Pause     []OwnFile         `json:"pause"` // cmd/drover-pause per architecture
 }
 
 // OwnSource says where one of drover's binaries came from: built from the

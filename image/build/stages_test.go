@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -61,8 +62,9 @@ func kernelless(t *testing.T) (*Plan, Options, string) {
 			t.Fatal(err)
 		}
 	}
+	pause := map[string]string{"amd64": agentBin, "arm64": initBin} // any bytes: nothing runs them
 	// The mirror is never asked: the package is cached.
-	return p, Options{Sources: sources.Options{Mirror: "http://127.0.0.1:9", Cache: c, Parallel: 1}, AgentBin: agentBin, InitBin: initBin}, out
+	return p, Options{Sources: sources.Options{Mirror: "http://127.0.0.1:9", Cache: c, Parallel: 1}, AgentBin: agentBin, InitBin: initBin, PauseBins: pause}, out
 }
 
 // assertNoOutputs: a failed build leaves the output directory as it was —
@@ -99,7 +101,7 @@ func TestStagesRunInOrderAndStopAtTheFirstFailure(t *testing.T) {
 			done = append(done, m[1])
 		}
 	}
-	if strings.Join(started, ",") != "fetch,assemble,package facts,go components,drover binaries,add files,remove paths,finalize" || strings.Join(done, ",") != "fetch,assemble,package facts,go components,drover binaries,add files,remove paths" {
+	if strings.Join(started, ",") != "fetch,assemble,package facts,go components,drover binaries,sandbox image,add files,remove paths,finalize" || strings.Join(done, ",") != "fetch,assemble,package facts,go components,drover binaries,sandbox image,add files,remove paths" {
 		t.Errorf("started %q, done %q\nlog:\n%s", started, done, log.String())
 	}
 	if !strings.Contains(log.String(), "build: 1 packages assembled: ") {
@@ -148,3 +150,38 @@ func TestCancelledBuildStops(t *testing.T) {
 // verifies it: fetch checks the signer before it fetches a .deb.
 var trixieSuite = lock.Suite{Name: "trixie", Date: time.Unix(1795252544, 0).UTC(), InRelease: strings.Repeat("a", 64),
 	Signer: "04B54C3CDCA79751B16BC6B5225629DF75B188BD", Trust: "repo:recipes/keys/debian-archive-trixie.asc"}
+
+// TestSandboxImageStage: the sandbox image's digest must be the recipe's
+// pin, and an override must give every architecture; either failure stops
+// the build before anything is written.
+func TestSandboxImageStage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(p *Plan, o *Options)
+		want string
+	}{
+		{"digest not the pin", func(p *Plan, o *Options) {
+			p.Recipe.Sandbox.Digest = "sha256:" + strings.Repeat("0", 64)
+		}, "sandbox image: " + "%s: sandbox.digest pins sha256:" + strings.Repeat("0", 64) + ", but the sandbox image built from ./cmd/drover-pause is sha256:"},
+		{"override without arm64", func(p *Plan, o *Options) {
+			delete(o.PauseBins, "arm64")
+		}, "sandbox image: --pause gives no linux/arm64 binary"},
+		{"override file missing", func(p *Plan, o *Options) {
+			o.PauseBins["amd64"] = "/nonexistent/pause"
+		}, "sandbox image: the sandbox image's pause for linux/amd64: open /nonexistent/pause"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, o, out := kernelless(t)
+			tc.edit(p, &o)
+			want := tc.want
+			if strings.Contains(want, "%s") {
+				want = fmt.Sprintf(want, p.Recipe.Path)
+			}
+			_, err := Build(context.Background(), p, o)
+			if err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Fatalf("error %v\nwant prefix %s", err, want)
+			}
+			assertNoOutputs(t, out)
+		})
+	}
+}

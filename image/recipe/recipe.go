@@ -36,6 +36,7 @@ type Recipe struct {
 	Units    Units             `yaml:"units"`
 	Cmdline  []string          `yaml:"cmdline"`
 	Image    Image             `yaml:"image"`
+	Sandbox  Sandbox           `yaml:"sandbox"`
 	// Exclude keeps packages of the dependency closure out of the image;
 	// Remove deletes paths after installation. See docs/recipes.md.
 	Exclude []Exclude `yaml:"exclude"`
@@ -122,6 +123,16 @@ type Image struct {
 	Size    string   `yaml:"size"`
 	ESPSize string   `yaml:"espSize"`
 	Formats []string `yaml:"formats"`
+}
+
+// Sandbox pins the pod sandbox ("pause") image every drover image ships:
+// drover build makes it from cmd/drover-pause (linux/amd64 and
+// linux/arm64, one OCI index) with the lock's Go toolchain, and fails when
+// its index digest is not Digest. The digest moves only when the pause
+// program or the toolchain does, so a change shows up in review as a
+// change of this line. Empty: not pinned (the build prints the digest).
+type Sandbox struct {
+	Digest string `yaml:"digest"`
 }
 
 // Exclude is a package the closure drags in that the image leaves out. The

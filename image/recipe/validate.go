@@ -82,6 +82,7 @@ func (r *Recipe) validate(t *tree) []error {
 	v.files()
 	v.units()
 	v.image()
+	v.sandbox()
 	v.exclude()
 	v.remove()
 	return v.errs
@@ -182,6 +183,14 @@ func (v *validator) units() {
 		}
 	}
 }
+
+func (v *validator) sandbox() {
+	if d := v.r.Sandbox.Digest; d != "" && !sandboxDigest.MatchString(d) {
+		v.fail("sandbox.digest", "%q is not an image index digest: want sha256: and 64 lowercase hex digits, as `drover build` prints it", d)
+	}
+}
+
+var sandboxDigest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
 func (v *validator) image() {
 	if v.r.Image.Size != "" {
