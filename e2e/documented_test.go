@@ -63,6 +63,8 @@ var notRun = map[string]string{
 var bareSmokeChecks = []string{
 	"node joins and is Ready", "providerID and ECS labels", "Node reports the image's kubelet and containerd",
 	"pod from the local registry runs to completion", "node hardening", "disk attached as virtio-blk",
+	"container storage on the empty data disk (first boot", "container storage on the empty data disk (after the VM exited",
+	"a disk holding a filesystem is untouched and the node says why",
 	"no failed systemd units (first boot)", "serial console clean (first boot)",
 	"systemd-timesyncd on the metadata's ntp-conf/ntp-servers (first boot)",
 	"allocatable is capacity less the reservations for the VM's size (first boot",

@@ -57,6 +57,11 @@ var smokeChecks = []string{
 	"systemd-timesyncd on the metadata's ntp-conf/ntp-servers (after the reboot)",
 	"no bootstrap token secret in /var after a clean shutdown (first boot)",
 	"no bootstrap token secret in /var after a clean shutdown (after the reboots)",
+	// Issue 25: container storage on the data disk, a disk holding ext4
+	// untouched and reported, the same filesystem after the reboot.
+	"container storage on the empty data disk (first boot", "container storage on the empty data disk (after the VM exited",
+	"a disk holding a filesystem is untouched and the node says why",
+	"container storage on the same data disk after the reboot",
 	// Issue 23: the guarantees, checked by their effect on booted nodes.
 	"privileged pod edits /var/lib/drover/config.ign", "reboot with the user-data as at launch",
 	"Ready again after the reboot with an edited stored config",

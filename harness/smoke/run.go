@@ -66,10 +66,16 @@ type Instance struct {
 // metadata faults.
 // The emulator's counters start again at zero for the boot.
 func (e *Env) Boot(ctx context.Context, image, stateDir string, nvme bool, meta ecsmeta.Instance, faults ecsmeta.Faults) (*Instance, error) {
+	return e.bootWith(ctx, image, stateDir, nvme, meta, faults, nil)
+}
+
+// bootWith is Boot with data disks (host raw files, see qemu.Config).
+func (e *Env) bootWith(ctx context.Context, image, stateDir string, nvme bool, meta ecsmeta.Instance, faults ecsmeta.Faults, dataDisks []string) (*Instance, error) {
 	e.Metadata.SetInstance(meta)
 	e.Metadata.SetFaults(faults)
 	e.Metadata.ResetLog()
 	cfg := e.VMConfig(image, stateDir, nvme)
+	cfg.DataDisks = dataDisks
 	if _, err := PrepareBus(cfg); err != nil {
 		return nil, err
 	}

@@ -72,7 +72,13 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	meta := ECSInstance()
 	meta.UserData = ud
 	start := time.Now()
-	in, err := e.Boot(ctx, p.Image, filepath.Join(e.opts.WorkDir, "vm-join"), p.NVMe, meta, p.Metadata.emulator())
+	// Two data disks: an empty one for container storage, and one holding
+	// ext4 that the node must leave alone (storage.go).
+	disks, err := prepareDataDisks(ctx, filepath.Join(e.opts.WorkDir, "vm-join-data"))
+	var in *Instance
+	if err == nil {
+		in, err = e.bootWith(ctx, p.Image, filepath.Join(e.opts.WorkDir, "vm-join"), p.NVMe, meta, p.Metadata.emulator(), disks.order(false))
+	}
 	if !r.add("boot", start, err, "") {
 		return r
 	}
@@ -121,6 +127,7 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	if first != nil {
 		r.add("disk attached as "+busName(p.NVMe), time.Now(), DiskBus(first.VarSource, p.NVMe), "/var on "+first.VarSource)
 	}
+	dataUUID := e.checkStorageOnNode(ctx, r, in, "first boot", "probe-storage-1")
 	e.checkKernelHealth(ctx, r, in)
 	var boots []string
 	if units {
@@ -134,12 +141,14 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	e.checkNoFailedUnits(ctx, r, in, "first boot", "probe-units-1")
 	e.checkTimeSync(ctx, r, in, "first boot", "probe-time-1")
 	if p.Reboot {
-		e.reboot(ctx, r, in, p, boots)
+		e.reboot(ctx, r, in, p, boots, disks, dataUUID)
 	} else {
 		e.checkGracefulStop(ctx, r, in)
 		e.checkNoSecret(ctx, r, in, "first boot")
 	}
 	in.VM.Stop()
+	e.checkDataDiskAfter(ctx, r, disks, dataUUID)
+	e.checkUntouched(ctx, r, in, disks, firstBootName(1, p.NVMe))
 	if p.PolicyCheck {
 		e.policy(ctx, r, p, ud)
 		e.guaranteeBoot(ctx, r, p, ud)
@@ -155,7 +164,7 @@ const rebootMemoryMiB = 4096
 // reboot edits /etc, changes the user-data, and reboots with the disk on
 // the other controller: the node must come back Ready from its stored
 // config, without the edit, refusing the new user-data.
-func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan, boots []string) {
+func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan, boots []string, disks *dataDisks, dataUUID string) {
 	s := time.Now()
 	mark := fmt.Sprintf("drover smoke edit %d", s.UnixNano())
 	msg, err := e.RunPod(ctx, in, "edit-etc", registry.ProbeImage, []string{"edit-etc", mark}, true)
@@ -175,6 +184,9 @@ func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan, boots
 	// Another size too, as after a change of instance type: the
 	// reservations follow the memory the node now has.
 	in.Config.MemoryMiB = rebootMemoryMiB
+	// The data disks in the reverse order: their device names change,
+	// container storage must follow the filesystem's UUID.
+	in.Config.DataDisks = disks.order(true)
 	if err := e.Restart(ctx, in, nvme); !r.add(fmt.Sprintf("reboot with the disk on %s and %d MiB of memory", busName(nvme), rebootMemoryMiB), s, err, "") {
 		return
 	}
@@ -198,6 +210,7 @@ func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan, boots
 	}
 	r.add("changed user-data refused, stored config re-applied", s, errIf(probs), lastMatch(log, "REFUSED"))
 	e.checkAllocatable(ctx, r, in, "after the reboot")
+	e.checkStorageAfterReboot(ctx, r, in, dataUUID)
 	s = time.Now()
 	_, err = e.waitFinding(ctx, in, nil, "", func(_ *cluster.Pod, n *cluster.Node, _ []cluster.Event) (string, error) {
 		return "", JudgeFSConditionCleared(n)

@@ -32,6 +32,9 @@
 //	                      errors=remount-ro at /run/drover-smoke-fs and make ext4 report an error
 //	                      (/sys/fs/ext4/<dev>/trigger_fs_error); report whether a file could be
 //	                      written on it before and after, and its superblock's options
+//	probe storage         where /var/lib/containerd, /var/lib/kubelet/pods and /var are mounted
+//	                      (device, major:minor, the filesystem's directory, type), the UUID
+//	                      the node's blkid -p reads there, statfs size and use, the names inside
 //	probe prestop URL     GET URL (any answer will do: the harness's server logs the request),
 //	                      up to 10 tries a second apart; a preStop hook's side effect
 //
@@ -116,6 +119,8 @@ func main() {
 		out, _ = json.Marshal(failedUnits())
 	case "chain":
 		out, _ = json.Marshal(criticalChain())
+	case "storage":
+		out, _ = json.Marshal(containerStorage())
 	case "time":
 		out, _ = json.Marshal(timeSync())
 	case "evidence":
