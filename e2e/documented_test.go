@@ -70,6 +70,7 @@ var bareSmokeChecks = []string{
 	"allocatable is capacity less the reservations for the VM's size (first boot",
 	"graceful node shutdown: preStop hook ran, pod stopped by the kubelet before power-off",
 	"kernel OOM kill reported", "filesystem error reported",
+	"sandbox image shipped in the image", "no registry reachable: a pod whose image the node holds runs",
 }
 
 // smokePassed requires a drover smoke report (its human form) with each

@@ -79,6 +79,7 @@ var smokeChecks = []string{
 	"allocatable is capacity less the reservations for the VM's size (after the reboot, 4096 MiB)",
 	"graceful node shutdown: preStop hook ran, pod stopped by the kubelet before power-off",
 	"kernel OOM kill reported: OOMKilling Event with the kernel's line, pod OOMKilled, node Ready",
+	"sandbox image shipped in the image", "no registry reachable: a pod whose image the node holds runs",
 	"filesystem error reported: FilesystemError Event and ReadonlyFilesystem=True with the kernel's lines",
 	"ReadonlyFilesystem back to False after the reboot",
 }

@@ -169,5 +169,9 @@ func imageVersions(image string) (smoke.Versions, error) {
 	if v.Kubelet == "" || v.Containerd == "" {
 		return v, fmt.Errorf("%s records no kubelet or no containerd Go component (kubelet %q, containerd %q): is this a node image?", mp, v.Kubelet, v.Containerd)
 	}
+	if m.Sandbox == nil {
+		return v, fmt.Errorf("%s records no sandbox image: the image predates drover shipping one; rebuild it with this drover", mp)
+	}
+	v.Sandbox, v.SandboxDigest = m.Sandbox.Name, m.Sandbox.Digest
 	return v, nil
 }

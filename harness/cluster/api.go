@@ -33,6 +33,9 @@ type Node struct {
 	// Capacity and Allocatable are status.capacity and
 	// status.allocatable as quantities ("2", "3022124Ki").
 	Capacity, Allocatable map[string]string
+	// Images are status.images: the names (tags and repo digests) of each
+	// image the node's runtime holds, as the kubelet posted them.
+	Images [][]string
 }
 
 // Condition is one Node or Pod condition.
@@ -84,7 +87,10 @@ type apiNode struct {
 		Conditions  []apiCondition    `json:"conditions"`
 		Capacity    map[string]string `json:"capacity"`
 		Allocatable map[string]string `json:"allocatable"`
-		NodeInfo    struct {
+		Images      []struct {
+			Names []string `json:"names"`
+		} `json:"images"`
+		NodeInfo struct {
 			KubeletVersion          string `json:"kubeletVersion"`
 			ContainerRuntimeVersion string `json:"containerRuntimeVersion"`
 			BootID                  string `json:"bootID"`
@@ -96,6 +102,9 @@ func (n *apiNode) node() Node {
 	out := Node{Name: n.Metadata.Name, ProviderID: n.Spec.ProviderID, Labels: n.Metadata.Labels, Conditions: map[string]Condition{},
 		KubeletVersion: n.Status.NodeInfo.KubeletVersion, ContainerRuntimeVersion: n.Status.NodeInfo.ContainerRuntimeVersion,
 		BootID: n.Status.NodeInfo.BootID, Capacity: n.Status.Capacity, Allocatable: n.Status.Allocatable}
+	for _, im := range n.Status.Images {
+		out.Images = append(out.Images, im.Names)
+	}
 	for _, c := range n.Status.Conditions {
 		out.Conditions[c.Type] = Condition{Status: c.Status, Reason: c.Reason, Message: c.Message}
 		if c.Type == "Ready" {

@@ -40,6 +40,9 @@ type Plan struct {
 // its manifest records them (v1.37.2, v2.4.2).
 type Versions struct {
 	Kubelet, Containerd string
+	// Sandbox and SandboxDigest are the pod sandbox image the image ships
+	// and its index digest.
+	Sandbox, SandboxDigest string
 }
 
 // RuntimeVersion is the containerRuntimeVersion a Node running containerd
@@ -114,6 +117,7 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 		_, err := e.RunPod(ctx, in, "hello", registry.HelloImage, nil, false)
 		return registry.HelloImage, err
 	})
+	e.checkSandboxImage(ctx, r, in, p.Want)
 	var first *ProbeResult
 	step("node hardening (TCP/UDP sockets, sshd, read-only /, bootstrap kubeconfig)", func(ctx context.Context) (string, error) {
 		pr, err := e.Probe(ctx, in, "probe-1")

@@ -161,6 +161,16 @@ func main() {
 			code = 1
 		}
 		out, _ = json.Marshal(res)
+	case "images":
+		// containerd's own list of the CRI's images (name, digest,
+		// labels), from the node's ctr in its namespaces.
+		o, err := hostCommand("/usr/bin/ctr", "--namespace", "k8s.io", "images", "ls")
+		res := map[string]any{"images": o}
+		if err != nil {
+			res["error"] = err.Error()
+			code = 1
+		}
+		out, _ = json.Marshal(res)
 	case "serve":
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGTERM)
@@ -176,7 +186,7 @@ func main() {
 		}
 		out, _ = json.Marshal(res)
 	default:
-		out = []byte(fmt.Sprintf(`{"error":"unknown mode %q: want inspect, edit-etc, units, chain, time, evidence, security, put-etc, plant-stored, exists, serve or prestop"}`, mode))
+		out = []byte(fmt.Sprintf(`{"error":"unknown mode %q: want inspect, edit-etc, units, chain, time, evidence, security, put-etc, plant-stored, exists, alloc, fserror, images, serve or prestop"}`, mode))
 		code = 2
 	}
 	fmt.Println(string(out))
