@@ -38,8 +38,8 @@ type Options struct {
 	// checkout otherwise: goarch → binary file, one per oci.Arches (what
 	// --agent/--init builds, having no checkout, must be given).
 	PauseBins map[string]string
-	Version           string // builder version, for the manifest
-	Log               io.Writer
+	Version   string // builder version, for the manifest
+	Log       io.Writer
 	// Signer, when set, signs the provenance statement into a DSSE
 	// envelope (<name>.provenance.dsse.json); see image/attest.
 	Signer dsse.Signer
