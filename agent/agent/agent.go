@@ -60,6 +60,7 @@ type Primary struct {
 type NodeAPI interface {
 	GetNode(ctx context.Context, name string) (*kube.Node, error)
 	SetCondition(ctx context.Context, name string, c kube.Condition) error
+	Cordon(ctx context.Context, name string) error
 	Event(ctx context.Context, node, uid, reason, message string) error
 }
 
@@ -88,6 +89,10 @@ type Env struct {
 	// kubelet's reservations are computed (nodeconfig.Reserve); nil or an
 	// error: none are set, and the runtime phase says so.
 	Size func() (cpus int, memTotal uint64, err error)
+	// PowerOff asks logind to power the node off, which the kubelet's
+	// graceful node shutdown holds back until its pods have stopped (the
+	// spot watch); nil: never.
+	PowerOff func(ctx context.Context) error
 	// Ctr runs containerd's client, ctr, in the k8s.io namespace (the
 	// CRI's) and returns its combined output; nil: the sandbox image is
 	// not imported (tests that do not judge it). See importSandbox.

@@ -68,6 +68,7 @@ type fakeAPI struct {
 	// staleReady: the Node's Ready condition was last posted an hour ago,
 	// as one left from before a reboot.
 	staleReady bool
+	cordoned   []string // Nodes Cordon was called for
 }
 
 func (f *fakeAPI) refused() bool {
@@ -96,6 +97,15 @@ func (f *fakeAPI) SetCondition(ctx context.Context, name string, c kube.Conditio
 		return errors.New("503 Service Unavailable")
 	}
 	f.conds = append(f.conds, c)
+	return nil
+}
+func (f *fakeAPI) Cordon(ctx context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refused() {
+		return errors.New("503 Service Unavailable")
+	}
+	f.cordoned = append(f.cordoned, name)
 	return nil
 }
 func (f *fakeAPI) Event(ctx context.Context, node, uid, reason, msg string) error {

@@ -19,6 +19,7 @@ import (
 const (
 	DACReadSearch = 2
 	SetPCap       = 8
+	SysBoot       = 22
 )
 
 // Secure bits (linux/securebits.h): root gets no capabilities on exec and

@@ -126,6 +126,15 @@ func (c *Client) SetCondition(ctx context.Context, name string, cond Condition) 
 	return c.do(ctx, "PATCH", "/api/v1/nodes/"+url.PathEscape(name)+"/status", "application/strategic-merge-patch+json", patch, nil)
 }
 
+// Cordon marks the Node unschedulable (spec.unschedulable, what kubectl
+// cordon sets). A node may do it with its own credentials: NodeRestriction
+// forbids a node its own taints, not this; the node lifecycle controller
+// then taints it node.kubernetes.io/unschedulable:NoSchedule.
+func (c *Client) Cordon(ctx context.Context, name string) error {
+	patch := map[string]any{"spec": map[string]any{"unschedulable": true}}
+	return c.do(ctx, "PATCH", "/api/v1/nodes/"+url.PathEscape(name), "application/strategic-merge-patch+json", patch, nil)
+}
+
 // Event records a Warning event about the Node.
 func (c *Client) Event(ctx context.Context, node, nodeUID, reason, message string) error {
 	now := time.Now().UTC().Format(time.RFC3339)

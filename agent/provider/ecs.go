@@ -250,6 +250,9 @@ func checkKey(key string) error {
 // budget is the time limit of one public call, on the client's clock.
 type budget struct {
 	start, end time.Time
+	// quiet leaves a call's successful and final answers out of the log:
+	// a poll (SpotTermination) would write a line every few seconds.
+	quiet bool
 }
 
 // budget starts a call: a context bounded by the deadline in real time (so a

@@ -119,6 +119,10 @@ func parseRetryAfter(v string) time.Duration {
 func (c *ECSClient) get(ctx context.Context, b budget, path string, limit int64) ([]byte, error) {
 	const method = http.MethodGet
 	renewed := false
+	logf := c.logf
+	if b.quiet {
+		logf = func(string, ...any) {}
+	}
 	for attempt := 1; ; attempt++ {
 		token, err := c.currentToken(ctx, b)
 		if err != nil {
@@ -127,7 +131,7 @@ func (c *ECSClient) get(ctx context.Context, b budget, path string, limit int64)
 		o := c.roundTrip(ctx, method, path, token, 0, limit)
 		switch {
 		case o.ok():
-			c.logf("metadata: GET %s attempt %d: %s", path, attempt, o.status)
+			logf("metadata: GET %s attempt %d: %s", path, attempt, o.status)
 			return o.body, nil
 		case o.code == http.StatusUnauthorized && token != "" && !renewed:
 			// The token expired early or the service restarted: one new token, once.
@@ -136,7 +140,7 @@ func (c *ECSClient) get(ctx context.Context, b budget, path string, limit int64)
 			renewed = true
 			continue
 		case !o.retryable():
-			c.logf("metadata: GET %s attempt %d: %s", path, attempt, o.describe())
+			logf("metadata: GET %s attempt %d: %s", path, attempt, o.describe())
 			err := fmt.Errorf("metadata GET %s: %w", path, o.cause(method, path))
 			if o.code == http.StatusForbidden && token == "" {
 				err = fmt.Errorf("%w: the instance requires metadata tokens but the service offers no token endpoint; "+

@@ -151,6 +151,7 @@ func run(ctx context.Context) error {
 		KubeletPorts: kubeletPorts,
 		Size:         instanceSize,
 		Ctr:          ctr,
+		PowerOff:     systemd.PowerOff,
 		Prefetch:     func(paths ...string) { prefetch(paths, status.Uptime("/")) },
 		Kube: func(server string, ca []byte, cert string) (agent.NodeAPI, error) {
 			return kube.New(server, ca, cert, cert)
@@ -194,11 +195,16 @@ func run(ctx context.Context) error {
 	// keeps reading once the capability is gone.
 	kmsg, kmsgErr := os.Open("/dev/kmsg")
 	// The guard needs none of provisioning's privileges: reading the
-	// watched files (of any mode) and talking to the API server.
-	if err := caps.Drop(caps.DACReadSearch); err != nil {
+	// watched files (of any mode) and talking to the API server; and
+	// CAP_SYS_BOOT, for logind to power the node off on a spot reclaim
+	// notice (the image has no polkit to ask instead).
+	if err := caps.Drop(caps.DACReadSearch, caps.SysBoot); err != nil {
 		a.Status().Note("least privilege: could not drop capabilities before the drift guard: " + err.Error())
 	} else {
-		a.Status().Note("drift guard running with CAP_DAC_READ_SEARCH only (all other capabilities dropped, bounding set included)")
+		a.Status().Note("drift guard running with CAP_DAC_READ_SEARCH and CAP_SYS_BOOT only (all other capabilities dropped, bounding set included)")
+	}
+	if src, ok := prov.(agent.SpotSource); ok {
+		go a.WatchSpot(ctx, src, agent.SpotPoll)
 	}
 	if kmsgErr != nil {
 		a.Status().Note("kernel watch: " + kmsgErr.Error() + ": OOM kills, hung tasks and filesystem errors are not reported on the Node")

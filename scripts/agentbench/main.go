@@ -37,6 +37,7 @@ func (api) GetNode(ctx context.Context, name string) (*kube.Node, error) {
 	return n, nil
 }
 func (api) SetCondition(context.Context, string, kube.Condition) error  { return nil }
+func (api) Cordon(context.Context, string) error                        { return nil }
 func (api) Event(context.Context, string, string, string, string) error { return nil }
 
 func main() {
