@@ -50,7 +50,7 @@ var smokeChecks = []string{
 	"no failed systemd units (first boot)", "no failed systemd units (after the reboot)",
 	"launch template units ran: oneshot, long-running, timer; kubelet drop-in and sysctl.d file in effect (first boot)",
 	"launch template units ran: oneshot, long-running, timer; kubelet drop-in and sysctl.d file in effect (after the reboot",
-	"systemd-analyze security drover-agent.service", "drift guard runs with CAP_DAC_READ_SEARCH only",
+	"systemd-analyze security drover-agent.service", "drift guard runs with CAP_DAC_READ_SEARCH and CAP_SYS_BOOT only",
 	"DroverConfigDrift condition and one ConfigDrift Event", "DroverConfigDrift back to False after the restore",
 	"serial console clean (first boot)", "serial console clean (after the reboot)",
 	"systemd-timesyncd on the metadata's ntp-conf/ntp-servers (first boot)",
@@ -77,7 +77,7 @@ var smokeChecks = []string{
 	// Issue 25: graceful stop and reservations, on the same boots.
 	"allocatable is capacity less the reservations for the VM's size (first boot, 3072 MiB)",
 	"allocatable is capacity less the reservations for the VM's size (after the reboot, 4096 MiB)",
-	"graceful node shutdown: preStop hook ran, pod stopped by the kubelet before power-off",
+	"spot reclaim notice: Node cordoned and tainted, SpotInterruption Event, preStop hook ran and pod stopped by the kubelet before power-off",
 	"kernel OOM kill reported: OOMKilling Event with the kernel's line, pod OOMKilled, node Ready",
 	"sandbox image shipped in the image", "no registry reachable: a pod whose image the node holds runs",
 	"filesystem error reported: FilesystemError Event and ReadonlyFilesystem=True with the kernel's lines",

@@ -33,6 +33,10 @@ type Node struct {
 	// Capacity and Allocatable are status.capacity and
 	// status.allocatable as quantities ("2", "3022124Ki").
 	Capacity, Allocatable map[string]string
+	// Unschedulable is spec.unschedulable (cordoned); Taints are
+	// spec.taints as key:effect.
+	Unschedulable bool
+	Taints        []string
 	// Images are status.images: the names (tags and repo digests) of each
 	// image the node's runtime holds, as the kubelet posted them.
 	Images [][]string
@@ -81,7 +85,11 @@ type apiNode struct {
 		Labels map[string]string `json:"labels"`
 	} `json:"metadata"`
 	Spec struct {
-		ProviderID string `json:"providerID"`
+		ProviderID    string `json:"providerID"`
+		Unschedulable bool   `json:"unschedulable"`
+		Taints        []struct {
+			Key, Effect string
+		} `json:"taints"`
 	} `json:"spec"`
 	Status struct {
 		Conditions  []apiCondition    `json:"conditions"`
@@ -102,6 +110,10 @@ func (n *apiNode) node() Node {
 	out := Node{Name: n.Metadata.Name, ProviderID: n.Spec.ProviderID, Labels: n.Metadata.Labels, Conditions: map[string]Condition{},
 		KubeletVersion: n.Status.NodeInfo.KubeletVersion, ContainerRuntimeVersion: n.Status.NodeInfo.ContainerRuntimeVersion,
 		BootID: n.Status.NodeInfo.BootID, Capacity: n.Status.Capacity, Allocatable: n.Status.Allocatable}
+	out.Unschedulable = n.Spec.Unschedulable
+	for _, t := range n.Spec.Taints {
+		out.Taints = append(out.Taints, t.Key+":"+t.Effect)
+	}
 	for _, im := range n.Status.Images {
 		out.Images = append(out.Images, im.Names)
 	}

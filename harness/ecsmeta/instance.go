@@ -55,6 +55,10 @@ type Instance struct {
 	Tags map[string]string
 	// UserData is served at /latest/user-data; nil means none (404).
 	UserData []byte
+	// SpotTerminationTime is served at
+	// meta-data/instance/spot/termination-time: a spot instance's reclaim
+	// notice (a UTC time, 2026-12-02T08:00:00Z). Empty: no notice (404).
+	SpotTerminationTime string
 }
 
 // DefaultInstance returns a plausible ECS instance whose network values match
@@ -149,6 +153,7 @@ func (inst Instance) metaData() *node {
 	root.add("hostname", inst.Hostname)
 	root.add("instance/instance-type", inst.InstanceType)
 	root.add("instance/instance-name", inst.InstanceName)
+	root.add("instance/spot/termination-time", inst.SpotTerminationTime)
 	root.add("image-id", inst.ImageID)
 	root.add("mac", inst.MAC)
 	root.add("private-ipv4", inst.PrivateIPv4)

@@ -69,6 +69,13 @@ func (s *Server) SetInstance(inst Instance) {
 	s.inst = inst
 }
 
+// Instance returns what the server now serves.
+func (s *Server) Instance() Instance {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inst
+}
+
 // Serve answers requests on ln until Close; it returns nil after Close.
 func (s *Server) Serve(ln net.Listener) error {
 	hs := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second}

@@ -639,6 +639,18 @@ func (vm *VM) Shutdown(timeout time.Duration) error {
 	}
 }
 
+// WaitExit waits up to timeout for QEMU to exit by itself (the guest
+// powered off); after that it stops the VM hard and says so.
+func (vm *VM) WaitExit(timeout time.Duration) error {
+	select {
+	case <-vm.done:
+		return nil
+	case <-time.After(timeout):
+		vm.Stop()
+		return fmt.Errorf("the guest did not power off within %s; stopped it", timeout)
+	}
+}
+
 // powerButtonEvery is how often Shutdown presses the power button.
 const powerButtonEvery = 20 * time.Second
 

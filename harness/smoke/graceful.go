@@ -3,7 +3,9 @@ package smoke
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,6 +40,24 @@ const (
 // its own; the pod's fate is what the API server holds once the VM is
 // gone, when nothing on the node can post any more.
 func (e *Env) checkGracefulStop(ctx context.Context, r *Report, in *Instance) {
+	e.gracefulStop(ctx, r, in, false)
+}
+
+// checkSpotStop is checkGracefulStop with a spot reclaim notice in the
+// metadata emulator instead of the power button: the node must cordon
+// itself (and the node lifecycle controller taint it), record a
+// SpotInterruption Event, and power itself off, its pods stopped
+// gracefully, before the notice's time. The notice is withdrawn once the
+// VM is off, so the next boot is not reclaimed again.
+func (e *Env) checkSpotStop(ctx context.Context, r *Report, in *Instance) {
+	e.gracefulStop(ctx, r, in, true)
+}
+
+// spotNotice is how far ahead the emulator announces the reclaim: the
+// few minutes ECS gives.
+const spotNotice = 4 * time.Minute
+
+func (e *Env) gracefulStop(ctx context.Context, r *Report, in *Instance, spot bool) {
 	s := time.Now()
 	mark := fmt.Sprintf("prestop-%d", s.UnixNano())
 	hook := "http://" + strings.TrimSuffix(MetadataAddr, ":80") + "/latest/meta-data/drover-smoke/" + mark
@@ -58,6 +78,9 @@ func (e *Env) checkGracefulStop(ctx context.Context, r *Report, in *Instance) {
 	}
 	body, _ := json.Marshal(pod)
 	name := "graceful node shutdown: preStop hook ran, pod stopped by the kubelet before power-off (system_powerdown)"
+	if spot {
+		name = "spot reclaim notice: Node cordoned and tainted, SpotInterruption Event, preStop hook ran and pod stopped by the kubelet before power-off, all before the notice's time"
+	}
 	if err := e.Cluster.CreatePod(ctx, "default", body); err != nil {
 		r.add(name, s, err, "")
 		return
@@ -67,7 +90,20 @@ func (e *Env) checkGracefulStop(ctx context.Context, r *Report, in *Instance) {
 		return
 	}
 	pressed := time.Now()
-	if err := in.VM.Shutdown(3 * time.Minute); err != nil {
+	var notice time.Time
+	var err error
+	if spot {
+		inst := e.Metadata.Instance()
+		notice = pressed.Add(spotNotice).UTC().Truncate(time.Second)
+		inst.SpotTerminationTime = notice.Format(time.RFC3339)
+		e.Metadata.SetInstance(inst)
+		err = in.VM.WaitExit(spotNotice)
+		inst.SpotTerminationTime = ""
+		e.Metadata.SetInstance(inst)
+	} else {
+		err = in.VM.Shutdown(3 * time.Minute)
+	}
+	if err != nil {
 		r.add(name, s, err, "")
 		return
 	}
@@ -77,8 +113,68 @@ func (e *Env) checkGracefulStop(ctx context.Context, r *Report, in *Instance) {
 		r.add(name, s, err, "")
 		return
 	}
-	detail, err := JudgeGracefulStop(p, e.Metadata.Requests(), mark, pressed, off)
+	trigger := "the power button"
+	if spot {
+		trigger = "the notice"
+	}
+	detail, err := JudgeGracefulStop(p, e.Metadata.Requests(), mark, trigger, pressed, off)
+	if spot {
+		var n *cluster.Node
+		var evs []cluster.Event
+		n, nerr := e.Cluster.Node(ctx, in.NodeName)
+		if nerr == nil {
+			evs, nerr = e.Cluster.Events(ctx, "default", "Node", in.NodeName)
+		}
+		var sd string
+		if nerr == nil {
+			sd, nerr = JudgeSpotStop(n, evs, notice, off)
+		}
+		detail += "; " + sd
+		if nerr != nil {
+			err = errors.Join(err, nerr)
+		}
+	}
 	r.add(name, s, err, detail)
+}
+
+// spotTaint is what the node lifecycle controller taints a cordoned Node
+// with (TaintNodesByCondition).
+const spotTaint = "node.kubernetes.io/unschedulable:NoSchedule"
+
+// JudgeSpotStop: the Node is cordoned (spec.unschedulable) and carries
+// the controller's unschedulable taint, the agent's SpotInterruption
+// Event names the notice's time, and the VM was off before that time.
+func JudgeSpotStop(n *cluster.Node, evs []cluster.Event, notice, off time.Time) (string, error) {
+	var probs []string
+	if !n.Unschedulable {
+		probs = append(probs, "the Node is not cordoned (spec.unschedulable false)")
+	}
+	if !slices.Contains(n.Taints, spotTaint) {
+		probs = append(probs, fmt.Sprintf("the Node's taints %v lack %s", n.Taints, spotTaint))
+	}
+	var ev *cluster.Event
+	for i := range evs {
+		if evs[i].Reason == "SpotInterruption" && evs[i].Source == "drover-agent" {
+			ev = &evs[i]
+		}
+	}
+	switch {
+	case ev == nil:
+		probs = append(probs, "no SpotInterruption Event from drover-agent on the Node")
+	case !strings.Contains(ev.Message, notice.Format(time.RFC3339)):
+		probs = append(probs, fmt.Sprintf("the SpotInterruption Event %q does not name the notice's time %s", ev.Message, notice.Format(time.RFC3339)))
+	}
+	if !off.Before(notice) {
+		probs = append(probs, fmt.Sprintf("the VM powered off at %s, not before the notice's time %s", off.UTC().Format(time.RFC3339), notice.Format(time.RFC3339)))
+	}
+	detail := fmt.Sprintf("off %s before the notice's time; unschedulable %v, taints %v", notice.Sub(off).Round(time.Second), n.Unschedulable, n.Taints)
+	if ev != nil {
+		detail += "; Event SpotInterruption: " + ev.Message
+	}
+	if len(probs) > 0 {
+		return detail, errors.New(strings.Join(probs, "; "))
+	}
+	return detail, nil
 }
 
 // waitPodRunning waits until the pod's container runs.
@@ -106,7 +202,7 @@ func (e *Env) waitPodRunning(ctx context.Context, name string) error {
 // the power button and power-off, and the API server holds the pod as the
 // kubelet's shutdown manager leaves it, its container stopped by SIGTERM
 // (its termination message), not killed.
-func JudgeGracefulStop(p *cluster.Pod, reqs []ecsmeta.Request, mark string, pressed, off time.Time) (string, error) {
+func JudgeGracefulStop(p *cluster.Pod, reqs []ecsmeta.Request, mark, trigger string, pressed, off time.Time) (string, error) {
 	var probs []string
 	var hookAt time.Time
 	for _, q := range reqs {
@@ -119,8 +215,8 @@ func JudgeGracefulStop(p *cluster.Pod, reqs []ecsmeta.Request, mark string, pres
 	case hookAt.IsZero():
 		probs = append(probs, "the preStop hook's request never reached the metadata emulator")
 	case hookAt.Before(pressed) || hookAt.After(off):
-		probs = append(probs, fmt.Sprintf("the preStop hook's request came at %s, not between the power button (%s) and power-off (%s)",
-			hookAt.Format(time.StampMilli), pressed.Format(time.StampMilli), off.Format(time.StampMilli)))
+		probs = append(probs, fmt.Sprintf("the preStop hook's request came at %s, not between %s (%s) and power-off (%s)",
+			hookAt.Format(time.StampMilli), trigger, pressed.Format(time.StampMilli), off.Format(time.StampMilli)))
 	}
 	switch {
 	case p.Phase == "Succeeded":
@@ -134,8 +230,8 @@ func JudgeGracefulStop(p *cluster.Pod, reqs []ecsmeta.Request, mark string, pres
 	if p.TerminationMessage != "stopped by SIGTERM" {
 		probs = append(probs, fmt.Sprintf("container's termination message %q, want \"stopped by SIGTERM\" (killed before it could stop?)", p.TerminationMessage))
 	}
-	detail := fmt.Sprintf("hook request %s after the power button; power-off %s after it; pod %s/%s, DisruptionTarget %s",
-		hookAt.Sub(pressed).Round(100*time.Millisecond), off.Sub(pressed).Round(time.Second), p.Phase, p.Reason, p.Conditions[disruptionTargetCondKey].Reason)
+	detail := fmt.Sprintf("hook request %s after %s; power-off %s after it; pod %s/%s, DisruptionTarget %s",
+		hookAt.Sub(pressed).Round(100*time.Millisecond), trigger, off.Sub(pressed).Round(time.Second), p.Phase, p.Reason, p.Conditions[disruptionTargetCondKey].Reason)
 	if len(probs) > 0 {
 		return detail, fmt.Errorf("%s", strings.Join(probs, "; "))
 	}

@@ -20,7 +20,7 @@ func TestJudgeGracefulStop(t *testing.T) {
 	off := pressed.Add(40 * time.Second)
 	hook := []ecsmeta.Request{{Time: pressed.Add(-time.Minute), Path: "/latest/meta-data/instance-id"},
 		{Time: pressed.Add(3040 * time.Millisecond), Path: "/latest/meta-data/drover-smoke/prestop-1"}}
-	if d, err := JudgeGracefulStop(stoppedPod(), hook, "prestop-1", pressed, off); err != nil {
+	if d, err := JudgeGracefulStop(stoppedPod(), hook, "prestop-1", "the power button", pressed, off); err != nil {
 		t.Fatalf("good observation refused: %v (%s)", err, d)
 	} else if want := "hook request 3s after the power button; power-off 40s after it"; !strings.HasPrefix(d, want) {
 		t.Errorf("detail %q, want it to start %q", d, want)
@@ -29,7 +29,7 @@ func TestJudgeGracefulStop(t *testing.T) {
 	// SIGTERM: Succeeded, no reason, the condition.
 	clean := stoppedPod()
 	clean.Phase, clean.Reason, clean.Message = "Succeeded", "", ""
-	if d, err := JudgeGracefulStop(clean, hook, "prestop-1", pressed, off); err != nil {
+	if d, err := JudgeGracefulStop(clean, hook, "prestop-1", "the power button", pressed, off); err != nil {
 		t.Fatalf("clean stop refused: %v (%s)", err, d)
 	}
 	for _, tc := range []struct {
@@ -57,7 +57,7 @@ func TestJudgeGracefulStop(t *testing.T) {
 		p := stoppedPod()
 		reqs := append([]ecsmeta.Request(nil), hook...)
 		tc.edit(p, &reqs)
-		if _, err := JudgeGracefulStop(p, reqs, "prestop-1", pressed, off); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := JudgeGracefulStop(p, reqs, "prestop-1", "the power button", pressed, off); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
 		}
 	}
@@ -94,6 +94,35 @@ func TestJudgeAllocatable(t *testing.T) {
 		tc.edit(n)
 		if _, err := JudgeAllocatable(n); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestJudgeSpotStop(t *testing.T) {
+	notice := time.Date(2026, 12, 2, 8, 4, 0, 0, time.UTC)
+	off := notice.Add(-3 * time.Minute)
+	msg := "ECS reclaims this spot instance at 2026-12-02T08:04:00Z (metadata instance/spot/termination-time): node cordoned, shutting down gracefully now"
+	good := &cluster.Node{Unschedulable: true, Taints: []string{"node.kubernetes.io/unschedulable:NoSchedule"}}
+	evs := []cluster.Event{{Reason: "SpotInterruption", Source: "drover-agent", Message: msg}}
+	if _, err := JudgeSpotStop(good, evs, notice, off); err != nil {
+		t.Fatalf("good stop judged bad: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		n    *cluster.Node
+		evs  []cluster.Event
+		off  time.Time
+		want string
+	}{
+		{"not cordoned", &cluster.Node{Taints: good.Taints}, evs, off, "not cordoned"},
+		{"no taint", &cluster.Node{Unschedulable: true}, evs, off, "lack node.kubernetes.io/unschedulable:NoSchedule"},
+		{"no Event", good, nil, off, "no SpotInterruption Event"},
+		{"Event from someone else", good, []cluster.Event{{Reason: "SpotInterruption", Source: "kubelet", Message: msg}}, off, "no SpotInterruption Event"},
+		{"Event for another time", good, []cluster.Event{{Reason: "SpotInterruption", Source: "drover-agent", Message: strings.Replace(msg, "08:04", "09:04", 1)}}, off, "does not name the notice's time"},
+		{"off too late", good, evs, notice.Add(time.Second), "not before the notice's time"},
+	} {
+		if _, err := JudgeSpotStop(tc.n, tc.evs, notice, tc.off); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
 }

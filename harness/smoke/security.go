@@ -77,13 +77,15 @@ func JudgeExposure(overall string) error {
 	return nil
 }
 
-// GuardCaps is the one capability the resident drift guard keeps:
-// CAP_DAC_READ_SEARCH (bit 2).
-const GuardCaps = "0000000000000004"
+// GuardCaps are the capabilities the resident drift guard keeps:
+// CAP_DAC_READ_SEARCH (bit 2) and CAP_SYS_BOOT (bit 22, for logind's
+// power-off on a spot reclaim notice).
+const GuardCaps = "0000000000400004"
 
 // JudgeGuardCaps checks the /proc/<pid>/status lines of the resident agent:
-// nothing but CAP_DAC_READ_SEARCH in its effective, permitted, inheritable,
-// ambient and bounding sets, and no_new_privs.
+// nothing but CAP_DAC_READ_SEARCH and CAP_SYS_BOOT in its effective,
+// permitted and bounding sets, none inheritable or ambient, and
+// no_new_privs.
 func JudgeGuardCaps(lines []string) error {
 	got := map[string]string{}
 	for _, l := range lines {
@@ -98,7 +100,7 @@ func JudgeGuardCaps(lines []string) error {
 		}
 	}
 	if len(probs) > 0 {
-		return fmt.Errorf("the resident drift guard holds more than CAP_DAC_READ_SEARCH: %s", strings.Join(probs, "; "))
+		return fmt.Errorf("the resident drift guard holds more than CAP_DAC_READ_SEARCH and CAP_SYS_BOOT: %s", strings.Join(probs, "; "))
 	}
 	return nil
 }
@@ -128,5 +130,5 @@ func (e *Env) checkSecurity(ctx context.Context, r *Report, in *Instance, pod st
 	}
 	r.add("systemd-analyze security drover-agent.service (not worse than "+MaxExposure+")", s, JudgeExposure(sec.Overall),
 		sec.Overall+" | "+strings.Join(sec.Exposed, " | "))
-	r.add("drift guard runs with CAP_DAC_READ_SEARCH only (/proc/<pid>/status)", s, JudgeGuardCaps(sec.Caps), strings.Join(sec.Caps, "; "))
+	r.add("drift guard runs with CAP_DAC_READ_SEARCH and CAP_SYS_BOOT only (/proc/<pid>/status)", s, JudgeGuardCaps(sec.Caps), strings.Join(sec.Caps, "; "))
 }

@@ -181,7 +181,9 @@ func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan, boots
 	changed := in.Meta
 	changed.UserData = append(append([]byte(nil), in.Meta.UserData...), ' ')
 	e.Metadata.SetInstance(changed)
-	e.checkGracefulStop(ctx, r, in)
+	// Stopped by a spot reclaim notice: the flagless run presses the
+	// power button instead (checkGracefulStop), each a boot's end.
+	e.checkSpotStop(ctx, r, in)
 	e.checkNoSecret(ctx, r, in, "first boot")
 	s = time.Now()
 	nvme := !p.NVMe

@@ -101,8 +101,8 @@ func TestJudgeExposure(t *testing.T) {
 }
 
 func TestJudgeGuardCaps(t *testing.T) {
-	good := []string{"CapInh: 0000000000000000", "CapPrm: 0000000000000004", "CapEff: 0000000000000004",
-		"CapBnd: 0000000000000004", "CapAmb: 0000000000000000", "NoNewPrivs: 1", "Seccomp: 2"}
+	good := []string{"CapInh: 0000000000000000", "CapPrm: 0000000000400004", "CapEff: 0000000000400004",
+		"CapBnd: 0000000000400004", "CapAmb: 0000000000000000", "NoNewPrivs: 1", "Seccomp: 2"}
 	if err := JudgeGuardCaps(good); err != nil {
 		t.Error(err)
 	}
