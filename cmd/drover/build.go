@@ -20,7 +20,6 @@ import (
 
 func newBuildCmd(g *globals) *cobra.Command {
 	var out, agentBin, initBin, signKey string
-	var pauseBins map[string]string
 	var sb secureBootFlags
 	var plan, asJSON bool
 	cmd := &cobra.Command{
@@ -42,7 +41,10 @@ drover-agent and drover-init are compiled from the checkout of drover the
 recipe (or the working directory) is in, with the lock's Go toolchain and
 reproducible flags; the manifest records the commit and whether the tree was
 modified (so does /usr/lib/os-release: DROVER_SOURCE). --agent and --init
-install given binaries instead, recorded as an override.
+install given binaries instead, recorded as an override. The pod sandbox
+image of a recipe that pins one (sandbox.digest) is built from the same
+checkout (cmd/drover-pause, for amd64 and arm64, one OCI index) and must
+match the pin.
 
 The same recipe, lock and checkout give bit-identical images, whatever go is
 installed or GOTOOLCHAIN says: the lock's toolchain is fetched and used. Outputs appear
@@ -78,12 +80,16 @@ the recipe: run drover lock.`,
 					return err
 				}
 			}
-			// drover-agent and drover-init are built from the checkout the
-			// recipe (or the working directory) is in, unless given.
+			// drover-agent, drover-init and the sandbox image's pause are
+			// built from the checkout the recipe (or the working directory)
+			// is in; --agent and --init replace the first two only.
 			var src *gomod.Source
-			if agentBin == "" && initBin == "" {
+			if (agentBin == "" && initBin == "") || r.Sandbox.Digest != "" {
 				cwd, _ := os.Getwd()
 				if src, err = gomod.FindSource(build.DroverModule, r.Dir, cwd); err != nil {
+					if agentBin != "" {
+						err = fmt.Errorf("%w (the recipe's sandbox image, %s, is built from it even with --agent and --init)", err, build.PausePackage)
+					}
 					return err
 				}
 			}
@@ -92,7 +98,7 @@ the recipe: run drover lock.`,
 				return err
 			}
 			start := time.Now()
-			res, err := build.Build(cmd.Context(), p, build.Options{Sources: o, Source: src, AgentBin: agentBin, InitBin: initBin, PauseBins: pauseBins, Version: version, Log: g.log(), Signer: signer,
+			res, err := build.Build(cmd.Context(), p, build.Options{Sources: o, Source: src, AgentBin: agentBin, InitBin: initBin, Version: version, Log: g.log(), Signer: signer,
 				SecureBoot: sbSigner, SecureBootEnroll: sb.enroll})
 			if err != nil {
 				return err
@@ -140,7 +146,6 @@ the recipe: run drover lock.`,
 	cmd.Flags().StringVar(&agentBin, "agent", "", "install this drover-agent binary instead of building it from the checkout (with --init; the manifest records the override)")
 	cmd.Flags().StringVar(&signKey, "sign-key", "", "sign the provenance with this ECDSA P-256 or Ed25519 private key (PEM) into <name>.provenance.dsse.json")
 	cmd.Flags().StringVar(&initBin, "init", "", "use this drover-init binary instead of building it from the checkout (with --agent)")
-	cmd.Flags().StringToStringVar(&pauseBins, "pause", nil, "use these pause binaries (cmd/drover-pause) for the sandbox image instead of building them from the checkout: one ARCH=FILE per architecture, amd64 and arm64 (needed with --agent and --init)")
 	sb.register(cmd)
 	return cmd
 }

@@ -34,9 +34,10 @@ type Options struct {
 	// override that with given binaries (recorded as such in the manifest).
 	Source            *gomod.Source
 	AgentBin, InitBin string
-	// PauseBins override the sandbox image's pause program, built from the
-	// checkout otherwise: goarch → binary file, one per oci.Arches (what
-	// --agent/--init builds, having no checkout, must be given).
+	// PauseBins override the sandbox image's pause program, built from
+	// Source otherwise: goarch → binary file, one per oci.Arches, for a
+	// caller that has them built (the build's own tests, which have no
+	// toolchain to build with); the manifest records the override.
 	PauseBins map[string]string
 	Version   string // builder version, for the manifest
 	Log       io.Writer

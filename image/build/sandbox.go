@@ -23,7 +23,14 @@ const PausePackage = "./cmd/drover-pause"
 // digest is then the same on amd64 and arm64 nodes, and one pin in the
 // recipe (sandbox.digest) covers both. A digest other than the pin fails
 // the build, before anything is written.
+//
+// A recipe that pins no sandbox image (minimal.yaml: no container runtime)
+// ships none.
 func (b *builder) sandboxImage(ctx context.Context) error {
+	if b.p.Recipe.Sandbox.Digest == "" {
+		b.logf("build: no sandbox image: %s pins none (sandbox.digest)", b.p.Recipe.Path)
+		return nil
+	}
 	bins := map[string][]byte{}
 	var pause []OwnFile
 	for _, goarch := range oci.Arches {
@@ -44,7 +51,7 @@ func (b *builder) sandboxImage(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if pin := b.p.Recipe.Sandbox.Digest; pin != "" && pin != digest.String() {
+	if pin := b.p.Recipe.Sandbox.Digest; pin != digest.String() {
 		return fmt.Errorf("%s: sandbox.digest pins %s, but the sandbox image built from %s is %s: the pause program or the Go toolchain changed; review the change, then set sandbox.digest to %s",
 			b.p.Recipe.Path, pin, PausePackage, digest, digest)
 	}
@@ -65,11 +72,7 @@ func (b *builder) sandboxImage(ctx context.Context) error {
 	}
 	b.man.Sandbox = &SandboxImage{Name: nodeconfig.DefaultSandboxImage, Digest: digest.String(), Platforms: platforms,
 		Path: nodeconfig.SandboxArchive, SHA256: sha(archive), Pause: pause}
-	pinned := "pinned by the recipe"
-	if b.p.Recipe.Sandbox.Digest == "" {
-		pinned = "NOT pinned: set sandbox.digest in " + b.p.Recipe.Path + " to pin it"
-	}
-	b.logf("build: sandbox image %s@%s from %s (%s)", nodeconfig.DefaultSandboxImage, digest, PausePackage, pinned)
+	b.logf("build: sandbox image %s@%s from %s, as the recipe pins", nodeconfig.DefaultSandboxImage, digest, PausePackage)
 	return nil
 }
 
@@ -80,7 +83,7 @@ func (b *builder) pauseBinary(ctx context.Context, goarch string) ([]byte, OwnSo
 	if len(b.o.PauseBins) > 0 {
 		path, ok := b.o.PauseBins[goarch]
 		if !ok {
-			return nil, OwnSource{}, fmt.Errorf("--pause gives no linux/%s binary: the sandbox image holds one per architecture (%s); pass --pause %s=FILE, built from %s", goarch, strings.Join(oci.Arches, ", "), goarch, PausePackage)
+			return nil, OwnSource{}, fmt.Errorf("Options.PauseBins has no linux/%s binary: the sandbox image holds one per architecture (%s), built from %s", goarch, strings.Join(oci.Arches, ", "), PausePackage)
 		}
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -89,7 +92,7 @@ func (b *builder) pauseBinary(ctx context.Context, goarch string) ([]byte, OwnSo
 		return data, OwnSource{Built: "override", From: path}, nil
 	}
 	if b.o.Source == nil {
-		return nil, OwnSource{}, fmt.Errorf("no checkout of %s to build the sandbox image's pause (%s) from: run drover from its checkout, or pass --pause ARCH=FILE for each of %s", DroverModule, PausePackage, strings.Join(oci.Arches, ", "))
+		return nil, OwnSource{}, fmt.Errorf("no checkout of %s to build the sandbox image's pause (%s) from: run drover from its checkout", DroverModule, PausePackage)
 	}
 	env, err := b.goEnv()
 	if err != nil {

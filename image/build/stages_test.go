@@ -164,9 +164,11 @@ func TestSandboxImageStage(t *testing.T) {
 			p.Recipe.Sandbox.Digest = "sha256:" + strings.Repeat("0", 64)
 		}, "sandbox image: " + "%s: sandbox.digest pins sha256:" + strings.Repeat("0", 64) + ", but the sandbox image built from ./cmd/drover-pause is sha256:"},
 		{"override without arm64", func(p *Plan, o *Options) {
+			p.Recipe.Sandbox.Digest = "sha256:" + strings.Repeat("0", 64)
 			delete(o.PauseBins, "arm64")
-		}, "sandbox image: --pause gives no linux/arm64 binary"},
+		}, "sandbox image: Options.PauseBins has no linux/arm64 binary"},
 		{"override file missing", func(p *Plan, o *Options) {
+			p.Recipe.Sandbox.Digest = "sha256:" + strings.Repeat("0", 64)
 			o.PauseBins["amd64"] = "/nonexistent/pause"
 		}, "sandbox image: the sandbox image's pause for linux/amd64: open /nonexistent/pause"},
 	} {

@@ -125,12 +125,12 @@ type Image struct {
 	Formats []string `yaml:"formats"`
 }
 
-// Sandbox pins the pod sandbox ("pause") image every drover image ships:
-// drover build makes it from cmd/drover-pause (linux/amd64 and
-// linux/arm64, one OCI index) with the lock's Go toolchain, and fails when
-// its index digest is not Digest. The digest moves only when the pause
-// program or the toolchain does, so a change shows up in review as a
-// change of this line. Empty: not pinned (the build prints the digest).
+// Sandbox is the pod sandbox ("pause") image a node image ships: drover
+// build makes it from cmd/drover-pause (linux/amd64 and linux/arm64, one
+// OCI index) with the lock's Go toolchain, and fails when its index digest
+// is not Digest. The digest moves only when the pause program or the
+// toolchain does, so a change shows up in review as a change of this line.
+// Empty: the image ships none (an image without a container runtime).
 type Sandbox struct {
 	Digest string `yaml:"digest"`
 }
