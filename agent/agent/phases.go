@@ -189,6 +189,9 @@ func (a *Agent) apply(ctx context.Context) (string, error) {
 			return "", err
 		}
 	}
+	if err := a.recordConfigDigest(); err != nil {
+		return "", err
+	}
 	m, _ := json.MarshalIndent(a.managed, "", "  ")
 	if err := atomicfile.Write(a.path(ManagedFile), m, 0o644); err != nil {
 		return "", err
@@ -268,7 +271,8 @@ func (a *Agent) nodeFacts() nodeconfig.Facts {
 	// The ECS client has checked them already; facts files have not.
 	ntp, _ := provider.ParseNTPServers(f.NTPServers)
 	return nodeconfig.Facts{InstanceID: f.InstanceID, RegionID: f.RegionID, ZoneID: f.ZoneID,
-		InstanceType: f.InstanceType, Hostname: a.nodeName, PrivateIPv4: ip, SecureBoot: a.secureBoot, NTPServers: ntp}
+		InstanceType: f.InstanceType, Hostname: a.nodeName, PrivateIPv4: ip, SecureBoot: a.secureBoot, NTPServers: ntp,
+		BuildID: a.buildID(), ConfigDigest: a.configDigestLabel()}
 }
 
 // sizeFacts reads the instance's size into f, from which the kubelet's

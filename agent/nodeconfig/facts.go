@@ -30,6 +30,10 @@ type Facts struct {
 	// 0 when unknown. The reservations are computed from them (Reserve).
 	CPUs     int
 	MemTotal uint64
+	// BuildID is the image's build ID and ConfigDigest the digest of the
+	// user-data the instance was launched with (agent.ConfigDigest, 40 hex
+	// digits); drover rollout compares both with the launch template's.
+	BuildID, ConfigDigest string
 }
 
 // Labels set from the facts; a node file may not set them (see
@@ -41,6 +45,11 @@ const (
 	// LabelSecureBoot says whether the node booted with UEFI Secure
 	// Boot enforced, so workloads can require it (a nodeSelector).
 	LabelSecureBoot = "drover.dev/secure-boot"
+	// LabelBuildID is the image's build ID (the manifest's buildID).
+	LabelBuildID = "drover.dev/build-id"
+	// LabelNodeConfig is the first 40 hex digits of the digest of the
+	// user-data without its bootstrap token (agent.ConfigDigest).
+	LabelNodeConfig = "drover.dev/node-config"
 )
 
 // ProviderID is the Node's spec.providerID as the Alibaba Cloud
@@ -78,6 +87,9 @@ func (f Facts) Check() error {
 			bad("hostname", f.Hostname, "is not a valid node name (a DNS subdomain)")
 		}
 	}
+	if f.BuildID != "" && checkLabelValue(f.BuildID) != "" {
+		bad("BUILD_ID (/usr/lib/os-release)", f.BuildID, "is not a valid label value")
+	}
 	if f.PrivateIPv4 != "" {
 		if a, err := netip.ParseAddr(f.PrivateIPv4); err != nil || !a.Is4() {
 			bad("private-ipv4", f.PrivateIPv4, "is not an IPv4 address")
@@ -108,7 +120,8 @@ func NodeLabels(c *Config, f Facts) (map[string]string, error) {
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	for key, v := range map[string]string{LabelRegion: f.RegionID, LabelZone: f.ZoneID, LabelInstanceType: f.InstanceType, LabelSecureBoot: f.SecureBoot} {
+	for key, v := range map[string]string{LabelRegion: f.RegionID, LabelZone: f.ZoneID, LabelInstanceType: f.InstanceType, LabelSecureBoot: f.SecureBoot,
+		LabelBuildID: f.BuildID, LabelNodeConfig: f.ConfigDigest} {
 		if v == "" {
 			continue
 		}

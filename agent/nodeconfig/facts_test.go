@@ -89,6 +89,7 @@ func TestNodeLabels(t *testing.T) {
 	c.Kubelet.Labels = map[string]string{LabelZone: facts.ZoneID, "example.com/a": "b"}
 	f := facts
 	f.SecureBoot = "true"
+	f.BuildID, f.ConfigDigest = "0123456789abcdef", "2b436b32c597f0b5c7ae9b27721eb38550330d70"
 	got, err := NodeLabels(c, f)
 	if err != nil {
 		t.Fatal(err)
@@ -96,6 +97,7 @@ func TestNodeLabels(t *testing.T) {
 	want := map[string]string{
 		"example.com/a": "b",
 		LabelZone:       "cn-hangzhou-h", LabelRegion: "cn-hangzhou", LabelInstanceType: "ecs.g7.xlarge", LabelSecureBoot: "true",
+		LabelBuildID: "0123456789abcdef", LabelNodeConfig: "2b436b32c597f0b5c7ae9b27721eb38550330d70",
 	}
 	if !equalMaps(got, want) {
 		t.Errorf("NodeLabels = %v, want %v", got, want)

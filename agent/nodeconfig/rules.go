@@ -149,6 +149,8 @@ var reservedLabels = []string{
 	"failure-domain.beta.kubernetes.io/zone",
 	"beta.kubernetes.io/instance-type",
 	LabelSecureBoot,
+	LabelBuildID,
+	LabelNodeConfig,
 }
 
 // kubeletLabels are the keys under kubernetes.io and k8s.io that the kubelet

@@ -173,5 +173,6 @@ func imageVersions(image string) (smoke.Versions, error) {
 		return v, fmt.Errorf("%s records no sandbox image: the image predates drover shipping one; rebuild it with this drover", mp)
 	}
 	v.Sandbox, v.SandboxDigest = m.Sandbox.Name, m.Sandbox.Digest
+	v.BuildID = m.BuildID
 	return v, nil
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drover-os/drover/agent/agent"
+	"github.com/drover-os/drover/agent/nodeconfig"
 	"github.com/drover-os/drover/harness/cluster"
 	"github.com/drover-os/drover/harness/ecsmeta"
 	"github.com/drover-os/drover/harness/qemu"
@@ -196,6 +198,39 @@ func JudgeNode(n *cluster.Node, meta ecsmeta.Instance, arch string) error {
 		return fmt.Errorf("node %s: %s", n.Name, strings.Join(probs, "; "))
 	}
 	return nil
+}
+
+// CheckIdentity checks the labels drover rollout compares with a launch
+// template: the image's build ID (from its manifest) and the digest of the
+// user-data the metadata emulator served, computed here from those bytes.
+func (e *Env) CheckIdentity(ctx context.Context, in *Instance, buildID string) (string, error) {
+	n, err := e.Cluster.Node(ctx, in.NodeName)
+	if err != nil {
+		return "", err
+	}
+	return JudgeIdentity(n, buildID, in.Meta.UserData)
+}
+
+// JudgeIdentity is CheckIdentity's verdict on a Node.
+func JudgeIdentity(n *cluster.Node, buildID string, userData []byte) (string, error) {
+	if buildID == "" {
+		return "", errors.New("no build ID to compare with: the image manifest records none")
+	}
+	d, err := agent.ConfigDigest(userData)
+	if err != nil {
+		return "", fmt.Errorf("digest of the user-data served: %w", err)
+	}
+	var probs []string
+	for k, v := range map[string]string{nodeconfig.LabelBuildID: buildID, nodeconfig.LabelNodeConfig: d[:40]} {
+		if n.Labels[k] != v {
+			probs = append(probs, fmt.Sprintf("label %s=%q, want %q", k, n.Labels[k], v))
+		}
+	}
+	if len(probs) > 0 {
+		slices.Sort(probs)
+		return "", fmt.Errorf("node %s: %s", n.Name, strings.Join(probs, "; "))
+	}
+	return fmt.Sprintf("%s=%s, %s=%s", nodeconfig.LabelBuildID, buildID, nodeconfig.LabelNodeConfig, d[:40]), nil
 }
 
 // CheckVersions compares the Node's status.nodeInfo, as the API server

@@ -43,6 +43,9 @@ type Versions struct {
 	// Sandbox and SandboxDigest are the pod sandbox image the image ships
 	// and its index digest.
 	Sandbox, SandboxDigest string
+	// BuildID is the image's build ID, which the Node's
+	// drover.dev/build-id label must carry.
+	BuildID string
 }
 
 // RuntimeVersion is the containerRuntimeVersion a Node running containerd
@@ -111,6 +114,9 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	})
 	step("Node reports the image's kubelet and containerd", func(ctx context.Context) (string, error) {
 		return e.CheckVersions(ctx, in, p.Want)
+	})
+	step("Node labelled with the image's build ID and the user-data's config digest", func(ctx context.Context) (string, error) {
+		return e.CheckIdentity(ctx, in, p.Want.BuildID)
 	})
 	e.checkAllocatable(ctx, r, in, "first boot")
 	step("pod from the local registry runs to completion", func(ctx context.Context) (string, error) {

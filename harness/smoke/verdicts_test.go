@@ -4,7 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/drover-os/drover/agent/agent"
+	"github.com/drover-os/drover/agent/nodeconfig"
 	"github.com/drover-os/drover/agent/status"
+	"github.com/drover-os/drover/agent/userdata"
 	"github.com/drover-os/drover/harness/cluster"
 	"github.com/drover-os/drover/harness/ecsmeta"
 	"github.com/drover-os/drover/internal/secretscan"
@@ -159,6 +162,55 @@ func TestJudgeRefusal(t *testing.T) {
 	} {
 		if err := JudgeRefusalStatus(st, want); err == nil {
 			t.Errorf("status %s: passed", name)
+		}
+	}
+}
+
+func TestJudgeIdentity(t *testing.T) {
+	s, err := userdata.Load("../../testdata/userdata/pool.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ud, err := userdata.Render(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := agent.ConfigDigest(ud)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := func() *cluster.Node {
+		n, _ := goodNode()
+		n.Labels[nodeconfig.LabelBuildID] = "0123456789abcdef"
+		n.Labels[nodeconfig.LabelNodeConfig] = d[:40]
+		return n
+	}
+	if _, err := JudgeIdentity(good(), "0123456789abcdef", ud); err != nil {
+		t.Fatalf("good node: %v", err)
+	}
+	other := *s
+	other.Labels = map[string]string{"pool": "b"}
+	otherUD, err := userdata.Render(&other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		build string
+		ud    []byte
+		edit  func(*cluster.Node)
+	}{
+		"another build":        {build: "fedcba9876543210", ud: ud},
+		"another config":       {build: "0123456789abcdef", ud: otherUD},
+		"no build label":       {build: "0123456789abcdef", ud: ud, edit: func(n *cluster.Node) { delete(n.Labels, nodeconfig.LabelBuildID) }},
+		"full digest as label": {build: "0123456789abcdef", ud: ud, edit: func(n *cluster.Node) { n.Labels[nodeconfig.LabelNodeConfig] = d }},
+		"no build in manifest": {build: "", ud: ud},
+	} {
+		n := good()
+		if c.edit != nil {
+			c.edit(n)
+		}
+		if _, err := JudgeIdentity(n, c.build, c.ud); err == nil {
+			t.Errorf("%s: passed", name)
 		}
 	}
 }
