@@ -1,0 +1,363 @@
+package ecsapi
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ScalingGroup is the test setup of a scaling group (CreateScalingGroup is
+// not emulated: Terraform owns groups in drover's design).
+type ScalingGroup struct {
+	ID   string // empty: generated
+	Name string
+	// RegionID defaults to Config.Region, ZoneID to RegionID+"-a".
+	RegionID, ZoneID string
+	// InstanceType is used when the launch template version sets none.
+	InstanceType          string
+	LaunchTemplateID      string
+	LaunchTemplateVersion string // a number, Default or Latest; empty means Default
+	MinSize, MaxSize      int
+	DesiredCapacity       int
+	MultiAZPolicy         string // default PRIORITY
+}
+
+// Lifecycle states of scaling instances, as DescribeScalingInstances names them.
+const (
+	Pending   = "Pending"
+	InService = "InService"
+	Removing  = "Removing"
+)
+
+// launchRetryDelay is how long a group waits after a failed launch before
+// ESS tries again.
+const launchRetryDelay = 100 * time.Millisecond
+
+type group struct {
+	ScalingGroup
+	created, modified time.Time
+	members           []*member
+	activities        []*activity
+	retryAt           time.Time
+}
+
+type member struct {
+	inst        *instance
+	state       string
+	ltID, ltVer string
+	activityID  string
+}
+
+type instance struct {
+	id, region, zone, itype   string
+	imageID, hostname, status string
+	seq                       int
+	created                   time.Time
+	handle                    Instance
+}
+
+type activity struct {
+	id, desc, cause    string
+	status, message    string
+	start, end         time.Time
+	outstanding        int
+	failures, total    int
+	created, destroyed []string
+	totalCapacity      int
+}
+
+// AddScalingGroup adds a group and returns its ID; the group starts
+// converging on its DesiredCapacity at once.
+func (s *Server) AddScalingGroup(sg ScalingGroup) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sg.ID == "" {
+		sg.ID = newID("asg-", 20)
+	}
+	if sg.RegionID == "" {
+		sg.RegionID = s.cfg.Region
+	}
+	if sg.ZoneID == "" {
+		sg.ZoneID = sg.RegionID + "-a"
+	}
+	if sg.Name == "" {
+		sg.Name = sg.ID
+	}
+	if sg.MultiAZPolicy == "" {
+		sg.MultiAZPolicy = "PRIORITY"
+	}
+	now := time.Now()
+	s.groups[sg.ID] = &group{ScalingGroup: sg, created: now, modified: now}
+	s.groupIDs = append(s.groupIDs, sg.ID)
+	s.poke()
+	return sg.ID
+}
+
+func (s *Server) poke() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Server) convergeLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		case <-s.kick:
+		}
+		s.converge()
+	}
+}
+
+// converge starts one activity per idle group whose capacity differs from
+// its DesiredCapacity; ESS runs one scaling activity at a time.
+func (s *Server) converge() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for _, id := range s.groupIDs {
+		g := s.groups[id]
+		if g.busy() || now.Before(g.retryAt) {
+			continue
+		}
+		switch have := g.capacity(); {
+		case have < g.DesiredCapacity:
+			s.launchBatch(g, g.DesiredCapacity-have, "the desired capacity was not met", now)
+		case have > g.DesiredCapacity:
+			s.removeMembers(g, g.oldest(have-g.DesiredCapacity), "the desired capacity was exceeded", now)
+		}
+	}
+}
+
+func (g *group) busy() bool {
+	for _, a := range g.activities {
+		if a.status == "InProgress" {
+			return true
+		}
+	}
+	return false
+}
+
+// capacity counts the instances that serve or will: Pending and InService.
+func (g *group) capacity() int {
+	n := 0
+	for _, m := range g.members {
+		if m.state != Removing {
+			n++
+		}
+	}
+	return n
+}
+
+func (g *group) oldest(n int) []*member {
+	var out []*member
+	for _, m := range g.members {
+		if m.state == InService && len(out) < n {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (g *group) newActivity(desc, cause string, now time.Time, n int) *activity {
+	a := &activity{id: newID("asa-", 20), desc: desc, cause: cause, status: "InProgress", start: now,
+		outstanding: n, total: n, totalCapacity: g.capacity()}
+	g.activities = append(g.activities, a)
+	if n == 0 {
+		a.finish(now)
+	}
+	return a
+}
+
+// finish settles the activity once its last launch or stop is done.
+func (a *activity) finish(now time.Time) {
+	a.end = now
+	switch {
+	case a.failures == 0:
+		a.status = "Successful"
+	case a.failures == a.total:
+		a.status = "Failed"
+	default:
+		a.status = "Warning"
+	}
+}
+
+func (a *activity) done(now time.Time) {
+	a.outstanding--
+	if a.outstanding == 0 {
+		a.finish(now)
+	}
+}
+
+// launchBatch creates n Pending instances and launches them. The caller holds s.mu.
+func (s *Server) launchBatch(g *group, n int, cause string, now time.Time) *activity {
+	a := g.newActivity(fmt.Sprintf("Add %q ECS instance(s)", strconv.Itoa(n)), cause, now, n)
+	for range n {
+		in := &instance{id: newID("i-", 20), region: g.RegionID, zone: g.ZoneID, status: "Pending",
+			seq: len(s.instances), created: now}
+		s.instances[in.id] = in
+		m := &member{inst: in, state: Pending, activityID: a.id}
+		g.members = append(g.members, m)
+		a.created = append(a.created, in.id)
+		s.wg.Add(1)
+		go s.launch(g, m, a)
+	}
+	a.totalCapacity = g.capacity()
+	return a
+}
+
+func (s *Server) launch(g *group, m *member, a *activity) {
+	defer s.wg.Done()
+	s.mu.Lock()
+	spec, err := s.specFor(g, m)
+	if err == nil && s.failLaunch > 0 {
+		s.failLaunch--
+		err = errors.New("the launch failed (injected by FailLaunch)")
+	}
+	launcher := s.cfg.Launcher
+	s.mu.Unlock()
+	if err == nil && launcher == nil {
+		err = errors.New("the emulator has no Launcher")
+	}
+	var h, orphan Instance
+	if err == nil {
+		h, err = launcher.Launch(s.ctx, spec)
+	}
+	// An instance that came up after Close is stopped here, outside the lock.
+	defer func() {
+		if orphan != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = orphan.Stop(ctx)
+		}
+	}()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if err == nil && s.ctx.Err() != nil {
+		err, orphan = errClosed, h
+	}
+	if err != nil {
+		g.drop(m)
+		delete(s.instances, m.inst.id)
+		a.failures++
+		a.message = fmt.Sprintf("Launching instance %s failed: %v", m.inst.id, err)
+		g.retryAt = now.Add(launchRetryDelay)
+		s.logf("ess %s: %s", g.ID, a.message)
+	} else {
+		m.state = InService
+		m.inst.status = "Running"
+		m.inst.handle = h
+	}
+	a.done(now)
+	s.poke()
+}
+
+// specFor resolves the group's launch template version now, as ESS does for
+// every launch, and fills in the instance. The caller holds s.mu.
+func (s *Server) specFor(g *group, m *member) (InstanceSpec, error) {
+	lt := s.templates[g.LaunchTemplateID]
+	if lt == nil {
+		return InstanceSpec{}, fmt.Errorf("launch template %s does not exist", g.LaunchTemplateID)
+	}
+	v := lt.resolveVersion(g.LaunchTemplateVersion)
+	if v == nil {
+		return InstanceSpec{}, fmt.Errorf("launch template %s has no version %q", lt.id, g.LaunchTemplateVersion)
+	}
+	m.ltID, m.ltVer = lt.id, strconv.FormatInt(v.number, 10)
+	im := s.images[v.data["ImageId"]]
+	if im == nil || im.region != g.RegionID || im.status(time.Now()) != "Available" {
+		return InstanceSpec{}, fmt.Errorf("image %q of launch template %s version %d is not available", v.data["ImageId"], lt.id, v.number)
+	}
+	ud, err := base64.StdEncoding.DecodeString(v.data["UserData"])
+	if err != nil {
+		return InstanceSpec{}, fmt.Errorf("decoding the user-data of %s version %d: %w", lt.id, v.number, err)
+	}
+	in := m.inst
+	in.imageID = im.id
+	in.itype = firstOf(v.data["InstanceType"], g.InstanceType, "ecs.g7.large")
+	if z := v.data["ZoneId"]; z != "" {
+		in.zone = z
+	}
+	in.hostname = firstOf(v.data["HostName"], "iZ"+strings.TrimPrefix(in.id, "i-")+"Z")
+	return InstanceSpec{
+		InstanceID: in.id, RegionID: in.region, ZoneID: in.zone, InstanceType: in.itype,
+		ImageID: im.id, ImageObject: s.objectPath(im.bucket, im.object), UserData: ud, Hostname: in.hostname,
+	}, nil
+}
+
+// removeMembers stops and releases members. The caller holds s.mu.
+func (s *Server) removeMembers(g *group, ms []*member, cause string, now time.Time) *activity {
+	a := g.newActivity(fmt.Sprintf("Remove %q ECS instance(s)", strconv.Itoa(len(ms))), cause, now, len(ms))
+	for _, m := range ms {
+		m.state = Removing
+		m.inst.status = "Stopping"
+		a.destroyed = append(a.destroyed, m.inst.id)
+		h := m.inst.handle
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			var err error
+			if h != nil {
+				err = h.Stop(s.ctx)
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if err != nil {
+				a.message = fmt.Sprintf("Stopping instance %s: %v", m.inst.id, err)
+			}
+			m.inst.handle = nil
+			g.drop(m)
+			delete(s.instances, m.inst.id)
+			a.done(time.Now())
+			s.poke()
+		}()
+	}
+	a.totalCapacity = g.capacity()
+	return a
+}
+
+func (g *group) drop(m *member) {
+	for i, x := range g.members {
+		if x == m {
+			g.members = append(g.members[:i], g.members[i+1:]...)
+			return
+		}
+	}
+}
+
+func firstOf(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// group finds the group a request names. The caller holds s.mu.
+func (c *call) group() (*group, *apiError) {
+	id := c.p.Get("ScalingGroupId")
+	if id == "" {
+		return nil, errMissing("ScalingGroupId")
+	}
+	g := c.s.groups[id]
+	if g == nil || g.RegionID != c.region {
+		return nil, errf(404, "InvalidScalingGroupId.NotFound", "The specified scaling group does not exist.")
+	}
+	return g, nil
+}
+
+func errInProgress() *apiError {
+	return errf(400, "ScalingActivityInProgress", "You cannot delete a scaling group or launch a new scaling activity while there is a scaling activity in progress for the specified scaling group.")
+}
