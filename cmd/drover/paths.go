@@ -35,6 +35,7 @@ var pathInputs = map[string]struct {
 	"userdata": {flags: []string{"from", "ca-file"}},
 	"diff":     {args: true},
 	"verify":   {args: true, flags: []string{"manifest", "pub"}},
+	"publish":  {args: true, flags: []string{"manifest", "pub"}},
 }
 
 // notPathFlags are the string flags that are not paths, by command.
@@ -44,6 +45,7 @@ var notPathFlags = map[string][]string{
 	"run":      {"until", "cluster"},
 	"smoke":    {"kubernetes-version"},
 	"userdata": {"server", "ca-hash", "token", "sandbox-image", "cluster-domain"},
+	"publish":  {"region", "bucket", "object-prefix", "image-name", "platform", "architecture", "ecs-endpoint", "oss-endpoint"},
 }
 
 // resolvePaths is the root command's PersistentPreRunE. Positional

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -76,19 +77,9 @@ errors (no manifest).`,
 			} else if pubKey != "" {
 				return &exitError{code: 2, err: fmt.Errorf("--pub is only used with --provenance")}
 			}
-			format, err := verify.Format(image)
+			r, err := checkImage(cmd.Context(), image, manifestPath, m, pub)
 			if err != nil {
-				return &exitError{code: 2, err: fmt.Errorf("reading image %s: %w", image, err)}
-			}
-			r := verifyResult{image: image, manifest: manifestPath, m: m, provenance: pub != nil, format: format}
-			switch {
-			case format == verify.FormatQCOW2 && pub != nil:
-				r.notReread = verify.NotReread(m)
-				r.problems = verify.SignedDigest(cmd.Context(), image, manifestPath, m, pub)
-			case pub != nil:
-				r.problems = append(verify.Verify(image, m), verify.Provenance(cmd.Context(), image, manifestPath, m, pub)...)
-			default:
-				r.problems = verify.Verify(image, m)
+				return &exitError{code: 2, err: err}
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -111,6 +102,27 @@ errors (no manifest).`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: {image, manifest, rootHash, ok, problems: [{part, message}], notReread}")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: 2, err: err} })
 	return cmd
+}
+
+// checkImage runs drover verify's checks of image against its manifest m:
+// the image re-read, or a qcow2 by its digest, and the signed provenance
+// when pub is set. drover publish runs the same checks.
+func checkImage(ctx context.Context, image, manifestPath string, m *build.Manifest, pub dsse.Verifier) (verifyResult, error) {
+	format, err := verify.Format(image)
+	if err != nil {
+		return verifyResult{}, fmt.Errorf("reading image %s: %w", image, err)
+	}
+	r := verifyResult{image: image, manifest: manifestPath, m: m, provenance: pub != nil, format: format}
+	switch {
+	case format == verify.FormatQCOW2 && pub != nil:
+		r.notReread = verify.NotReread(m)
+		r.problems = verify.SignedDigest(ctx, image, manifestPath, m, pub)
+	case pub != nil:
+		r.problems = append(verify.Verify(image, m), verify.Provenance(ctx, image, manifestPath, m, pub)...)
+	default:
+		r.problems = verify.Verify(image, m)
+	}
+	return r, nil
 }
 
 // verifyResult is what one drover verify found, for printing.

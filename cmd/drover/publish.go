@@ -1,0 +1,253 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+	"github.com/spf13/cobra"
+
+	"github.com/drover-os/drover/cloud/aliyun"
+	"github.com/drover-os/drover/image/attest"
+	"github.com/drover-os/drover/image/verify"
+	"github.com/drover-os/drover/publish"
+)
+
+func newPublishCmd() *cobra.Command {
+	var (
+		req                      publish.Request
+		manifestPath, pubKey     string
+		ecsEndpoint, ossEndpoint string
+		checkProvenance          bool
+		dryRun, asJSON           bool
+		partSize                 int64
+	)
+	cmd := &cobra.Command{
+		Use:   "publish IMAGE",
+		Short: "Verify an image, upload it to OSS and import it as an ECS custom image",
+		Long: `publish makes a built image an ECS custom image, in --region and every
+--copy-to region, and prints their image IDs.
+
+It first runs drover verify's checks on IMAGE against its manifest
+(<name>.manifest.json beside it) and refuses an image that does not match,
+before any network call. A qcow2 is checked by its digest, which needs the
+signed provenance: pass --provenance --pub KEY.pub, or publish the .raw.
+
+Then it looks for an image of the build: one in the region tagged
+drover:build-id=<the manifest's buildID>. An Available one is reused (no
+upload, no import); one still being imported or copied (an earlier run that
+was interrupted) is waited for. Otherwise it uploads IMAGE to
+oss://BUCKET/PREFIX<image name>.<ext> (multipart), calls ImportImage with
+BootMode UEFI, OSType linux, Platform, Architecture from the manifest (x86_64
+or arm64), the format from the file name, DiskImageSize = the manifest's
+diskSize rounded up to GiB, Features.NvmeSupport=supported,
+Features.ImdsSupport=v2 and the tags drover:root-hash, drover:build-id,
+drover:name, drover:version (drover:secure-boot=signed with --secure-boot),
+and waits until the image is Available. Each --copy-to region gets a
+CopyImage, tagged the same way and waited for. Running it again is safe.
+
+stdout carries only the result: the image ID in --region on the first line,
+then "REGION IMAGEID" per copy; with --json one object
+{imageName, buildID, rootHash, images: [{region, imageId, action}]} where
+action is create, reuse or wait. Progress goes to stderr (with --json, one
+JSON object per event). --dry-run prints the plan, after looking up the
+existing images (read-only), and writes nothing.
+
+Credentials come from the standard Alibaba Cloud chain: the environment
+(ALIBABA_CLOUD_ACCESS_KEY_ID, ALIBABA_CLOUD_ACCESS_KEY_SECRET,
+ALIBABA_CLOUD_SECURITY_TOKEN), the aliyun CLI's ~/.aliyun/config.json
+profile, or the ECS RAM role of the instance it runs on. The permissions
+it needs are in docs/ecs.md.
+
+Exit status: 0 when every region has the image, 1 when the image does not
+verify or publishing failed, 2 on usage errors.`,
+		Example: `  drover publish --region cn-hangzhou --bucket my-images out/ecs-node.raw
+  drover publish --region cn-hangzhou --bucket my-images --copy-to cn-shanghai,cn-beijing out/ecs-node.raw
+  drover publish --region cn-hangzhou --bucket my-images --provenance --pub release.pub out/ecs-node.qcow2
+  drover publish --dry-run --region cn-hangzhou --bucket my-images out/ecs-node.raw`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			req.Image = args[0]
+			if _, err := os.Stat(req.Image); err != nil {
+				return &exitError{code: 2, err: fmt.Errorf("reading image %s: %w: build it first (drover build) and pass the image file it wrote", req.Image, err)}
+			}
+			if manifestPath == "" {
+				manifestPath = beside(req.Image)
+			}
+			m, err := loadManifest(manifestPath)
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			var pub dsse.Verifier
+			if checkProvenance {
+				if pubKey == "" {
+					return &exitError{code: 2, err: errors.New("--provenance needs --pub KEY.pub, the public key of the build's --sign-key")}
+				}
+				if pub, err = attest.LoadVerifier(pubKey); err != nil {
+					return &exitError{code: 2, err: err}
+				}
+			} else if pubKey != "" {
+				return &exitError{code: 2, err: errors.New("--pub is only used with --provenance")}
+			}
+			req.Manifest = m
+			plan, err := publish.NewPlan(req)
+			if err != nil {
+				var ue *publish.UsageError
+				if errors.As(err, &ue) {
+					return &exitError{code: 2, err: err}
+				}
+				return err
+			}
+
+			if f, err := verify.Format(req.Image); err == nil && f == verify.FormatQCOW2 && pub == nil {
+				return &exitError{code: 2, err: fmt.Errorf("%s is a qcow2 image, which drover verify checks only by its digest against the signed provenance: "+
+					"pass --provenance --pub KEY.pub, or publish the .raw image beside it", req.Image)}
+			}
+			log := newPublishLog(cmd.ErrOrStderr(), asJSON)
+			// The image is checked before anything talks to a cloud.
+			r, err := checkImage(ctx, req.Image, manifestPath, m, pub)
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			if len(r.problems) > 0 {
+				for _, p := range r.problems {
+					log.event(publish.Event{Event: "verify", Message: p.String()})
+				}
+				return &exitError{code: 1, err: fmt.Errorf("refusing to publish %s: it does not match %s (%d problems: %s); re-copy it from the build output or rebuild it",
+					req.Image, manifestPath, len(r.problems), strings.Join(problemParts(r), ", "))}
+			}
+			var ok strings.Builder
+			verifyText(&ok, r)
+			log.event(publish.Event{Event: "verify", Message: strings.TrimSpace(strings.SplitN(ok.String(), "\n", 2)[0])})
+
+			clients, err := aliyun.New(aliyun.Options{Region: plan.Region, ECSEndpoint: ecsEndpoint, OSSEndpoint: ossEndpoint})
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			pb := &publish.Publisher{Clients: clients, Events: log.event, PartSize: partSize}
+			out := cmd.OutOrStdout()
+			if dryRun {
+				decisions, err := pb.Lookup(ctx, plan)
+				if err != nil {
+					// The plan is still worth printing: say what it
+					// could not know.
+					log.event(publish.Event{Event: "lookup", Message: "existing images not looked up: " + err.Error()})
+				}
+				return writePlan(out, plan, decisions, asJSON)
+			}
+			res, err := pb.Publish(ctx, plan)
+			if err != nil {
+				return err
+			}
+			if err := writeResult(out, res, asJSON); err != nil {
+				return fmt.Errorf("writing the result: %w", err)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Region, "region", "", "region of the bucket and of the imported image (e.g. cn-hangzhou)")
+	f.StringVar(&req.Bucket, "bucket", "", "OSS bucket in --region to upload the image to")
+	f.StringVar(&req.ObjectPrefix, "object-prefix", "drover/", "object key prefix in the bucket")
+	f.StringVar(&req.ImageName, "image-name", "", "ECS image name (default <name>-<version>-<buildID> from the manifest)")
+	f.StringSliceVar(&req.CopyTo, "copy-to", nil, "copy the image to these regions too (REGION,REGION…), tagged the same way")
+	f.StringVar(&req.Platform, "platform", "Debian", "ECS Platform of the image")
+	f.StringVar(&req.Architecture, "architecture", "", "x86_64 or arm64; must agree with the manifest's arch (default: the manifest's)")
+	f.BoolVar(&req.SecureBoot, "secure-boot", false, "the image was built with --secure-boot-key: check that the manifest lists both boot binaries as signed and tag the image drover:secure-boot=signed")
+	f.DurationVar(&req.WaitTimeout, "wait-timeout", time.Hour, "give up waiting for an image to become Available after this long (a later run waits for it again)")
+	f.DurationVar(&req.PollInterval, "poll-interval", 15*time.Second, "time between DescribeImages calls while waiting")
+	f.StringVar(&manifestPath, "manifest", "", "manifest of the image (default: <name>.manifest.json beside it)")
+	f.BoolVar(&checkProvenance, "provenance", false, "also check the signed provenance, as drover verify --provenance does (needed for a qcow2)")
+	f.StringVar(&pubKey, "pub", "", "public key (PEM) the provenance must be signed with (with --provenance)")
+	f.BoolVar(&dryRun, "dry-run", false, "print the plan, after looking up existing images; upload, import, copy and tag nothing")
+	f.BoolVar(&asJSON, "json", false, "print the result as JSON, and progress as one JSON object per line on stderr")
+	f.StringVar(&ecsEndpoint, "ecs-endpoint", "", "ECS API endpoint, host:port or URL, for private endpoints and tests (default $DROVER_ECS_ENDPOINT, else the SDK's for --region)")
+	f.StringVar(&ossEndpoint, "oss-endpoint", "", "OSS endpoint, host:port or URL, for private endpoints and tests (default $DROVER_OSS_ENDPOINT, else the SDK's for --region)")
+	f.Int64Var(&partSize, "part-size", 0, "OSS multipart upload part size in bytes (default: the SDK's)")
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: 2, err: err} })
+	return cmd
+}
+
+// problemParts lists the parts the problems are in, each once.
+func problemParts(r verifyResult) []string {
+	var where []string
+	seen := map[string]bool{}
+	for _, p := range r.problems {
+		if !seen[p.Part] {
+			seen[p.Part] = true
+			where = append(where, p.Part)
+		}
+	}
+	return where
+}
+
+// publishLog writes progress to stderr: text lines, or JSON objects.
+type publishLog struct {
+	w      io.Writer
+	asJSON bool
+}
+
+func newPublishLog(w io.Writer, asJSON bool) *publishLog { return &publishLog{w, asJSON} }
+
+func (l *publishLog) event(e publish.Event) {
+	if l.asJSON {
+		b, _ := json.Marshal(e)
+		fmt.Fprintf(l.w, "%s\n", b)
+		return
+	}
+	fmt.Fprintf(l.w, "drover publish: %s\n", e.Message)
+}
+
+func writePlan(w io.Writer, p *publish.Plan, decisions map[string]publish.Decision, asJSON bool) error {
+	if !asJSON {
+		_, err := io.WriteString(w, p.Text(decisions))
+		return err
+	}
+	type region struct {
+		Region  string `json:"region"`
+		Action  string `json:"action"` // create, reuse, wait; "" when not looked up
+		ImageID string `json:"imageId,omitempty"`
+	}
+	var rs []region
+	for _, r := range append([]string{p.Region}, p.CopyTo...) {
+		d := decisions[r]
+		rs = append(rs, region{r, string(d.Action), d.ImageID})
+	}
+	b, err := json.MarshalIndent(struct {
+		DryRun  bool          `json:"dryRun"`
+		Plan    *publish.Plan `json:"plan"`
+		Regions []region      `json:"regions"`
+	}{true, p, rs}, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+func writeResult(w io.Writer, res *publish.Result, asJSON bool) error {
+	if asJSON {
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(append(b, '\n'))
+		return err
+	}
+	var b strings.Builder
+	for i, im := range res.Images {
+		if i == 0 {
+			fmt.Fprintln(&b, im.ImageID)
+		} else {
+			fmt.Fprintf(&b, "%s %s\n", im.Region, im.ImageID)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

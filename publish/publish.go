@@ -1,0 +1,353 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
+	"github.com/aliyun/alibabacloud-oss-go-sdk-v2/oss"
+
+	"github.com/drover-os/drover/cloud/aliyun"
+)
+
+// Event is one step of a publish, for the progress log (--json prints each
+// as one line on stderr).
+type Event struct {
+	Event    string `json:"event"` // found, upload, import, copy, wait, tag, available
+	Region   string `json:"region,omitempty"`
+	ImageID  string `json:"imageId,omitempty"`
+	Status   string `json:"status,omitempty"`
+	Progress string `json:"progress,omitempty"`
+	Message  string `json:"message"`
+}
+
+// RegionImage is the image of the build in one region.
+type RegionImage struct {
+	Region  string `json:"region"`
+	ImageID string `json:"imageId"`
+	// Action is ActionReuse for an image found Available, ActionWait for
+	// one an earlier run started, ActionImport for one made by this run.
+	Action Action `json:"action"`
+}
+
+// Result is what a publish leaves: the build's image in every region, the
+// import region first.
+type Result struct {
+	ImageName string        `json:"imageName"`
+	BuildID   string        `json:"buildID"`
+	RootHash  string        `json:"rootHash"`
+	Images    []RegionImage `json:"images"`
+}
+
+// Publisher calls the APIs for a Plan. Every call goes through
+// aliyun.Retry.
+type Publisher struct {
+	Clients *aliyun.Clients // of the plan's region; ECS calls name their region
+	Events  func(Event)     // progress; nil: none
+	// PartSize is the OSS multipart upload's part size; 0: the SDK's.
+	PartSize int64
+}
+
+func (pb *Publisher) emit(e Event) {
+	if pb.Events != nil {
+		pb.Events(e)
+	}
+}
+
+// Lookup finds the build's images in the plan's region and every copy
+// region and decides, per region, what publishing needs. It only reads.
+func (pb *Publisher) Lookup(ctx context.Context, p *Plan) (map[string]Decision, error) {
+	out := map[string]Decision{}
+	for _, r := range append([]string{p.Region}, p.CopyTo...) {
+		found, err := pb.find(ctx, p, r)
+		if err != nil {
+			return nil, err
+		}
+		d, err := Decide(p, r, found)
+		if err != nil {
+			return nil, err
+		}
+		out[r] = d
+	}
+	return out, nil
+}
+
+// Publish makes (or finds) the build's image in the plan's region, then in
+// each copy region, and returns their IDs.
+func (pb *Publisher) Publish(ctx context.Context, p *Plan) (*Result, error) {
+	res := &Result{ImageName: p.ImageName, BuildID: p.BuildID, RootHash: p.RootHash}
+	src, err := pb.region(ctx, p, p.Region, func() (string, error) {
+		if err := pb.upload(ctx, p); err != nil {
+			return "", err
+		}
+		return pb.importImage(ctx, p)
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Images = append(res.Images, src)
+	for _, r := range p.CopyTo {
+		img, err := pb.region(ctx, p, r, func() (string, error) { return pb.copyImage(ctx, p, src.ImageID, r) })
+		if err != nil {
+			return nil, err
+		}
+		res.Images = append(res.Images, img)
+	}
+	return res, nil
+}
+
+// region brings one region to an Available, tagged image of the build:
+// the one found, or the one create makes.
+func (pb *Publisher) region(ctx context.Context, p *Plan, r string, create func() (string, error)) (RegionImage, error) {
+	found, err := pb.find(ctx, p, r)
+	if err != nil {
+		return RegionImage{}, err
+	}
+	d, err := Decide(p, r, found)
+	if err != nil {
+		return RegionImage{}, err
+	}
+	id := d.ImageID
+	switch d.Action {
+	case ActionImport:
+		if id, err = create(); err != nil {
+			return RegionImage{}, err
+		}
+	default:
+		pb.emit(Event{Event: "found", Region: r, ImageID: id, Status: d.Status, Message: d.String()})
+	}
+	tags, err := pb.wait(ctx, p, r, id)
+	if err != nil {
+		return RegionImage{}, err
+	}
+	if err := pb.tag(ctx, p, r, id, tags); err != nil {
+		return RegionImage{}, err
+	}
+	return RegionImage{Region: r, ImageID: id, Action: d.Action}, nil
+}
+
+var allStatuses = "Creating,Waiting,Available,UnAvailable,CreateFailed,Deprecated"
+
+// find lists the account's images in region r tagged with the build ID,
+// whatever their status.
+func (pb *Publisher) find(ctx context.Context, p *Plan, r string) ([]Found, error) {
+	req := ecs.CreateDescribeImagesRequest()
+	req.RegionId = r
+	req.ImageOwnerAlias = "self"
+	req.Status = allStatuses
+	req.Tag = &[]ecs.DescribeImagesTag{{Key: TagBuildID, Value: p.BuildID}}
+	req.PageSize = "100"
+	var resp *ecs.DescribeImagesResponse
+	err := aliyun.Retry(ctx, "DescribeImages "+TagBuildID+"="+p.BuildID+" in "+r, func() (err error) {
+		resp, err = pb.Clients.ECS.DescribeImages(req)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("looking for an image of build %s: %w", p.BuildID, err)
+	}
+	var out []Found
+	for _, im := range resp.Images.Image {
+		out = append(out, Found{ID: im.ImageId, Status: im.Status, Progress: im.Progress, Tags: tagMap(im.Tags.Tag)})
+	}
+	return out, nil
+}
+
+// tagMap reads DescribeImages' tags, which come as Key/Value or as
+// TagKey/TagValue.
+func tagMap(tags []ecs.Tag) map[string]string {
+	m := map[string]string{}
+	for _, t := range tags {
+		k, v := t.Key, t.Value
+		if k == "" {
+			k, v = t.TagKey, t.TagValue
+		}
+		m[k] = v
+	}
+	return m
+}
+
+func (pb *Publisher) upload(ctx context.Context, p *Plan) error {
+	dest := "oss://" + p.Bucket + "/" + p.Object
+	pb.emit(Event{Event: "upload", Region: p.Region, Message: "uploading " + p.Image + " to " + dest})
+	step := int64(-1)
+	req := &oss.PutObjectRequest{Bucket: oss.Ptr(p.Bucket), Key: oss.Ptr(p.Object),
+		ProgressFn: func(_, done, total int64) {
+			if total <= 0 {
+				return
+			}
+			// One line per tenth, not one per part.
+			if s := done * 10 / total; s != step {
+				step = s
+				pb.emit(Event{Event: "upload", Region: p.Region, Progress: fmt.Sprintf("%d%%", done*100/total),
+					Message: fmt.Sprintf("%s: %d%% (%d of %d bytes)", dest, done*100/total, done, total)})
+			}
+		}}
+	up := oss.NewUploader(pb.Clients.OSS, func(o *oss.UploaderOptions) {
+		if pb.PartSize > 0 {
+			o.PartSize = pb.PartSize
+		}
+	})
+	err := aliyun.Retry(ctx, "uploading "+p.Image+" to "+dest, func() error {
+		_, err := up.UploadFile(ctx, req, p.Image)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%w: check that bucket %s exists in %s and that you may write to it (docs/ecs.md, Permissions)", err, p.Bucket, p.Region)
+	}
+	return nil
+}
+
+func (pb *Publisher) importImage(ctx context.Context, p *Plan) (string, error) {
+	req := ecs.CreateImportImageRequest()
+	req.RegionId = p.Region
+	req.ImageName = p.ImageName
+	req.Description = p.Description
+	req.Architecture = p.Architecture
+	req.OSType = p.OSType
+	req.Platform = p.Platform
+	req.BootMode = p.BootMode
+	req.DiskDeviceMapping = &[]ecs.ImportImageDiskDeviceMapping{{OSSBucket: p.Bucket, OSSObject: p.Object, Format: p.Format,
+		DiskImageSize: strconv.Itoa(p.DiskImageSize)}}
+	req.Features = ecs.ImportImageFeatures{NvmeSupport: p.NvmeSupport, ImdsSupport: p.ImdsSupport}
+	// Tagged at import, so that a run interrupted during the wait finds
+	// the import and waits for it instead of importing twice.
+	var tags []ecs.ImportImageTag
+	for _, t := range p.Tags {
+		tags = append(tags, ecs.ImportImageTag{Key: t.Key, Value: t.Value})
+	}
+	req.Tag = &tags
+	var resp *ecs.ImportImageResponse
+	err := aliyun.Retry(ctx, "ImportImage "+p.ImageName+" in "+p.Region, func() (err error) {
+		resp, err = pb.Clients.ECS.ImportImage(req)
+		return err
+	})
+	if err != nil {
+		hint := ""
+		switch {
+		case aliyun.IsCode(err, "NoSetRoletoECSServiceAcount"):
+			hint = ": ECS may not read the bucket: create the role AliyunECSImageImportDefaultRole (docs/ecs.md, Permissions)"
+		case aliyun.IsCode(err, "InvalidImageName.Duplicated"):
+			hint = ": an image of that name exists without this build's " + TagBuildID + " tag; delete or rename it, or pass --image-name"
+		}
+		return "", fmt.Errorf("%w%s", err, hint)
+	}
+	if resp.ImageId == "" {
+		return "", fmt.Errorf("ImportImage %s in %s answered without an ImageId (request %s)", p.ImageName, p.Region, resp.RequestId)
+	}
+	pb.emit(Event{Event: "import", Region: p.Region, ImageID: resp.ImageId, Message: "importing " + p.ImageName + " as " + resp.ImageId})
+	return resp.ImageId, nil
+}
+
+func (pb *Publisher) copyImage(ctx context.Context, p *Plan, srcID, r string) (string, error) {
+	req := ecs.CreateCopyImageRequest()
+	req.RegionId = p.Region
+	req.ImageId = srcID
+	req.DestinationRegionId = r
+	req.DestinationImageName = p.ImageName
+	req.DestinationDescription = p.Description
+	var tags []ecs.CopyImageTag
+	for _, t := range p.Tags {
+		tags = append(tags, ecs.CopyImageTag{Key: t.Key, Value: t.Value})
+	}
+	req.Tag = &tags
+	var resp *ecs.CopyImageResponse
+	err := aliyun.Retry(ctx, "CopyImage "+srcID+" to "+r, func() (err error) {
+		resp, err = pb.Clients.ECS.CopyImage(req)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	if resp.ImageId == "" {
+		return "", fmt.Errorf("CopyImage %s to %s answered without an ImageId (request %s)", srcID, r, resp.RequestId)
+	}
+	pb.emit(Event{Event: "copy", Region: r, ImageID: resp.ImageId, Message: "copying " + srcID + " to " + r + " as " + resp.ImageId})
+	return resp.ImageId, nil
+}
+
+// errNotYet marks a wait that ran out of time.
+var errNotYet = errors.New("not Available yet")
+
+// wait polls DescribeImages until image id in region r is Available and
+// returns its tags.
+func (pb *Publisher) wait(ctx context.Context, p *Plan, r, id string) (map[string]string, error) {
+	deadline := time.Now().Add(p.WaitTimeout)
+	start := time.Now()
+	req := ecs.CreateDescribeImagesRequest()
+	req.RegionId = r
+	req.ImageId = id
+	req.ImageOwnerAlias = "self"
+	req.Status = allStatuses
+	last, lastLine := "", time.Time{}
+	for {
+		var resp *ecs.DescribeImagesResponse
+		err := aliyun.Retry(ctx, "DescribeImages "+id+" in "+r, func() (err error) {
+			resp, err = pb.Clients.ECS.DescribeImages(req)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("waiting for image %s: %w", id, err)
+		}
+		// Just after ImportImage or CopyImage the image may not be listed.
+		status, progress, tags := "Pending", "", map[string]string(nil)
+		for _, im := range resp.Images.Image {
+			if im.ImageId == id {
+				status, progress, tags = im.Status, im.Progress, tagMap(im.Tags.Tag)
+			}
+		}
+		switch status {
+		case "Available":
+			pb.emit(Event{Event: "available", Region: r, ImageID: id, Status: status, Message: id + " in " + r + " is Available"})
+			return tags, nil
+		case "Creating", "Waiting", "Pending":
+		default:
+			return nil, fmt.Errorf("image %s in %s is %s: see its task in the ECS console (Images, import tasks) and the image's format and size; delete it before publishing again", id, r, status)
+		}
+		// A line when the status changes, then one a minute: polls
+		// may be seconds apart and an import takes many minutes.
+		if status != last || time.Since(lastLine) >= time.Minute {
+			last, lastLine = status, time.Now()
+			pb.emit(Event{Event: "wait", Region: r, ImageID: id, Status: status, Progress: progress,
+				Message: fmt.Sprintf("%s in %s: %s %s (%s)", id, r, status, progress, time.Since(start).Round(time.Second))})
+		}
+		if !time.Now().Add(p.PollInterval).Before(deadline) {
+			return nil, fmt.Errorf("image %s in %s: %w, still %s when --wait-timeout %v ran out: it may still finish; run drover publish again to wait for it", id, r, errNotYet, status, p.WaitTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for image %s in %s: %w", id, r, ctx.Err())
+		case <-time.After(p.PollInterval):
+		}
+	}
+}
+
+// tag adds the plan's tags the image lacks: ImportImage and CopyImage tag
+// at creation, but an image published by the shell script or made by hand
+// may carry only some.
+func (pb *Publisher) tag(ctx context.Context, p *Plan, r, id string, have map[string]string) error {
+	missing := p.Missing(have)
+	if len(missing) == 0 {
+		return nil
+	}
+	req := ecs.CreateTagResourcesRequest()
+	req.RegionId = r
+	req.ResourceType = "image"
+	req.ResourceId = &[]string{id}
+	var tags []ecs.TagResourcesTag
+	for _, t := range missing {
+		tags = append(tags, ecs.TagResourcesTag{Key: t.Key, Value: t.Value})
+	}
+	req.Tag = &tags
+	err := aliyun.Retry(ctx, "TagResources "+id+" in "+r, func() error {
+		_, err := pb.Clients.ECS.TagResources(req)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	pb.emit(Event{Event: "tag", Region: r, ImageID: id, Message: fmt.Sprintf("tagged %s in %s (%d tags)", id, r, len(missing))})
+	return nil
+}
