@@ -36,6 +36,7 @@ var pathInputs = map[string]struct {
 	"diff":     {args: true},
 	"verify":   {args: true, flags: []string{"manifest", "pub"}},
 	"publish":  {args: true, flags: []string{"manifest", "pub"}},
+	"rollout":  {flags: []string{"userdata", "kubeconfig"}},
 }
 
 // notPathFlags are the string flags that are not paths, by command.
@@ -46,6 +47,9 @@ var notPathFlags = map[string][]string{
 	"smoke":    {"kubernetes-version"},
 	"userdata": {"server", "ca-hash", "token", "sandbox-image", "cluster-domain"},
 	"publish":  {"region", "bucket", "object-prefix", "image-name", "platform", "architecture", "ecs-endpoint", "oss-endpoint"},
+	// rollout's --image is an image ID (m-…) or a file: it is read in
+	// this process, so left as given.
+	"rollout": {"scaling-group", "image", "region", "ecs-endpoint", "ess-endpoint"},
 }
 
 // resolvePaths is the root command's PersistentPreRunE. Positional

@@ -1,0 +1,385 @@
+package rollout
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/requests"
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/ess"
+
+	"github.com/drover-os/drover/cloud/aliyun"
+)
+
+// Aliyun is Cloud over the ECS and ESS SDK clients; every call goes
+// through aliyun.Retry.
+type Aliyun struct {
+	ECS *ecs.Client
+	ESS *ess.Client
+	// ActivityWait is the pause before asking again when ESS refuses a
+	// change while a scaling activity of the group is in progress.
+	ActivityWait time.Duration
+}
+
+// NewAliyun wraps the clients aliyun.New built.
+func NewAliyun(c *aliyun.Clients) *Aliyun {
+	return &Aliyun{ECS: c.ECS, ESS: c.ESS, ActivityWait: 5 * time.Second}
+}
+
+// activityTimeout bounds the wait for a group's scaling activity (a
+// launch, a removal) to end before a change is accepted.
+const activityTimeout = 15 * time.Minute
+
+// change calls fn with aliyun.Retry, and again while ESS refuses it with
+// ScalingActivityInProgress: ESS runs one scaling activity per group at a
+// time, and the removal a rollout just asked for is one.
+func (a *Aliyun) change(ctx context.Context, what string, fn func() error) error {
+	deadline := time.Now().Add(activityTimeout)
+	for {
+		err := aliyun.Retry(ctx, what, fn)
+		if !aliyun.IsCode(err, "ScalingActivityInProgress") || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w (waiting for the group's scaling activity: %v)", what, ctx.Err(), err)
+		case <-time.After(a.ActivityWait):
+		}
+	}
+}
+
+// Group implements Cloud.
+func (a *Aliyun) Group(ctx context.Context, id string) (Group, error) {
+	req := ess.CreateDescribeScalingGroupsRequest()
+	req.ScalingGroupId = &[]string{id}
+	var resp *ess.DescribeScalingGroupsResponse
+	err := aliyun.Retry(ctx, "DescribeScalingGroups "+id, func() (err error) {
+		resp, err = a.ESS.DescribeScalingGroups(req)
+		return err
+	})
+	if err != nil {
+		return Group{}, err
+	}
+	for _, g := range resp.ScalingGroups.ScalingGroup {
+		if g.ScalingGroupId == id {
+			return Group{ID: id, TemplateID: g.LaunchTemplateId, TemplateVersion: g.LaunchTemplateVersion,
+				MinSize: g.MinSize, MaxSize: g.MaxSize, DesiredCapacity: g.DesiredCapacity}, nil
+		}
+	}
+	return Group{}, fmt.Errorf("scaling group %s: not found in the region: check --scaling-group and --region", id)
+}
+
+// Instances implements Cloud.
+func (a *Aliyun) Instances(ctx context.Context, groupID string) ([]Instance, error) {
+	var out []Instance
+	for page := 1; ; page++ {
+		req := ess.CreateDescribeScalingInstancesRequest()
+		req.ScalingGroupId = groupID
+		req.PageNumber = requests.NewInteger(page)
+		req.PageSize = requests.NewInteger(50)
+		var resp *ess.DescribeScalingInstancesResponse
+		err := aliyun.Retry(ctx, "DescribeScalingInstances "+groupID, func() (err error) {
+			resp, err = a.ESS.DescribeScalingInstances(req)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range resp.ScalingInstances.ScalingInstance {
+			out = append(out, Instance{ID: i.InstanceId, State: i.LifecycleState, TemplateID: i.LaunchTemplateId, TemplateVersion: i.LaunchTemplateVersion})
+		}
+		if len(resp.ScalingInstances.ScalingInstance) == 0 || len(out) >= resp.TotalCount {
+			return out, nil
+		}
+	}
+}
+
+// TemplateVersions implements Cloud.
+func (a *Aliyun) TemplateVersions(ctx context.Context, templateID string) ([]TemplateVersion, error) {
+	sets, err := a.versionSets(ctx, templateID, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TemplateVersion, 0, len(sets))
+	for _, v := range sets {
+		ud, err := base64.StdEncoding.DecodeString(v.LaunchTemplateData.UserData)
+		if err != nil {
+			ud = []byte(v.LaunchTemplateData.UserData)
+		}
+		out = append(out, TemplateVersion{TemplateID: v.LaunchTemplateId, Number: v.VersionNumber, Default: v.DefaultVersion,
+			Description: v.VersionDescription, ImageID: v.LaunchTemplateData.ImageId, UserData: ud})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Number < out[j].Number })
+	return out, nil
+}
+
+func (a *Aliyun) versionSets(ctx context.Context, templateID string, versions []string) ([]ecs.LaunchTemplateVersionSet, error) {
+	var out []ecs.LaunchTemplateVersionSet
+	for page := 1; ; page++ {
+		req := ecs.CreateDescribeLaunchTemplateVersionsRequest()
+		req.LaunchTemplateId = templateID
+		req.DetailFlag = requests.NewBoolean(true)
+		req.PageNumber = requests.NewInteger(page)
+		req.PageSize = requests.NewInteger(50)
+		if len(versions) > 0 {
+			req.LaunchTemplateVersion = &versions
+		}
+		var resp *ecs.DescribeLaunchTemplateVersionsResponse
+		err := aliyun.Retry(ctx, "DescribeLaunchTemplateVersions "+templateID, func() (err error) {
+			resp, err = a.ECS.DescribeLaunchTemplateVersions(req)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		got := resp.LaunchTemplateVersionSets.LaunchTemplateVersionSet
+		out = append(out, got...)
+		if len(got) == 0 || len(out) >= resp.TotalCount {
+			return out, nil
+		}
+	}
+}
+
+// CreateTemplateVersion implements Cloud: the new version copies base's
+// launch data (instance type, network, disks, RAM role, metadata options,
+// tags…) and changes the image and the user-data.
+func (a *Aliyun) CreateTemplateVersion(ctx context.Context, templateID string, base int64, imageID string, userData []byte, description string) (int64, error) {
+	sets, err := a.versionSets(ctx, templateID, []string{formatInt(base)})
+	if err != nil {
+		return 0, err
+	}
+	if len(sets) != 1 {
+		return 0, fmt.Errorf("launch template %s version %d: DescribeLaunchTemplateVersions returned %d versions", templateID, base, len(sets))
+	}
+	req := copyTemplateData(sets[0].LaunchTemplateData)
+	req.LaunchTemplateId = templateID
+	req.ImageId = imageID
+	req.UserData = base64.StdEncoding.EncodeToString(userData)
+	req.VersionDescription = description
+	var resp *ecs.CreateLaunchTemplateVersionResponse
+	err = aliyun.Retry(ctx, "CreateLaunchTemplateVersion "+templateID, func() (err error) {
+		resp, err = a.ECS.CreateLaunchTemplateVersion(req)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return resp.LaunchTemplateVersionNumber, nil
+}
+
+// copyTemplateData is a CreateLaunchTemplateVersion request holding d.
+func copyTemplateData(d ecs.LaunchTemplateData) *ecs.CreateLaunchTemplateVersionRequest {
+	r := ecs.CreateCreateLaunchTemplateVersionRequest()
+	r.DeploymentSetId, r.VpcId, r.KeyPairName, r.SecurityGroupId = d.DeploymentSetId, d.VpcId, d.KeyPairName, d.SecurityGroupId
+	r.NetworkType, r.SpotStrategy, r.Description, r.InstanceName = d.NetworkType, d.SpotStrategy, d.Description, d.InstanceName
+	r.SecurityEnhancementStrategy, r.PrivateIpAddress, r.ImageOwnerAlias, r.HostName = d.SecurityEnhancementStrategy, d.PrivateIpAddress, d.ImageOwnerAlias, d.HostName
+	r.SystemDiskPerformanceLevel, r.SystemDiskDiskName, r.SystemDiskCategory = d.SystemDiskPerformanceLevel, d.SystemDiskDiskName, d.SystemDiskCategory
+	r.SystemDiskDescription, r.SystemDiskAutoSnapshotPolicyId, r.SystemDiskEncrypted = d.SystemDiskDescription, d.SystemDiskAutoSnapshotPolicyId, d.SystemDiskEncrypted
+	r.AutoReleaseTime, r.InstanceType, r.InstanceChargeType, r.IoOptimized = d.AutoReleaseTime, d.InstanceType, d.InstanceChargeType, d.IoOptimized
+	r.RamRoleName, r.VSwitchId, r.ResourceGroupId, r.InternetChargeType, r.ZoneId = d.RamRoleName, d.VSwitchId, d.ResourceGroupId, d.InternetChargeType, d.ZoneId
+	r.CreditSpecification, r.PeriodUnit, r.HttpEndpoint, r.HttpTokens = d.CreditSpecification, d.PeriodUnit, d.HttpEndpoint, d.HttpTokens
+	setInt := func(dst *requests.Integer, v int64) {
+		if v != 0 {
+			*dst = requests.NewInteger64(v)
+		}
+	}
+	setInt(&r.SpotDuration, int64(d.SpotDuration))
+	setInt(&r.SystemDiskSize, int64(d.SystemDiskSize))
+	setInt(&r.SystemDiskIops, int64(d.SystemDiskIops))
+	setInt(&r.SystemDiskProvisionedIops, d.SystemDiskProvisionedIops)
+	setInt(&r.InternetMaxBandwidthOut, int64(d.InternetMaxBandwidthOut))
+	setInt(&r.InternetMaxBandwidthIn, int64(d.InternetMaxBandwidthIn))
+	setInt(&r.Period, int64(d.Period))
+	setInt(&r.Ipv6AddressCount, int64(d.Ipv6AddressCount))
+	setInt(&r.AutoRenewPeriod, int64(d.AutoRenewPeriod))
+	setInt(&r.HttpPutResponseHopLimit, int64(d.HttpPutResponseHopLimit))
+	if d.SpotPriceLimit != 0 {
+		r.SpotPriceLimit = requests.NewFloat(d.SpotPriceLimit)
+	}
+	r.EnableVmOsConfig = requests.NewBoolean(d.EnableVmOsConfig)
+	r.PasswordInherit = requests.NewBoolean(d.PasswordInherit)
+	r.SystemDiskDeleteWithInstance = requests.NewBoolean(d.SystemDiskDeleteWithInstance)
+	r.SystemDiskBurstingEnabled = requests.NewBoolean(d.SystemDiskBurstingEnabled)
+	r.DeletionProtection = requests.NewBoolean(d.DeletionProtection)
+	r.AutoRenew = requests.NewBoolean(d.AutoRenew)
+	if ids := d.SecurityGroupIds.SecurityGroupId; len(ids) > 0 {
+		r.SecurityGroupIds = &ids
+	}
+	if len(d.DataDisks.DataDisk) > 0 {
+		disks := make([]ecs.CreateLaunchTemplateVersionDataDisk, 0, len(d.DataDisks.DataDisk))
+		for _, x := range d.DataDisks.DataDisk {
+			disks = append(disks, ecs.CreateLaunchTemplateVersionDataDisk{PerformanceLevel: x.PerformanceLevel, Description: x.Description,
+				SnapshotId: x.SnapshotId, Size: itoaNZ(int64(x.Size)), Device: x.Device, DiskName: x.DiskName, Category: x.Category,
+				DeleteWithInstance: strconv.FormatBool(x.DeleteWithInstance), Encrypted: x.Encrypted, ProvisionedIops: itoaNZ(x.ProvisionedIops),
+				BurstingEnabled: strconv.FormatBool(x.BurstingEnabled), AutoSnapshotPolicyId: x.AutoSnapshotPolicyId})
+		}
+		r.DataDisk = &disks
+	}
+	if len(d.NetworkInterfaces.NetworkInterface) > 0 {
+		nics := make([]ecs.CreateLaunchTemplateVersionNetworkInterface, 0, len(d.NetworkInterfaces.NetworkInterface))
+		for _, x := range d.NetworkInterfaces.NetworkInterface {
+			n := ecs.CreateLaunchTemplateVersionNetworkInterface{VSwitchId: x.VSwitchId, NetworkInterfaceName: x.NetworkInterfaceName,
+				Description: x.Description, SecurityGroupId: x.SecurityGroupId, PrimaryIpAddress: x.PrimaryIpAddress, InstanceType: x.InstanceType,
+				NetworkInterfaceTrafficMode: x.NetworkInterfaceTrafficMode, DeleteOnRelease: strconv.FormatBool(x.DeleteOnRelease)}
+			if ids := x.SecurityGroupIds.SecurityGroupId; len(ids) > 0 {
+				n.SecurityGroupIds = &ids
+			}
+			nics = append(nics, n)
+		}
+		r.NetworkInterface = &nics
+	}
+	if len(d.Tags.InstanceTag) > 0 {
+		tags := make([]ecs.CreateLaunchTemplateVersionTag, 0, len(d.Tags.InstanceTag))
+		for _, t := range d.Tags.InstanceTag {
+			tags = append(tags, ecs.CreateLaunchTemplateVersionTag{Key: t.Key, Value: t.Value})
+		}
+		r.Tag = &tags
+	}
+	return r
+}
+
+func itoaNZ(v int64) string {
+	if v == 0 {
+		return ""
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+// SetTemplateVersion implements Cloud.
+func (a *Aliyun) SetTemplateVersion(ctx context.Context, groupID, templateID, version string) error {
+	req := ess.CreateModifyScalingGroupRequest()
+	req.ScalingGroupId, req.LaunchTemplateId, req.LaunchTemplateVersion = groupID, templateID, version
+	return a.change(ctx, "ModifyScalingGroup "+groupID+" LaunchTemplateVersion "+version, func() error {
+		_, err := a.ESS.ModifyScalingGroup(req)
+		return err
+	})
+}
+
+// SetMaxSize implements Cloud.
+func (a *Aliyun) SetMaxSize(ctx context.Context, groupID string, n int) error {
+	req := ess.CreateModifyScalingGroupRequest()
+	req.ScalingGroupId, req.MaxSize = groupID, requests.NewInteger(n)
+	return a.change(ctx, fmt.Sprintf("ModifyScalingGroup %s MaxSize %d", groupID, n), func() error {
+		_, err := a.ESS.ModifyScalingGroup(req)
+		return err
+	})
+}
+
+// ScaleOut implements Cloud. One client token across retries, so a retried
+// call does not scale twice.
+func (a *Aliyun) ScaleOut(ctx context.Context, groupID string, n int) error {
+	req := ess.CreateScaleWithAdjustmentRequest()
+	req.ScalingGroupId, req.AdjustmentType, req.AdjustmentValue = groupID, "QuantityChangeInCapacity", requests.NewInteger(n)
+	req.ClientToken = clientToken()
+	return a.change(ctx, fmt.Sprintf("ScaleWithAdjustment %s +%d", groupID, n), func() error {
+		_, err := a.ESS.ScaleWithAdjustment(req)
+		return err
+	})
+}
+
+// Remove implements Cloud.
+func (a *Aliyun) Remove(ctx context.Context, groupID string, ids []string, decrease bool) error {
+	req := ess.CreateRemoveInstancesRequest()
+	req.ScalingGroupId, req.InstanceId, req.DecreaseDesiredCapacity = groupID, &ids, requests.NewBoolean(decrease)
+	req.ClientToken = clientToken()
+	return a.change(ctx, fmt.Sprintf("RemoveInstances %s %v", groupID, ids), func() error {
+		_, err := a.ESS.RemoveInstances(req)
+		return err
+	})
+}
+
+// ConsoleOutput implements Cloud.
+func (a *Aliyun) ConsoleOutput(ctx context.Context, instanceID string) ([]byte, error) {
+	req := ecs.CreateGetInstanceConsoleOutputRequest()
+	req.InstanceId = instanceID
+	req.RemoveSymbols = requests.NewBoolean(true)
+	var resp *ecs.GetInstanceConsoleOutputResponse
+	err := aliyun.Retry(ctx, "GetInstanceConsoleOutput "+instanceID, func() (err error) {
+		resp, err = a.ECS.GetInstanceConsoleOutput(req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out, err := base64.StdEncoding.DecodeString(resp.ConsoleOutput)
+	if err != nil {
+		return nil, fmt.Errorf("GetInstanceConsoleOutput %s: the output is not base64: %w", instanceID, err)
+	}
+	return out, nil
+}
+
+// ImageBuildID is the drover:build-id tag of an image ("" when it has
+// none).
+func (a *Aliyun) ImageBuildID(ctx context.Context, imageID string) (string, error) {
+	imgs, err := a.images(ctx, func(r *ecs.DescribeImagesRequest) { r.ImageId = imageID })
+	if err != nil {
+		return "", err
+	}
+	if len(imgs) == 0 {
+		return "", fmt.Errorf("image %s: not found in the region (DescribeImages): check --image and --region", imageID)
+	}
+	for _, t := range imgs[0].Tags.Tag {
+		if k, v := first(t.TagKey, t.Key), first(t.TagValue, t.Value); k == ImageBuildIDTag {
+			return v, nil
+		}
+	}
+	return "", nil
+}
+
+// ImageByBuildID finds the image drover publish tagged with a build ID.
+func (a *Aliyun) ImageByBuildID(ctx context.Context, buildID string) (string, error) {
+	imgs, err := a.images(ctx, func(r *ecs.DescribeImagesRequest) {
+		r.Tag = &[]ecs.DescribeImagesTag{{Key: ImageBuildIDTag, Value: buildID}}
+	})
+	if err != nil {
+		return "", err
+	}
+	var ids []string
+	for _, im := range imgs {
+		if im.Status == "" || im.Status == "Available" {
+			ids = append(ids, im.ImageId)
+		}
+	}
+	switch len(ids) {
+	case 0:
+		return "", fmt.Errorf("no available image tagged %s=%s in the region: publish it first (drover publish), or pass --image m-…", ImageBuildIDTag, buildID)
+	case 1:
+		return ids[0], nil
+	}
+	return "", fmt.Errorf("images %v are all tagged %s=%s: pass the one to roll out as --image m-…", ids, ImageBuildIDTag, buildID)
+}
+
+func (a *Aliyun) images(ctx context.Context, set func(*ecs.DescribeImagesRequest)) ([]ecs.Image, error) {
+	req := ecs.CreateDescribeImagesRequest()
+	req.ImageOwnerAlias = "self"
+	req.PageSize = requests.NewInteger(100)
+	set(req)
+	var resp *ecs.DescribeImagesResponse
+	err := aliyun.Retry(ctx, "DescribeImages", func() (err error) {
+		resp, err = a.ECS.DescribeImages(req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Images.Image, nil
+}
+
+func first(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func clientToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,162 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/drover-os/drover/agent/agent"
+)
+
+// Cloud is the ECS and ESS calls a rollout makes (aliyun.go implements it
+// with the SDKs, fake.go in memory).
+type Cloud interface {
+	// Group is DescribeScalingGroups of one group.
+	Group(ctx context.Context, id string) (Group, error)
+	// Instances is DescribeScalingInstances, every page.
+	Instances(ctx context.Context, groupID string) ([]Instance, error)
+	// TemplateVersions is DescribeLaunchTemplateVersions with details,
+	// every version (Config left empty).
+	TemplateVersions(ctx context.Context, templateID string) ([]TemplateVersion, error)
+	// CreateTemplateVersion makes a version from base's launch data with
+	// another image and user-data; it returns the new version's number.
+	CreateTemplateVersion(ctx context.Context, templateID string, base int64, imageID string, userData []byte, description string) (int64, error)
+	// SetTemplateVersion is ModifyScalingGroup's LaunchTemplateVersion.
+	SetTemplateVersion(ctx context.Context, groupID, templateID, version string) error
+	// SetMaxSize is ModifyScalingGroup's MaxSize.
+	SetMaxSize(ctx context.Context, groupID string, n int) error
+	// ScaleOut is ScaleWithAdjustment QuantityChangeInCapacity +n.
+	ScaleOut(ctx context.Context, groupID string, n int) error
+	// Remove is RemoveInstances; decrease also lowers the desired
+	// capacity, so the group does not launch replacements.
+	Remove(ctx context.Context, groupID string, ids []string, decrease bool) error
+	// ConsoleOutput is GetInstanceConsoleOutput, decoded.
+	ConsoleOutput(ctx context.Context, instanceID string) ([]byte, error)
+}
+
+// Cluster is what a rollout asks of the API server (kube.go implements
+// it with client-go, fake.go in memory).
+type Cluster interface {
+	Nodes(ctx context.Context) ([]Node, error)
+	Cordon(ctx context.Context, node string) error
+	// Drain evicts the node's pods through the Eviction API, except
+	// DaemonSet and mirror pods, retrying evictions a
+	// PodDisruptionBudget refuses until ctx ends; with wait it also waits
+	// until the evicted pods are gone.
+	Drain(ctx context.Context, node string, wait bool) error
+	// DeleteNode removes the Node of an instance that left the group
+	// (no cloud controller does it in a self-built cluster).
+	DeleteNode(ctx context.Context, node string) error
+	// Events are the node's Events, one line each, oldest first.
+	Events(ctx context.Context, node string) ([]string, error)
+}
+
+// Event is one step of a rollout or repair, for progress lines and
+// --json.
+type Event struct {
+	Time     time.Time `json:"time"`
+	Kind     string    `json:"event"`
+	Group    string    `json:"group,omitempty"`
+	Instance string    `json:"instance,omitempty"`
+	Node     string    `json:"node,omitempty"`
+	Message  string    `json:"message"`
+}
+
+// Kinds of events.
+const (
+	EventPlan     = "plan"
+	EventTemplate = "template"
+	EventGroup    = "group"
+	EventScale    = "scale"
+	EventWaiting  = "waiting"
+	EventReady    = "ready"
+	EventCordon   = "cordon"
+	EventDrain    = "drain"
+	EventRemove   = "remove"
+	EventWarning  = "warning"
+	EventFailed   = "failed"
+	EventDone     = "done"
+)
+
+// Env is what Run and Repair act through.
+type Env struct {
+	Cloud   Cloud
+	Cluster Cluster
+	// Region prefixes instance IDs in Nodes' providerIDs.
+	Region string
+	// Digest is agent.ConfigDigest unless a test sets another.
+	Digest func([]byte) (string, error)
+	// Event receives progress; nil drops it.
+	Event func(Event)
+	// Poll is the pause between two observations of the group.
+	Poll time.Duration
+	// ReadyTimeout bounds the wait for a new instance's Node to be Ready;
+	// DrainTimeout one node's drain.
+	ReadyTimeout, DrainTimeout time.Duration
+	// KeepFailed leaves a new instance that did not become Ready in the
+	// group for inspection instead of removing it.
+	KeepFailed bool
+	// DryRun stops Run and Repair once they have printed the plan: no
+	// write call.
+	DryRun bool
+	// Now is time.Now unless a test sets another.
+	Now func() time.Time
+}
+
+func (e *Env) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+func (e *Env) emit(ev Event) {
+	if e.Event == nil {
+		return
+	}
+	if ev.Time.IsZero() {
+		ev.Time = e.now()
+	}
+	e.Event(ev)
+}
+
+func (e *Env) sleep(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(e.Poll):
+		return nil
+	}
+}
+
+// Observe reads the group, its template's versions, its instances and the
+// cluster's Nodes.
+func (e *Env) Observe(ctx context.Context, groupID string) (State, error) {
+	st := State{Region: e.Region}
+	g, err := e.Cloud.Group(ctx, groupID)
+	if err != nil {
+		return st, err
+	}
+	st.Group = g
+	if g.TemplateID != "" {
+		if st.Versions, err = e.Cloud.TemplateVersions(ctx, g.TemplateID); err != nil {
+			return st, err
+		}
+	}
+	digest := e.Digest
+	if digest == nil {
+		digest = agent.ConfigDigest
+	}
+	for i := range st.Versions {
+		if d, err := digest(st.Versions[i].UserData); err == nil && len(d) >= 40 {
+			st.Versions[i].Config = d[:40]
+		}
+	}
+	if st.Instances, err = e.Cloud.Instances(ctx, groupID); err != nil {
+		return st, err
+	}
+	if st.Nodes, err = e.Cluster.Nodes(ctx); err != nil {
+		return st, fmt.Errorf("listing Nodes: %w", err)
+	}
+	return st, nil
+}

@@ -1,0 +1,290 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// FakeCloud is Cloud in memory, converging like ESS: ScaleOut and a
+// Remove that keeps the desired capacity launch Pending instances from the
+// group's version, which turn InService at the next Instances call.
+type FakeCloud struct {
+	mu       sync.Mutex
+	G        Group
+	Versions []TemplateVersion
+	Insts    []Instance
+	Console  map[string][]byte
+	// Launched is called (without the lock) for each instance the group
+	// launches, with the version it comes from.
+	Launched func(Instance, TemplateVersion)
+	// BeforeRemove is called (without the lock) before each Remove; an
+	// error fails the call.
+	BeforeRemove func(ids []string, decrease bool) error
+	// Calls records every write, e.g. "ScaleOut 1", "Remove i-1 true".
+	Calls []string
+	next  int
+}
+
+func (f *FakeCloud) record(format string, a ...any) {
+	f.Calls = append(f.Calls, fmt.Sprintf(format, a...))
+}
+
+// Writes returns the recorded write calls.
+func (f *FakeCloud) Writes() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.Calls)
+}
+
+// Group implements Cloud.
+func (f *FakeCloud) Group(_ context.Context, id string) (Group, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if id != f.G.ID {
+		return Group{}, fmt.Errorf("scaling group %s: not found", id)
+	}
+	return f.G, nil
+}
+
+// Instances implements Cloud; Pending instances listed once turn
+// InService.
+func (f *FakeCloud) Instances(context.Context, string) ([]Instance, error) {
+	f.mu.Lock()
+	out := slices.Clone(f.Insts)
+	for i := range f.Insts {
+		if f.Insts[i].State == Pending {
+			f.Insts[i].State = InService
+		}
+	}
+	f.mu.Unlock()
+	return out, nil
+}
+
+// TemplateVersions implements Cloud.
+func (f *FakeCloud) TemplateVersions(context.Context, string) ([]TemplateVersion, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := slices.Clone(f.Versions)
+	for i := range out {
+		out[i].Config = ""
+	}
+	return out, nil
+}
+
+// CreateTemplateVersion implements Cloud.
+func (f *FakeCloud) CreateTemplateVersion(_ context.Context, templateID string, base int64, imageID string, userData []byte, desc string) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := int64(0)
+	for _, v := range f.Versions {
+		n = max(n, v.Number)
+	}
+	n++
+	f.Versions = append(f.Versions, TemplateVersion{TemplateID: templateID, Number: n, Description: desc, ImageID: imageID, UserData: slices.Clone(userData)})
+	f.record("CreateTemplateVersion from %d %s", base, imageID)
+	return n, nil
+}
+
+// SetTemplateVersion implements Cloud.
+func (f *FakeCloud) SetTemplateVersion(_ context.Context, _, templateID, version string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.G.TemplateID, f.G.TemplateVersion = templateID, version
+	f.record("SetTemplateVersion %s", version)
+	return nil
+}
+
+// SetMaxSize implements Cloud.
+func (f *FakeCloud) SetMaxSize(_ context.Context, _ string, n int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n < f.G.DesiredCapacity || n < f.G.MinSize {
+		return fmt.Errorf("InvalidParameter: MaxSize %d below the desired capacity %d or MinSize %d", n, f.G.DesiredCapacity, f.G.MinSize)
+	}
+	f.G.MaxSize = n
+	f.record("SetMaxSize %d", n)
+	return nil
+}
+
+// ScaleOut implements Cloud.
+func (f *FakeCloud) ScaleOut(_ context.Context, _ string, n int) error {
+	f.mu.Lock()
+	if f.G.DesiredCapacity+n > f.G.MaxSize {
+		f.mu.Unlock()
+		return fmt.Errorf("ScaleWithAdjustment: desired capacity %d would exceed MaxSize %d", f.G.DesiredCapacity+n, f.G.MaxSize)
+	}
+	f.G.DesiredCapacity += n
+	f.record("ScaleOut %d", n)
+	launched := f.converge()
+	f.mu.Unlock()
+	f.notify(launched)
+	return nil
+}
+
+// Remove implements Cloud.
+func (f *FakeCloud) Remove(_ context.Context, _ string, ids []string, decrease bool) error {
+	if f.BeforeRemove != nil {
+		if err := f.BeforeRemove(ids, decrease); err != nil {
+			return err
+		}
+	}
+	f.mu.Lock()
+	f.Insts = slices.DeleteFunc(f.Insts, func(i Instance) bool { return slices.Contains(ids, i.ID) })
+	if decrease {
+		f.G.DesiredCapacity -= len(ids)
+	}
+	f.record("Remove %s %t", strings.Join(ids, ","), decrease)
+	launched := f.converge()
+	f.mu.Unlock()
+	f.notify(launched)
+	return nil
+}
+
+// converge launches instances up to the desired capacity, locked.
+func (f *FakeCloud) converge() []launch {
+	var out []launch
+	for len(f.Insts) < f.G.DesiredCapacity {
+		f.next++
+		v := f.resolve(f.G.TemplateVersion)
+		in := Instance{ID: fmt.Sprintf("i-new%d", f.next), State: Pending, TemplateID: f.G.TemplateID, TemplateVersion: formatInt(v.Number)}
+		f.Insts = append(f.Insts, in)
+		out = append(out, launch{in, v})
+	}
+	return out
+}
+
+type launch struct {
+	in Instance
+	v  TemplateVersion
+}
+
+func (f *FakeCloud) notify(ls []launch) {
+	if f.Launched == nil {
+		return
+	}
+	for _, l := range ls {
+		f.Launched(l.in, l.v)
+	}
+}
+
+func (f *FakeCloud) resolve(v string) TemplateVersion {
+	st := State{Group: f.G, Versions: f.Versions}
+	if tv := st.version(f.G.TemplateID, v); tv != nil {
+		return *tv
+	}
+	return TemplateVersion{}
+}
+
+// ConsoleOutput implements Cloud.
+func (f *FakeCloud) ConsoleOutput(_ context.Context, id string) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.Console[id], nil
+}
+
+// FakeCluster is Cluster in memory.
+type FakeCluster struct {
+	mu      sync.Mutex
+	NodeMap map[string]*Node
+	Evs     map[string][]string
+	// DrainFunc, when set, is what Drain does after recording the call.
+	DrainFunc func(ctx context.Context, node string) error
+	// OnCordon is called (without the lock) after a Node is cordoned.
+	OnCordon func(node string)
+	Calls    []string
+}
+
+// NewFakeCluster holds nodes.
+func NewFakeCluster(nodes ...Node) *FakeCluster {
+	c := &FakeCluster{NodeMap: map[string]*Node{}, Evs: map[string][]string{}}
+	for _, n := range nodes {
+		c.Put(n)
+	}
+	return c
+}
+
+// Put adds or replaces a Node.
+func (c *FakeCluster) Put(n Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.NodeMap[n.Name] = &n
+}
+
+// Update changes a Node in place; false when there is none.
+func (c *FakeCluster) Update(name string, fn func(*Node)) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.NodeMap[name]
+	if ok {
+		fn(n)
+	}
+	return ok
+}
+
+// Writes returns the recorded write calls.
+func (c *FakeCluster) Writes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.Calls)
+}
+
+// Nodes implements Cluster.
+func (c *FakeCluster) Nodes(context.Context) ([]Node, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Node
+	for _, n := range c.NodeMap {
+		out = append(out, *n)
+	}
+	slices.SortFunc(out, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// Cordon implements Cluster.
+func (c *FakeCluster) Cordon(_ context.Context, name string) error {
+	c.mu.Lock()
+	n, ok := c.NodeMap[name]
+	if ok {
+		n.Unschedulable = true
+	}
+	c.Calls = append(c.Calls, "Cordon "+name)
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("nodes %q not found", name)
+	}
+	if c.OnCordon != nil {
+		c.OnCordon(name)
+	}
+	return nil
+}
+
+// Drain implements Cluster.
+func (c *FakeCluster) Drain(ctx context.Context, name string, wait bool) error {
+	c.mu.Lock()
+	c.Calls = append(c.Calls, fmt.Sprintf("Drain %s %t", name, wait))
+	fn := c.DrainFunc
+	c.mu.Unlock()
+	if fn != nil {
+		return fn(ctx, name)
+	}
+	return nil
+}
+
+// DeleteNode implements Cluster.
+func (c *FakeCluster) DeleteNode(_ context.Context, name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.NodeMap, name)
+	c.Calls = append(c.Calls, "DeleteNode "+name)
+	return nil
+}
+
+// Events implements Cluster.
+func (c *FakeCluster) Events(_ context.Context, name string) ([]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.Evs[name]), nil
+}

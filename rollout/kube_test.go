@@ -1,0 +1,108 @@
+package rollout
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+func pod(name string, mutate ...func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: corev1.PodSpec{NodeName: "n1"},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	for _, m := range mutate {
+		m(p)
+	}
+	return p
+}
+
+func TestEvictable(t *testing.T) {
+	yes := true
+	cases := map[string]struct {
+		p    *corev1.Pod
+		want bool
+	}{
+		"plain":  {pod("a"), true},
+		"mirror": {pod("b", func(p *corev1.Pod) { p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"} }), false},
+		"daemonset": {pod("c", func(p *corev1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Controller: &yes}}
+		}), false},
+		"replicaset": {pod("d", func(p *corev1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Controller: &yes}}
+		}), true},
+		"done": {pod("e", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }), false},
+	}
+	for name, c := range cases {
+		if got := Evictable(c.p); got != c.want {
+			t.Errorf("%s: %v, want %v", name, got, c.want)
+		}
+	}
+}
+
+// TestKubeDrain: a PodDisruptionBudget refuses the first evictions (429);
+// Drain retries until it allows them, evicts no DaemonSet pod, and waits
+// for the evicted pods to be gone.
+func TestKubeDrain(t *testing.T) {
+	yes := true
+	ds := pod("ds", func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Controller: &yes}}
+	})
+	other := pod("elsewhere", func(p *corev1.Pod) { p.Spec.NodeName = "n2" })
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	cs := fake.NewClientset(node, pod("web-1"), pod("web-2"), ds, other)
+	var mu sync.Mutex
+	refusals, evicted := 0, []string{}
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		name := a.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName()
+		if refusals < 3 {
+			refusals++
+			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		}
+		evicted = append(evicted, name)
+		return true, nil, cs.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "default", name)
+	})
+	k := &Kube{Client: cs, Poll: time.Millisecond}
+	ctx := context.Background()
+	if err := k.Cordon(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Drain(ctx, "n1", true); err != nil {
+		t.Fatal(err)
+	}
+	if refusals != 3 || strings.Join(evicted, ",") != "web-1,web-2" {
+		t.Errorf("refusals %d evicted %v", refusals, evicted)
+	}
+	nodes, err := k.Nodes(ctx)
+	if err != nil || len(nodes) != 1 || !nodes[0].Unschedulable {
+		t.Errorf("nodes %+v %v", nodes, err)
+	}
+	// A budget that never allows: Drain gives up when ctx ends.
+	cs2 := fake.NewClientset(node, pod("web-1"))
+	cs2.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return a.GetSubresource() == "eviction", nil, apierrors.NewTooManyRequests("budget", 0)
+	})
+	tctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := (&Kube{Client: cs2, Poll: time.Millisecond}).Drain(tctx, "n1", true); err == nil || !strings.Contains(err.Error(), "default/web-1") {
+		t.Errorf("never allowed: %v", err)
+	}
+	if err := k.DeleteNode(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.DeleteNode(ctx, "n1"); err != nil {
+		t.Errorf("deleting a gone Node: %v", err)
+	}
+}

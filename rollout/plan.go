@@ -1,0 +1,313 @@
+package rollout
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Member is an instance of the group with its Node (nil when it has
+// none) and why the plan puts it where it is.
+type Member struct {
+	Instance Instance
+	Node     *Node
+	Reason   string
+}
+
+func (m Member) String() string {
+	s := m.Instance.ID
+	if m.Node != nil && m.Node.Name != m.Instance.ID {
+		s += " (node " + m.Node.Name + ")"
+	}
+	if m.Reason != "" {
+		s += ": " + m.Reason
+	}
+	return s
+}
+
+// Plan is what a rollout does to reach Desired, worked out from one
+// observed State.
+type Plan struct {
+	Group   Group
+	Desired Desired
+	// Active is the version the group launches from now.
+	Active *TemplateVersion
+	// Target is the existing version new instances come from; nil when
+	// Create makes it.
+	Target *TemplateVersion
+	// Create: CreateLaunchTemplateVersion from Active's data with the
+	// desired image and user-data. Switch: ModifyScalingGroup to Target.
+	Create, Switch bool
+	// Stamp is the target version's description: the one to write, or
+	// the one it carries.
+	Stamp Stamp
+	// Current instances run the desired image and config and their Node
+	// is Ready with the labels to match; Pending ones were launched for it
+	// but are not there yet; Replace are the old ones, in the order they
+	// are replaced; Skipped are left alone (Standby, Protected, …).
+	Current, Pending, Replace, Skipped []Member
+	// InFlight says why the group is in the middle of a rollout to
+	// Desired ("" when it is not): only --resume continues it.
+	InFlight string
+}
+
+// NothingToDo reports whether the group already is where Desired wants it.
+func (p *Plan) NothingToDo() bool {
+	return !p.Create && !p.Switch && len(p.Replace) == 0 && len(p.Pending) == 0
+}
+
+// PlanRollout works out the rollout of st's group to d. It fails only when the
+// group cannot be rolled at all (no launch template, a version that does
+// not exist).
+func PlanRollout(st State, d Desired) (*Plan, error) {
+	g := st.Group
+	if g.TemplateID == "" {
+		return nil, fmt.Errorf("scaling group %s has no launch template (it uses a scaling configuration): drover rollout needs a group created from a launch template", g.ID)
+	}
+	active := st.version(g.TemplateID, g.TemplateVersion)
+	if active == nil {
+		return nil, fmt.Errorf("scaling group %s uses launch template %s version %s, which DescribeLaunchTemplateVersions does not list", g.ID, g.TemplateID, g.TemplateVersion)
+	}
+	if len(d.Config) < 40 || d.ImageID == "" {
+		return nil, errors.New("desired state without an image or a config digest")
+	}
+	p := &Plan{Group: g, Desired: d, Active: active}
+	same := func(v *TemplateVersion) bool { return wants(v, d) && bytes.Equal(v.UserData, d.UserData) }
+	switch {
+	case same(active):
+		p.Target = active
+	default:
+		// A version of ours with exactly this user-data: an earlier run
+		// made it and was stopped before, or rolled back after, using it.
+		for i := range st.Versions {
+			v := &st.Versions[i]
+			if _, ok := ParseStamp(v.Description); ok && same(v) && (p.Target == nil || v.Number > p.Target.Number) {
+				p.Target = v
+			}
+		}
+		p.Create = p.Target == nil
+		p.Switch = true
+	}
+
+	for _, in := range st.Instances {
+		if in.leaving() {
+			continue
+		}
+		m := Member{Instance: in, Node: st.node(in.ID)}
+		if !in.active() {
+			m.Reason = "lifecycle state " + in.State + ": not replaced (take it out of " + in.State + " to have it rolled)"
+			p.Skipped = append(p.Skipped, m)
+			continue
+		}
+		v := st.version(in.TemplateID, in.TemplateVersion)
+		var fromTarget bool
+		switch {
+		case in.TemplateID != g.TemplateID:
+			m.Reason = "launched from launch template " + orNone(in.TemplateID) + ", not " + g.TemplateID
+		case v == nil:
+			// The version is gone (or named Default/Latest): the Node's
+			// labels say what the instance runs.
+			fromTarget = m.Node != nil && labelsOK(m.Node, d) == ""
+			if !fromTarget {
+				m.Reason = "launched from launch template version " + orNone(in.TemplateVersion) + ", which is not listed, and its Node does not carry the desired labels"
+			}
+		default:
+			fromTarget = wants(v, d)
+			if !fromTarget {
+				m.Reason = versionDiff(v, d)
+			}
+		}
+		if !fromTarget {
+			p.Replace = append(p.Replace, m)
+			continue
+		}
+		switch {
+		case m.Node == nil:
+			m.Reason = "no Node with providerID " + st.Region + "." + in.ID + " yet"
+			if in.State != InService {
+				m.Reason = "instance " + in.State
+			}
+		case !m.Node.Ready():
+			m.Reason = "Node " + m.Node.Name + " not Ready"
+		default:
+			m.Reason = labelsOK(m.Node, d)
+		}
+		if m.Reason != "" {
+			p.Pending = append(p.Pending, m)
+		} else {
+			p.Current = append(p.Current, m)
+		}
+	}
+	sort.SliceStable(p.Replace, func(i, j int) bool {
+		a, b := replaceRank(p.Replace[i]), replaceRank(p.Replace[j])
+		if a != b {
+			return a < b
+		}
+		return p.Replace[i].Instance.ID < p.Replace[j].Instance.ID
+	})
+
+	capacity := max(g.DesiredCapacity, len(p.Current)+len(p.Pending)+len(p.Replace))
+	p.Stamp = Stamp{BuildID: d.BuildID, Config: d.ConfigLabel(), ImageID: d.ImageID, Size: capacity, MaxSize: g.MaxSize}
+	if s, ok := ParseStamp(active.Description); ok && p.Create && (len(p.Replace) > 0 || len(p.Pending) > 0) && rolling(st, active) {
+		// A new rollout over an unfinished one: return the group to the
+		// size that one started from, not to its surge.
+		p.Stamp.Size, p.Stamp.MaxSize = s.Size, s.MaxSize
+	}
+	if p.Target != nil {
+		if s, ok := ParseStamp(p.Target.Description); ok {
+			p.Stamp = s
+		}
+	}
+	if !p.Create && !p.Switch && p.Stamp.Size > 0 {
+		var why []string
+		if n := len(p.Replace); n > 0 {
+			why = append(why, fmt.Sprintf("%d old instance(s) left", n))
+		}
+		if n := len(p.Pending); n > 0 {
+			why = append(why, fmt.Sprintf("%d new instance(s) not Ready yet", n))
+		}
+		if capacity > p.Stamp.Size {
+			why = append(why, fmt.Sprintf("%d instance(s) above the size %d it started from", capacity-p.Stamp.Size, p.Stamp.Size))
+		}
+		if len(why) > 0 {
+			p.InFlight = "the group already launches from version " + formatInt(active.Number) + " (" + active.Description + "): " + strings.Join(why, ", ")
+		}
+	}
+	return p, nil
+}
+
+// rolling reports whether some active instance of st was launched for
+// another state than v's: a rollout to v has not finished.
+func rolling(st State, v *TemplateVersion) bool {
+	for _, in := range st.Instances {
+		if !in.active() {
+			continue
+		}
+		iv := st.version(in.TemplateID, in.TemplateVersion)
+		if iv == nil || iv.ImageID != v.ImageID || iv.Config != v.Config {
+			return true
+		}
+	}
+	return false
+}
+
+// wants reports whether instances launched from v run d's image and config.
+func wants(v *TemplateVersion, d Desired) bool {
+	return v.ImageID == d.ImageID && v.Config != "" && v.Config == d.ConfigLabel()
+}
+
+func versionDiff(v *TemplateVersion, d Desired) string {
+	var diffs []string
+	if v.ImageID != d.ImageID {
+		diffs = append(diffs, "image "+orNone(v.ImageID)+", want "+d.ImageID)
+	}
+	if v.Config != d.ConfigLabel() {
+		diffs = append(diffs, "node config "+short(v.Config)+", want "+short(d.ConfigLabel()))
+	}
+	return "version " + formatInt(v.Number) + ": " + strings.Join(diffs, "; ")
+}
+
+// labelsOK is "" when the node carries d's labels, else what differs.
+func labelsOK(n *Node, d Desired) string {
+	var diffs []string
+	if got := n.Labels[LabelNodeConfig]; got != d.ConfigLabel() {
+		diffs = append(diffs, LabelNodeConfig+"="+orNone(got)+", want "+d.ConfigLabel())
+	}
+	if got := n.Labels[LabelBuildID]; d.BuildID != "" && got != d.BuildID {
+		diffs = append(diffs, LabelBuildID+"="+orNone(got)+", want "+d.BuildID)
+	}
+	if len(diffs) == 0 {
+		return ""
+	}
+	return "Node " + n.Name + " is Ready with label " + strings.Join(diffs, " and ")
+}
+
+// replaceRank orders old instances: one already cordoned first (an
+// interrupted run was draining it), then those not serving anyway, then
+// the rest.
+func replaceRank(m Member) int {
+	switch {
+	case m.Node != nil && m.Node.Unschedulable:
+		return 0
+	case m.Node == nil || !m.Node.Ready():
+		return 1
+	}
+	return 2
+}
+
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12] + "…"
+	}
+	return orNone(s)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// Text is the plan as drover rollout --dry-run prints it.
+func (p *Plan) Text(o Options) string {
+	var b strings.Builder
+	d := p.Desired
+	build := d.BuildID
+	if build == "" {
+		build = "unknown (the image has no " + ImageBuildIDTag + " tag: new Nodes are checked by their node-config label only)"
+	}
+	fmt.Fprintf(&b, "scaling group %s: launch template %s, version %s (%s)\n", p.Group.ID, p.Group.TemplateID, p.Group.TemplateVersion, formatInt(p.Active.Number))
+	fmt.Fprintf(&b, "desired: image %s, build %s, node config %s\n", d.ImageID, build, d.ConfigLabel())
+	switch {
+	case p.Create:
+		fmt.Fprintf(&b, "create a version of %s from version %d with image %s and the new user-data (%d bytes), description %q\n", p.Group.TemplateID, p.Active.Number, d.ImageID, len(d.UserData), p.Stamp.String())
+		b.WriteString("switch the group to the new version\n")
+	case p.Switch:
+		fmt.Fprintf(&b, "switch the group to version %d (%s)\n", p.Target.Number, p.Target.Description)
+	}
+	if p.InFlight != "" {
+		fmt.Fprintf(&b, "in flight: %s\n", p.InFlight)
+	}
+	for _, m := range p.Current {
+		fmt.Fprintf(&b, "keep %s\n", m)
+	}
+	for _, m := range p.Pending {
+		fmt.Fprintf(&b, "wait for %s\n", m)
+	}
+	if n := len(p.Replace); n > 0 {
+		fmt.Fprintf(&b, "replace %d instance(s), launching up to %d at a time (--surge) and draining up to %d at a time (--max-unavailable); the group returns to %d instance(s), MaxSize %d:\n", n, o.Surge, o.MaxUnavailable, p.Stamp.Size, p.Stamp.MaxSize)
+		for _, m := range p.Replace {
+			fmt.Fprintf(&b, "  %s\n", m)
+		}
+	}
+	for _, m := range p.Skipped {
+		fmt.Fprintf(&b, "skip %s\n", m)
+	}
+	if p.NothingToDo() {
+		b.WriteString("nothing to do\n")
+	} else if len(p.Replace) == 0 && len(p.Pending) == 0 {
+		b.WriteString("no instance is replaced (the node config is unchanged: a rotated bootstrap token reaches new instances only)\n")
+	}
+	return b.String()
+}
+
+// Options are a rollout's limits.
+type Options struct {
+	// MaxUnavailable is how many old Nodes are cordoned and drained at
+	// once; Surge how many instances are launched above the group's size.
+	MaxUnavailable, Surge int
+}
+
+// Check rejects limits a rollout cannot keep.
+func (o Options) Check() error {
+	if o.Surge < 1 {
+		return errors.New("--surge must be at least 1: an old instance is removed only once its replacement is Ready")
+	}
+	if o.MaxUnavailable < 1 {
+		return errors.New("--max-unavailable must be at least 1: an old Node must be drained to be replaced")
+	}
+	return nil
+}

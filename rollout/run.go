@@ -1,0 +1,342 @@
+package rollout
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// NotReadyError stops a rollout: a new instance's Node was not Ready with
+// the desired labels in time. Report holds why (console output, the Node's
+// conditions and Events).
+type NotReadyError struct {
+	Instance string
+	Reason   string
+	Report   string
+}
+
+func (e *NotReadyError) Error() string {
+	return fmt.Sprintf("new instance %s is not Ready: %s; no old instance was removed without a Ready replacement", e.Instance, e.Reason)
+}
+
+// Run rolls the group to d: it prints (as events) and then carries out
+// Plan, re-observing the group between steps so that an interrupted run
+// continues from what the group shows. resume allows continuing a rollout
+// already in flight.
+func (e *Env) Run(ctx context.Context, groupID string, d Desired, o Options, resume bool) error {
+	if err := o.Check(); err != nil {
+		return err
+	}
+	st, err := e.Observe(ctx, groupID)
+	if err != nil {
+		return err
+	}
+	p, err := PlanRollout(st, d)
+	if err != nil {
+		return err
+	}
+	e.emitPlan(p, o)
+	if p.NothingToDo() {
+		e.emit(Event{Kind: EventDone, Group: groupID, Message: "nothing to do: every instance runs image " + d.ImageID + " with node config " + d.ConfigLabel()})
+		return nil
+	}
+	if e.DryRun {
+		return nil
+	}
+	if p.InFlight != "" && !resume {
+		return fmt.Errorf("scaling group %s is in the middle of a rollout to this image and node config (%s): run again with --resume to continue it", groupID, p.InFlight)
+	}
+	g := p.Group
+	switched := ""
+	target := ""
+	if p.Target != nil {
+		target = formatInt(p.Target.Number)
+	}
+	if p.Create {
+		n, err := e.Cloud.CreateTemplateVersion(ctx, g.TemplateID, p.Active.Number, d.ImageID, d.UserData, p.Stamp.String())
+		if err != nil {
+			return err
+		}
+		target = formatInt(n)
+		e.emit(Event{Kind: EventTemplate, Group: groupID, Message: fmt.Sprintf("created launch template %s version %d: %s", g.TemplateID, n, p.Stamp)})
+	}
+	if p.Switch {
+		if err := e.Cloud.SetTemplateVersion(ctx, groupID, g.TemplateID, target); err != nil {
+			return err
+		}
+		switched = g.TemplateVersion
+		e.emit(Event{Kind: EventGroup, Group: groupID, Message: fmt.Sprintf("the group launches from version %s (was %s)", target, g.TemplateVersion)})
+	}
+	if len(p.Replace) == 0 && len(p.Pending) == 0 {
+		e.emit(Event{Kind: EventDone, Group: groupID, Message: "no instance to replace: new instances get the new user-data"})
+		return nil
+	}
+	err = e.replace(ctx, groupID, d, o, p.Stamp)
+	var nr *NotReadyError
+	if errors.As(err, &nr) && switched != "" {
+		// New instances ESS launches on its own (a health check
+		// replacement) must not come from the version that failed.
+		if rerr := e.Cloud.SetTemplateVersion(ctx, groupID, g.TemplateID, switched); rerr != nil {
+			e.emit(Event{Kind: EventWarning, Group: groupID, Message: "switching the group back to version " + switched + ": " + rerr.Error()})
+		} else {
+			e.emit(Event{Kind: EventGroup, Group: groupID, Message: "the group launches from version " + switched + " again"})
+		}
+	}
+	return err
+}
+
+func (e *Env) emitPlan(p *Plan, o Options) {
+	for _, line := range strings.Split(strings.TrimSuffix(p.Text(o), "\n"), "\n") {
+		e.emit(Event{Kind: EventPlan, Group: p.Group.ID, Message: line})
+	}
+}
+
+// replace swaps old instances for new ones until none is left. Each round
+// re-observes the group and takes one step:
+//
+//   - retire (drain and remove) up to MaxUnavailable old instances, as many
+//     as Ready new ones cover: Ready new + old − size;
+//   - else wait for new instances still coming up (a timeout stops the
+//     rollout);
+//   - else scale out by up to Surge.
+//
+// So an old instance leaves only when a Ready replacement is counted for
+// it, whether this process launched it or an interrupted one did.
+func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options, stamp Stamp) error {
+	size := stamp.Size
+	seen := map[string]time.Time{}
+	announced := map[string]bool{}
+	first := true
+	var short time.Time
+	for {
+		st, err := e.Observe(ctx, groupID)
+		if err != nil {
+			return err
+		}
+		p, err := PlanRollout(st, d)
+		if err != nil {
+			return err
+		}
+		g := st.Group
+		now := e.now()
+		for _, m := range p.Current {
+			if first {
+				announced[m.Instance.ID] = true
+			}
+			if !announced[m.Instance.ID] {
+				announced[m.Instance.ID] = true
+				e.emit(Event{Kind: EventReady, Group: groupID, Instance: m.Instance.ID, Node: m.Node.Name, Message: "Node " + m.Node.Name + " Ready with the desired build and node config"})
+			}
+		}
+		first = false
+		old, ready, pending := len(p.Replace), len(p.Current), len(p.Pending)
+		if old == 0 && pending == 0 {
+			break
+		}
+		if cover := ready + old - size; cover > 0 && old > 0 {
+			if err := e.retire(ctx, groupID, p.Replace[:min(cover, o.MaxUnavailable, old)]); err != nil {
+				return err
+			}
+			continue
+		}
+		if pending > 0 {
+			for _, m := range p.Pending {
+				id := m.Instance.ID
+				switch {
+				case seen[id].IsZero():
+					seen[id] = now
+					e.emit(Event{Kind: EventWaiting, Group: groupID, Instance: id, Message: "waiting up to " + e.ReadyTimeout.String() + ": " + m.Reason})
+				case now.Sub(seen[id]) > e.ReadyTimeout:
+					return e.notReady(ctx, groupID, m, stamp.MaxSize, e.KeepFailed)
+				}
+			}
+			if err := e.sleep(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if total := old + ready; g.DesiredCapacity > total {
+			// ESS is launching what it has not listed yet.
+			if short.IsZero() {
+				short = now
+			} else if now.Sub(short) > e.ReadyTimeout {
+				return fmt.Errorf("scaling group %s wants %d instances but lists %d after %s: see its scaling activities (DescribeScalingActivities)", groupID, g.DesiredCapacity, total, e.ReadyTimeout)
+			}
+			if err := e.sleep(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		short = time.Time{}
+		n := min(o.Surge, old) - (ready + old - size)
+		if want := g.DesiredCapacity + n; want > g.MaxSize {
+			if err := e.Cloud.SetMaxSize(ctx, groupID, want); err != nil {
+				return err
+			}
+			e.emit(Event{Kind: EventGroup, Group: groupID, Message: fmt.Sprintf("MaxSize %d for the surge (was %d; %d is restored at the end)", want, g.MaxSize, stamp.MaxSize)})
+		}
+		if err := e.Cloud.ScaleOut(ctx, groupID, n); err != nil {
+			return err
+		}
+		e.emit(Event{Kind: EventScale, Group: groupID, Message: fmt.Sprintf("launching %d new instance(s)", n)})
+		// ESS raises the desired capacity at once; the next round waits
+		// for the instances.
+	}
+	if err := e.restoreMax(ctx, groupID, stamp.MaxSize); err != nil {
+		return err
+	}
+	e.emit(Event{Kind: EventDone, Group: groupID, Message: "every instance runs image " + d.ImageID + " with node config " + d.ConfigLabel()})
+	return nil
+}
+
+// restoreMax puts back the MaxSize a surge raised.
+func (e *Env) restoreMax(ctx context.Context, groupID string, maxSize int) error {
+	g, err := e.Cloud.Group(ctx, groupID)
+	if err != nil {
+		return err
+	}
+	if maxSize <= 0 || g.MaxSize <= maxSize || g.DesiredCapacity > maxSize {
+		return nil
+	}
+	if err := e.Cloud.SetMaxSize(ctx, groupID, maxSize); err != nil {
+		return err
+	}
+	e.emit(Event{Kind: EventGroup, Group: groupID, Message: fmt.Sprintf("MaxSize %d again", maxSize)})
+	return nil
+}
+
+// retire cordons and drains the batch's Nodes, at once, then removes the
+// instances whose drain finished (lowering the desired capacity) and their
+// Nodes. A drain that fails leaves its Node cordoned and its instance in the
+// group; a later run (--resume) takes it first.
+func (e *Env) retire(ctx context.Context, groupID string, batch []Member) error {
+	errs := make([]error, len(batch))
+	var wg sync.WaitGroup
+	for i, m := range batch {
+		if m.Node == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = e.drain(ctx, groupID, m, m.Node.Ready())
+		}()
+	}
+	wg.Wait()
+	var ids []string
+	for i, m := range batch {
+		if errs[i] == nil {
+			ids = append(ids, m.Instance.ID)
+		}
+	}
+	if len(ids) > 0 {
+		if err := e.Cloud.Remove(ctx, groupID, ids, true); err != nil {
+			return err
+		}
+		for _, m := range batch {
+			if !contains(ids, m.Instance.ID) {
+				continue
+			}
+			e.emit(Event{Kind: EventRemove, Group: groupID, Instance: m.Instance.ID, Message: "removed from the group (" + m.Reason + ")"})
+			if m.Node != nil {
+				if err := e.Cluster.DeleteNode(ctx, m.Node.Name); err != nil {
+					e.emit(Event{Kind: EventWarning, Group: groupID, Instance: m.Instance.ID, Node: m.Node.Name, Message: "deleting the Node: " + err.Error()})
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (e *Env) drain(ctx context.Context, groupID string, m Member, wait bool) error {
+	n := m.Node.Name
+	if !m.Node.Unschedulable {
+		if err := e.Cluster.Cordon(ctx, n); err != nil {
+			return fmt.Errorf("cordoning Node %s: %w", n, err)
+		}
+	}
+	e.emit(Event{Kind: EventCordon, Group: groupID, Instance: m.Instance.ID, Node: n, Message: "cordoned; draining"})
+	dctx, cancel := context.WithTimeout(ctx, e.DrainTimeout)
+	defer cancel()
+	if err := e.Cluster.Drain(dctx, n, wait); err != nil {
+		if ctx.Err() == nil && dctx.Err() != nil {
+			return fmt.Errorf("draining Node %s (instance %s): not done after --drain-timeout %s (a PodDisruptionBudget refusing evictions?): %w; the Node stays cordoned and its instance in the group: run again with --resume", n, m.Instance.ID, e.DrainTimeout, err)
+		}
+		return fmt.Errorf("draining Node %s (instance %s): %w", n, m.Instance.ID, err)
+	}
+	e.emit(Event{Kind: EventDrain, Group: groupID, Instance: m.Instance.ID, Node: n, Message: "drained"})
+	return nil
+}
+
+// notReady gathers why a new instance failed, then removes it (unless
+// keep: --keep-failed, or a repair's replacement) and stops.
+func (e *Env) notReady(ctx context.Context, groupID string, m Member, maxSize int, keep bool) error {
+	id := m.Instance.ID
+	var b strings.Builder
+	fmt.Fprintf(&b, "new instance %s is not Ready after %s: %s\n", id, e.ReadyTimeout, m.Reason)
+	if out, err := e.Cloud.ConsoleOutput(ctx, id); err != nil {
+		fmt.Fprintf(&b, "console output: %v\n", err)
+	} else {
+		fmt.Fprintf(&b, "console output (last lines):\n%s", indent(tail(out, 40)))
+	}
+	if m.Node != nil {
+		fmt.Fprintf(&b, "Node %s conditions:\n", m.Node.Name)
+		for _, c := range m.Node.Conditions {
+			fmt.Fprintf(&b, "  %s=%s %s: %s (since %s)\n", c.Type, c.Status, c.Reason, c.Message, c.Since.UTC().Format(time.RFC3339))
+		}
+		if evs, err := e.Cluster.Events(ctx, m.Node.Name); err != nil {
+			fmt.Fprintf(&b, "Node %s events: %v\n", m.Node.Name, err)
+		} else if len(evs) > 0 {
+			fmt.Fprintf(&b, "Node %s events:\n%s", m.Node.Name, indent([]byte(strings.Join(evs, "\n")+"\n")))
+		}
+	}
+	if keep {
+		fmt.Fprintf(&b, "the instance stays in the group for inspection: remove it (RemoveInstances with DecreaseDesiredCapacity) before running drover rollout again\n")
+	} else if err := e.Cloud.Remove(ctx, groupID, []string{id}, true); err != nil {
+		fmt.Fprintf(&b, "removing it: %v: remove it by hand (RemoveInstances with DecreaseDesiredCapacity)\n", err)
+	} else {
+		fmt.Fprintf(&b, "removed it from the group (--keep-failed leaves a failed instance for inspection)\n")
+		if m.Node != nil {
+			_ = e.Cluster.DeleteNode(ctx, m.Node.Name)
+		}
+	}
+	e.emit(Event{Kind: EventFailed, Group: groupID, Instance: id, Message: strings.TrimSuffix(b.String(), "\n")})
+	if !keep {
+		if err := e.restoreMax(ctx, groupID, maxSize); err != nil {
+			e.emit(Event{Kind: EventWarning, Group: groupID, Message: "restoring MaxSize: " + err.Error()})
+		}
+	}
+	return &NotReadyError{Instance: id, Reason: m.Reason, Report: b.String()}
+}
+
+func tail(b []byte, n int) []byte {
+	b = bytes.TrimRight(b, "\n")
+	lines := bytes.Split(b, []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return append(bytes.Join(lines, []byte("\n")), '\n')
+}
+
+func indent(b []byte) string {
+	var s strings.Builder
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if l != "" {
+			s.WriteString("  " + l)
+		}
+	}
+	return s.String()
+}
+
+func contains(s []string, x string) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,143 @@
+// Package rollout replaces the instances of an Alibaba Cloud ESS scaling
+// group with ones launched from a new image or node configuration, gated on
+// the new Nodes being Ready in the cluster, and repairs a group whose Nodes
+// went unhealthy. Planning is pure (Plan, PlanRepair over an observed
+// State); Run and Repair carry a plan out through two small interfaces,
+// Cloud (ECS/ESS) and Cluster (the API server), so tests drive them with
+// the in-memory fakes in fake.go.
+package rollout
+
+import (
+	"strings"
+	"time"
+)
+
+// Group is the part of a scaling group a rollout reads.
+type Group struct {
+	ID         string
+	TemplateID string
+	// TemplateVersion is the version as the group names it: a number,
+	// "Default" or "Latest".
+	TemplateVersion string
+	MinSize         int
+	MaxSize         int
+	DesiredCapacity int
+}
+
+// Lifecycle states of a scaling group's instance (ESS LifecycleState).
+const (
+	InService   = "InService"
+	Pending     = "Pending"
+	PendingWait = "Pending:Wait"
+)
+
+// Instance is one instance of the group.
+type Instance struct {
+	ID              string
+	State           string
+	TemplateID      string
+	TemplateVersion string
+}
+
+// active reports whether the instance counts toward the group's capacity:
+// in service or on its way there. Removing instances are on their way out.
+func (i Instance) active() bool {
+	return i.State == InService || i.State == Pending || i.State == PendingWait
+}
+
+// leaving reports whether the instance is on its way out of the group.
+func (i Instance) leaving() bool {
+	return strings.HasPrefix(i.State, "Removing") || i.State == "Detaching"
+}
+
+// TemplateVersion is one version of a launch template.
+type TemplateVersion struct {
+	TemplateID  string
+	Number      int64
+	Default     bool
+	Description string
+	ImageID     string
+	// UserData is decoded (the API carries it base64).
+	UserData []byte
+	// Config is the node-config label value (agent.ConfigDigest of
+	// UserData, first 40 hex digits) or "" when UserData is not a config
+	// the agent accepts. The observer computes it.
+	Config string
+}
+
+// Node is the part of a Kubernetes Node a rollout reads.
+type Node struct {
+	Name          string
+	ProviderID    string
+	Labels        map[string]string
+	Unschedulable bool
+	Conditions    []Condition
+}
+
+// Condition is a Node condition; Since is its lastTransitionTime.
+type Condition struct {
+	Type, Status, Reason, Message string
+	Since                         time.Time
+}
+
+// Condition returns the node's condition of type t.
+func (n *Node) Condition(t string) (Condition, bool) {
+	for _, c := range n.Conditions {
+		if c.Type == t {
+			return c, true
+		}
+	}
+	return Condition{}, false
+}
+
+// Ready reports whether the node's Ready condition is True.
+func (n *Node) Ready() bool {
+	c, ok := n.Condition("Ready")
+	return ok && c.Status == "True"
+}
+
+// State is what a rollout observes of a group and its cluster.
+type State struct {
+	Region    string
+	Group     Group
+	Versions  []TemplateVersion // all versions of the group's template
+	Instances []Instance
+	Nodes     []Node
+}
+
+// version returns the version the group or an instance names, resolving
+// Default and Latest; nil when it is not known.
+func (s *State) version(templateID, v string) *TemplateVersion {
+	if templateID != s.Group.TemplateID {
+		return nil
+	}
+	var best *TemplateVersion
+	for i := range s.Versions {
+		tv := &s.Versions[i]
+		switch {
+		case strings.EqualFold(v, "Default") && tv.Default,
+			!strings.EqualFold(v, "Latest") && formatInt(tv.Number) == v:
+			return tv
+		case strings.EqualFold(v, "Latest") && (best == nil || tv.Number > best.Number):
+			best = tv
+		}
+	}
+	return best
+}
+
+// node finds the Node of an instance: by providerID (<region>.<instance-id>,
+// what the agent sets), else by name (a hostname that is the instance ID).
+func (s *State) node(instanceID string) *Node {
+	for i := range s.Nodes {
+		n := &s.Nodes[i]
+		if n.ProviderID == s.Region+"."+instanceID || (n.ProviderID != "" && strings.HasSuffix(n.ProviderID, "."+instanceID)) {
+			return n
+		}
+	}
+	for i := range s.Nodes {
+		if s.Nodes[i].Name == instanceID {
+			return &s.Nodes[i]
+		}
+	}
+	return nil
+}
