@@ -57,7 +57,20 @@ var notRun = map[string]string{
 	// make smoke runs the same drover smoke on the default minor, with the
 	// same version check; the matrix is that, once per minor.
 	"make smoke-matrix": "builds and boots every minor against a control plane of its own (hours on 2 cores); CI runs the default minor, make smoke",
+	// drover publish and drover rollout act on a real account.
+	"drover publish --region cn-hangzhou --bucket my-images out/ecs-node.raw":                                                                    cloudOnly,
+	"drover rollout --region cn-hangzhou --scaling-group asg-bp1example --image m-bp1example --userdata pool.yaml --kubeconfig admin.kubeconfig": cloudOnly,
+	"drover rollout --region cn-hangzhou --scaling-group asg-xxx --image m-xxx --userdata pool.yaml":                                             cloudOnly,
+	"drover publish --region cn-hangzhou --bucket my-images --copy-to cn-shanghai,cn-beijing out/ecs-node.raw":                                   cloudOnly,
+	"drover publish --region cn-hangzhou --bucket my-images --provenance --pub release.pub out/ecs-node.qcow2":                                   cloudOnly,
+	"drover publish --dry-run --region cn-hangzhou --bucket my-images out/ecs-node.raw":                                                          cloudOnly,
+	"drover rollout --region cn-hangzhou --scaling-group asg-xxx --image out/ecs-node.manifest.json --userdata pool.yaml --dry-run":              cloudOnly,
+	"drover rollout --region cn-hangzhou --scaling-group asg-xxx --image m-xxx --userdata pool.yaml --json":                                      cloudOnly,
+	"drover rollout --region cn-hangzhou --scaling-group asg-xxx --resume":                                                                       cloudOnly,
+	"drover rollout --region cn-hangzhou --scaling-group asg-xxx --repair --after 10m":                                                           cloudOnly,
 }
+
+const cloudOnly = "it calls Alibaba Cloud (an account, a bucket, a scaling group); the same command runs against the emulated ECS, ESS and OSS (harness/ecsapi) in cmd/drover's publish and rollout tests and in TestRolloutQEMU"
 
 // bareSmokeChecks are checks a flagless drover smoke runs on its one boot.
 var bareSmokeChecks = []string{

@@ -27,7 +27,14 @@ func TestEcsNodeJoins(t *testing.T) {
 	out, code := c.sh(t, 75*time.Minute, "make smoke")
 	t.Logf("make smoke:\n%s", tail(out, 40))
 	if code != 0 {
-		t.Fatalf("make smoke: exit %d\n%s", code, tail(out, 120))
+		// The failed checks first: CI shows only part of a long log.
+		var failed []string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "FAIL ") {
+				failed = append(failed, l)
+			}
+		}
+		t.Fatalf("make smoke: exit %d; failed checks:\n%s\n\n%s", code, strings.Join(failed, "\n"), tail(out, 120))
 	}
 	checkSmokeJUnit(t, c.path("out/smoke.xml"))
 	first := fileSHA(t, c.path("out/ecs-node.raw"))
@@ -43,6 +50,8 @@ func TestEcsNodeJoins(t *testing.T) {
 var smokeChecks = []string{
 	"node joins and is Ready", "metadata faults injected and survived", "providerID and ECS labels",
 	"Node reports the image's kubelet and containerd",
+	// Issue 26: what drover rollout compares with the launch template.
+	"Node labelled with the image's build ID and the user-data's config digest",
 	"pod from the local registry runs to completion", "node hardening", "disk attached as virtio-blk",
 	"edit /etc before the reboot", "reboot with the disk on NVMe", "Ready again after the reboot",
 	"changed user-data refused", "disk attached as NVMe after the reboot", "/etc edit gone",

@@ -94,6 +94,9 @@ A typical pipeline:
   drover lock recipes/ecs-node.yaml        # resolve and pin every input (review the .lock diff)
   drover build recipes/ecs-node.yaml -o out/
   drover validate userdata.ign             # reject bad user-data before it reaches a launch template
+  drover smoke out/ecs-node.raw            # the gate: boot it, join a local control plane, check the node
+  drover publish --region cn-hangzhou --bucket my-images out/ecs-node.raw       # verify, import; prints the ImageId
+  drover rollout --region cn-hangzhou --scaling-group asg-xxx --image m-xxx --userdata pool.yaml   # replace the nodes
 
 Inputs come from a Debian mirror (--mirror, else $DROVER_MIRROR, else the build
 host's apt sources) and, for the -security suite, Debian's security archive

@@ -151,6 +151,16 @@ const cniConfig = `{
 // UserData renders the launch template's user-data for this environment,
 // exactly as `drover userdata` would.
 func (e *Env) UserData() ([]byte, error) {
+	spec, err := e.UserDataSpec()
+	if err != nil {
+		return nil, err
+	}
+	return userdata.Render(spec)
+}
+
+// UserDataSpec is the `drover userdata` settings (a pool file) UserData
+// renders.
+func (e *Env) UserDataSpec() (*userdata.Spec, error) {
 	ca := filepath.Join(e.opts.WorkDir, "cluster-ca.crt")
 	if err := os.WriteFile(ca, e.Cluster.CAPEM(), 0o644); err != nil {
 		return nil, err
@@ -171,7 +181,7 @@ func (e *Env) UserData() ([]byte, error) {
 		}
 		spec.CAFile, spec.CAHash = "", pin
 	}
-	return userdata.Render(spec)
+	return spec, nil
 }
 
 // VMConfig is the QEMU configuration of one instance of image.
