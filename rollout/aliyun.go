@@ -271,6 +271,16 @@ func (a *Aliyun) SetMaxSize(ctx context.Context, groupID string, n int) error {
 	})
 }
 
+// SetMinSize implements Cloud.
+func (a *Aliyun) SetMinSize(ctx context.Context, groupID string, n int) error {
+	req := ess.CreateModifyScalingGroupRequest()
+	req.ScalingGroupId, req.MinSize = groupID, requests.NewInteger(n)
+	return a.change(ctx, fmt.Sprintf("ModifyScalingGroup %s MinSize %d", groupID, n), func() error {
+		_, err := a.ESS.ModifyScalingGroup(req)
+		return err
+	})
+}
+
 // ScaleOut implements Cloud. One client token across retries, so a retried
 // call does not scale twice.
 func (a *Aliyun) ScaleOut(ctx context.Context, groupID string, n int) error {

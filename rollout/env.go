@@ -25,6 +25,8 @@ type Cloud interface {
 	SetTemplateVersion(ctx context.Context, groupID, templateID, version string) error
 	// SetMaxSize is ModifyScalingGroup's MaxSize.
 	SetMaxSize(ctx context.Context, groupID string, n int) error
+	// SetMinSize is ModifyScalingGroup's MinSize.
+	SetMinSize(ctx context.Context, groupID string, n int) error
 	// ScaleOut is ScaleWithAdjustment QuantityChangeInCapacity +n.
 	ScaleOut(ctx context.Context, groupID string, n int) error
 	// Remove is RemoveInstances; decrease also lowers the desired

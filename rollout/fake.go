@@ -109,6 +109,18 @@ func (f *FakeCloud) SetMaxSize(_ context.Context, _ string, n int) error {
 	return nil
 }
 
+// SetMinSize implements Cloud.
+func (f *FakeCloud) SetMinSize(_ context.Context, _ string, n int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n < 0 || n > f.G.MaxSize {
+		return fmt.Errorf("InvalidParameter: MinSize %d outside 0..MaxSize %d", n, f.G.MaxSize)
+	}
+	f.G.MinSize = n
+	f.record("SetMinSize %d", n)
+	return nil
+}
+
 // ScaleOut implements Cloud.
 func (f *FakeCloud) ScaleOut(_ context.Context, _ string, n int) error {
 	f.mu.Lock()
@@ -132,6 +144,11 @@ func (f *FakeCloud) Remove(_ context.Context, _ string, ids []string, decrease b
 		}
 	}
 	f.mu.Lock()
+	if len(f.Insts)-len(ids) < f.G.MinSize {
+		f.mu.Unlock()
+		// ESS refuses it whatever DecreaseDesiredCapacity says.
+		return fmt.Errorf("IncorrectCapacity.MinSize: removing %d of %d instances would leave fewer than MinSize %d", len(ids), len(f.Insts), f.G.MinSize)
+	}
 	f.Insts = slices.DeleteFunc(f.Insts, func(i Instance) bool { return slices.Contains(ids, i.ID) })
 	if decrease {
 		f.G.DesiredCapacity -= len(ids)

@@ -176,6 +176,23 @@ func (e *Env) repairOne(ctx context.Context, groupID string, st State, m Member)
 			e.emit(Event{Kind: EventWarning, Group: groupID, Instance: m.Instance.ID, Node: m.Node.Name, Message: err.Error() + "; replacing it anyway"})
 		}
 	}
+	// ESS refuses to remove an instance that would leave fewer than
+	// MinSize, whatever DecreaseDesiredCapacity says (a group of MinSize
+	// = desired is the common case): lower MinSize while the replacement
+	// launches; the desired capacity still has ESS launch it.
+	if minSize := st.Group.MinSize; minSize > 0 && len(st.Instances)-1 < minSize {
+		if err := e.Cloud.SetMinSize(ctx, groupID, minSize-1); err != nil {
+			return err
+		}
+		e.emit(Event{Kind: EventGroup, Group: groupID, Message: fmt.Sprintf("MinSize %d while the replacement launches (was %d)", minSize-1, minSize)})
+		defer func() {
+			if err := e.Cloud.SetMinSize(ctx, groupID, minSize); err != nil {
+				e.emit(Event{Kind: EventWarning, Group: groupID, Message: fmt.Sprintf("restoring MinSize %d: %v: set it by hand (ModifyScalingGroup)", minSize, err)})
+				return
+			}
+			e.emit(Event{Kind: EventGroup, Group: groupID, Message: fmt.Sprintf("MinSize %d again", minSize)})
+		}()
+	}
 	if err := e.Cloud.Remove(ctx, groupID, []string{m.Instance.ID}, false); err != nil {
 		return err
 	}

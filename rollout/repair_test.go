@@ -103,3 +103,26 @@ func TestRepairReplacementNotReady(t *testing.T) {
 		t.Errorf("err %v, report %s", err, w.messages(EventFailed))
 	}
 }
+
+// TestRepairAtMinSize: ESS refuses RemoveInstances below MinSize even
+// without lowering the desired capacity, so a group at its MinSize is
+// repaired with MinSize lowered by one until the replacement is Ready.
+func TestRepairAtMinSize(t *testing.T) {
+	a := desired(t, "m-a", "build-a", userData(t, "abcdef.0123456789abcdef", nil))
+	w := newWorld(t, 2, a)
+	w.cloud.BeforeRemove = nil
+	w.cloud.G.MinSize = 2
+	w.cluster.Update("node-i-old1", func(n *Node) {
+		n.Conditions = []Condition{{Type: "Ready", Status: "Unknown", Reason: "NodeStatusUnknown", Since: time.Now().Add(-time.Hour)}}
+	})
+	if err := w.env.Repair(context.Background(), "asg-1", 10*time.Minute, Options{1, 1}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"SetMinSize 1", "Remove i-old1 false", "SetMinSize 2"}
+	if got := w.cloud.Writes(); !slices.Equal(got, want) {
+		t.Errorf("cloud calls %v, want %v", got, want)
+	}
+	if n := len(w.instances()); n != 2 || w.cloud.G.MinSize != 2 {
+		t.Errorf("%d instances, MinSize %d; want 2, 2", n, w.cloud.G.MinSize)
+	}
+}

@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/drover-os/drover/agent/agent"
 	"github.com/drover-os/drover/agent/ignition"
@@ -253,6 +254,15 @@ func (in *Instance) register(ctx context.Context, labels map[string]string) erro
 
 // heartbeat posts a Ready status and renews the Lease, as the kubelet does.
 func (in *Instance) heartbeat(ctx context.Context) error {
+	// The node controllers write the Node too (taints, annotations): a
+	// conflict is retried on a fresh copy, as the kubelet's status update is.
+	if err := retry.RetryOnConflict(retry.DefaultBackoff, func() error { return in.postReady(ctx) }); err != nil {
+		return err
+	}
+	return in.renewLease(ctx)
+}
+
+func (in *Instance) postReady(ctx context.Context) error {
 	kc := in.l.kube
 	n, err := kc.CoreV1().Nodes().Get(ctx, in.NodeName, metav1.GetOptions{})
 	if err != nil {
@@ -276,9 +286,12 @@ func (in *Instance) heartbeat(ctx context.Context) error {
 	// No capacity: nothing is scheduled on a stand-in, so a drain never
 	// waits for a pod only a kubelet could finish terminating.
 	n.Status.Capacity = corev1.ResourceList{}
-	if _, err := kc.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-		return err
-	}
+	_, err = kc.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+	return err
+}
+
+func (in *Instance) renewLease(ctx context.Context) error {
+	kc := in.l.kube
 	leases := kc.CoordinationV1().Leases(corev1.NamespaceNodeLease)
 	secs := int32(40)
 	holder := in.NodeName
