@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/drover-os/drover/agent/agent"
-	"github.com/drover-os/drover/agent/ignition"
 	"github.com/drover-os/drover/agent/userdata"
 	"github.com/drover-os/drover/cloud/aliyun"
 	"github.com/drover-os/drover/rollout"
@@ -189,15 +188,6 @@ func loadUserData(p string) ([]byte, error) {
 		return nil, fmt.Errorf("reading --userdata: %w", err)
 	}
 	if strings.HasPrefix(strings.TrimSpace(string(data)), "{") {
-		// What drover validate refuses, every node would refuse: stop
-		// before a launch template version carries it.
-		if ps := ignition.Validate(data, agent.Options(nil)); len(ps) > 0 {
-			msgs := make([]string, len(ps))
-			for i, p := range ps {
-				msgs[i] = p.String()
-			}
-			return nil, fmt.Errorf("--userdata %s: the agent would refuse it (drover validate %s):\n  %s", p, p, strings.Join(msgs, "\n  "))
-		}
 		return data, nil
 	}
 	s, err := userdata.Load(p)
