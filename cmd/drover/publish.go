@@ -9,11 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 	"github.com/spf13/cobra"
 
 	"github.com/drover-os/drover/cloud/aliyun"
-	"github.com/drover-os/drover/image/attest"
 	"github.com/drover-os/drover/image/verify"
 	"github.com/drover-os/drover/publish"
 )
@@ -80,20 +78,9 @@ verify or publishing failed, 2 on usage errors.`,
 			if manifestPath == "" {
 				manifestPath = beside(req.Image)
 			}
-			m, err := loadManifest(manifestPath)
+			m, pub, err := verifyInputs(manifestPath, checkProvenance, pubKey)
 			if err != nil {
 				return &exitError{code: 2, err: err}
-			}
-			var pub dsse.Verifier
-			if checkProvenance {
-				if pubKey == "" {
-					return &exitError{code: 2, err: errors.New("--provenance needs --pub KEY.pub, the public key of the build's --sign-key")}
-				}
-				if pub, err = attest.LoadVerifier(pubKey); err != nil {
-					return &exitError{code: 2, err: err}
-				}
-			} else if pubKey != "" {
-				return &exitError{code: 2, err: errors.New("--pub is only used with --provenance")}
 			}
 			req.Manifest = m
 			plan, err := publish.NewPlan(req)

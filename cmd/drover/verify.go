@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -62,20 +63,9 @@ errors (no manifest).`,
 			if manifestPath == "" {
 				manifestPath = beside(image)
 			}
-			m, err := loadManifest(manifestPath)
+			m, pub, err := verifyInputs(manifestPath, checkProvenance, pubKey)
 			if err != nil {
 				return &exitError{code: 2, err: err}
-			}
-			var pub dsse.Verifier
-			if checkProvenance {
-				if pubKey == "" {
-					return &exitError{code: 2, err: fmt.Errorf("--provenance needs --pub KEY.pub, the public key of the build's --sign-key")}
-				}
-				if pub, err = attest.LoadVerifier(pubKey); err != nil {
-					return &exitError{code: 2, err: err}
-				}
-			} else if pubKey != "" {
-				return &exitError{code: 2, err: fmt.Errorf("--pub is only used with --provenance")}
 			}
 			r, err := checkImage(cmd.Context(), image, manifestPath, m, pub)
 			if err != nil {
@@ -107,6 +97,26 @@ errors (no manifest).`,
 // checkImage runs drover verify's checks of image against its manifest m:
 // the image re-read, or a qcow2 by its digest, and the signed provenance
 // when pub is set. drover publish runs the same checks.
+// verifyInputs loads what drover verify's checks compare an image with:
+// its manifest and, with --provenance, the key the provenance must be
+// signed with. drover publish checks the same way.
+func verifyInputs(manifestPath string, checkProvenance bool, pubKey string) (*build.Manifest, dsse.Verifier, error) {
+	m, err := loadManifest(manifestPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case checkProvenance && pubKey == "":
+		return nil, nil, errors.New("--provenance needs --pub KEY.pub, the public key of the build's --sign-key")
+	case checkProvenance:
+		pub, err := attest.LoadVerifier(pubKey)
+		return m, pub, err
+	case pubKey != "":
+		return nil, nil, errors.New("--pub is only used with --provenance")
+	}
+	return m, nil, nil
+}
+
 func checkImage(ctx context.Context, image, manifestPath string, m *build.Manifest, pub dsse.Verifier) (verifyResult, error) {
 	format, err := verify.Format(image)
 	if err != nil {

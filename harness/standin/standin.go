@@ -16,7 +16,6 @@ package standin
 import (
 	"context"
 	"fmt"
-	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -182,22 +181,15 @@ func (in *Instance) labels() (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	labels := maps.Clone(c.Kubelet.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[nodeconfig.LabelRegion] = in.Spec.RegionID
-	if in.Spec.ZoneID != "" {
-		labels[nodeconfig.LabelZone] = in.Spec.ZoneID
-	}
-	if in.Spec.InstanceType != "" {
-		labels[nodeconfig.LabelInstanceType] = in.Spec.InstanceType
-	}
-	labels[nodeconfig.LabelNodeConfig] = d[:40]
+	// The labels the agent renders into the kubelet's --node-labels.
+	f := nodeconfig.Facts{InstanceID: in.Spec.InstanceID, RegionID: in.Spec.RegionID, ZoneID: in.Spec.ZoneID,
+		InstanceType: in.Spec.InstanceType, ConfigDigest: d[:40]}
 	if in.l.cfg.BuildID != nil {
-		if b := in.l.cfg.BuildID(in.Spec.ImageID); b != "" {
-			labels[nodeconfig.LabelBuildID] = b
-		}
+		f.BuildID = in.l.cfg.BuildID(in.Spec.ImageID)
+	}
+	labels, err := nodeconfig.NodeLabels(c, f)
+	if err != nil {
+		return nil, err
 	}
 	labels["kubernetes.io/hostname"] = in.NodeName
 	labels["drover.dev/stand-in"] = "true"
