@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"syscall"
 	"time"
 
@@ -19,22 +21,100 @@ import (
 // server. The next Event says how many were left out.
 const eventEvery = 10 * time.Second
 
-// WatchKernel reports the kernel's evidence of a sick node (agent/health)
-// on the Node: each finding as a Warning Event with the kernel's line, and
-// ReadonlyFilesystem as a condition (False from the start of each boot,
-// True on the first remount). kmsg is the node's /dev/kmsg, opened by main
-// while the agent still had CAP_SYSLOG; its records are read from the
-// start of the boot, so what happened before the join is reported too.
+// HealthSources are what the agent watches for a sick node once it has
+// joined; a nil source is not watched.
+type HealthSources struct {
+	// Kmsg is the node's /dev/kmsg, opened by main while the agent still
+	// had CAP_SYSLOG; its records are read from the start of the boot, so
+	// what happened before the join is reported too.
+	Kmsg io.Reader
+	// Links calls update with each network interface, then with every
+	// change (RTM_NEWLINK, RTM_DELLINK), until ctx ends or it fails.
+	Links func(ctx context.Context, update func(health.Link)) error
+	// Restarts reads a service's NRestarts.
+	Restarts func(ctx context.Context, unit string) (uint32, error)
+}
+
+// RestartPoll is how often the agent reads the daemons' restart counts:
+// NRestarts counts every restart in between, so a slow poll loses none.
+const RestartPoll = 30 * time.Second
+
+// WatchHealth reports the evidence of a sick node (agent/health) on the
+// Node: each finding as a Warning Event with its evidence line, and the
+// agent's conditions (ReadonlyFilesystem, NICLinkDown, Frequent…Restart),
+// each False from the start of the boot until its evidence turns it True.
 // Reports the API server did not accept are retried (provider.Backoff)
 // until it does. It returns when ctx ends.
-func (a *Agent) WatchKernel(ctx context.Context, kmsg io.Reader) {
+func (a *Agent) WatchHealth(ctx context.Context, src HealthSources) {
 	r := &kernelReporter{api: a.guardAPI, note: a.rec.Note, now: time.Now}
-	r.cond(kube.Condition{Type: health.ReadonlyFilesystem, Status: "False", Reason: "FilesystemIsNotReadOnly",
-		Message: "no filesystem has been remounted read-only since boot"})
-	r.pending = append(r.pending, a.events...) // the storage phase's, found before the join
 	found := make(chan health.Finding, 64)
-	go readKmsg(ctx, kmsg, found, a.rec.Note)
+	if src.Kmsg != nil {
+		r.cond(kube.Condition{Type: health.ReadonlyFilesystem, Status: "False", Reason: "FilesystemIsNotReadOnly",
+			Message: "no filesystem has been remounted read-only since boot"})
+		go readKmsg(ctx, src.Kmsg, found, a.rec.Note)
+	}
+	if src.Links != nil {
+		var links health.Links
+		r.add(links.Initial())
+		go watchLinks(ctx, src.Links, &links, found, a.rec.Note)
+	}
+	if src.Restarts != nil {
+		var ws []*health.Restarts
+		for _, u := range slices.Sorted(maps.Keys(health.RestartConditions)) {
+			w := &health.Restarts{Unit: u}
+			r.add(w.Initial())
+			ws = append(ws, w)
+		}
+		go watchRestarts(ctx, src.Restarts, ws, RestartPoll, found, a.rec.Note)
+	}
+	r.pending = append(r.pending, a.events...) // the storage phase's, found before the join
 	r.run(ctx, found)
+}
+
+// watchLinks sends what each link update means for the NICLinkDown
+// condition.
+func watchLinks(ctx context.Context, subscribe func(context.Context, func(health.Link)) error, links *health.Links, found chan<- health.Finding, note func(string)) {
+	err := subscribe(ctx, func(l health.Link) {
+		for _, f := range links.Observe(time.Now(), l) {
+			select {
+			case found <- f:
+			case <-ctx.Done():
+			}
+		}
+	})
+	if err != nil && ctx.Err() == nil {
+		note("link watch: " + err.Error() + "; NIC link loss is not reported from now on")
+	}
+}
+
+// watchRestarts reads each daemon's restart count every period.
+func watchRestarts(ctx context.Context, read func(context.Context, string) (uint32, error), ws []*health.Restarts,
+	period time.Duration, found chan<- health.Finding, note func(string)) {
+	failed := map[string]bool{}
+	for {
+		for _, w := range ws {
+			n, err := read(ctx, w.Unit)
+			if err != nil {
+				if !failed[w.Unit] && ctx.Err() == nil {
+					note(fmt.Sprintf("restart watch: reading %s: %v (noted once; retried every %s)", w.Unit, err, period))
+				}
+				failed[w.Unit] = true
+				continue
+			}
+			if f, ok := w.Observe(time.Now(), n); ok {
+				select {
+				case found <- f:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(period):
+		}
+	}
 }
 
 // readKmsg sends what each record of kmsg is evidence of. A reader that
@@ -89,8 +169,17 @@ func (r *kernelReporter) cond(c kube.Condition) {
 // per reason.
 func (r *kernelReporter) add(f health.Finding) {
 	if f.Condition != "" {
-		r.note(fmt.Sprintf("kernel: %s=True: %s", f.Condition, f.Evidence))
-		r.cond(kube.Condition{Type: f.Condition, Status: "True", Reason: f.Reason, Message: f.Evidence})
+		status := f.Status
+		if status == "" {
+			status = "True"
+		}
+		if status == "True" {
+			r.note(fmt.Sprintf("health: %s=True: %s", f.Condition, f.Evidence))
+		}
+		r.cond(kube.Condition{Type: f.Condition, Status: status, Reason: f.Reason, Message: f.Evidence})
+	}
+	if f.Event == "" {
+		return
 	}
 	if r.last == nil {
 		r.last, r.skipped = map[string]time.Time{}, map[string]int{}
@@ -100,12 +189,15 @@ func (r *kernelReporter) add(f health.Finding) {
 		r.skipped[f.Event]++
 		return
 	}
-	msg := "kernel: " + f.Evidence
+	msg := f.Evidence
+	if f.Kernel {
+		msg = "kernel: " + msg
+	}
 	if n := r.skipped[f.Event]; n > 0 {
 		msg += fmt.Sprintf(" (and %d more %s since the last Event)", n, f.Event)
 	}
 	r.last[f.Event], r.skipped[f.Event] = now, 0
-	r.note(fmt.Sprintf("kernel: %s: %s", f.Event, f.Evidence))
+	r.note(fmt.Sprintf("health: %s: %s", f.Event, f.Evidence))
 	r.pending = append(r.pending, pendingReport{event: f.Event, message: msg})
 }
 

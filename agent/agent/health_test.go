@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -89,3 +90,56 @@ func TestKernelWatchStopsOnAReadError(t *testing.T) {
 type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, errors.Join(io.ErrUnexpectedEOF) }
+
+func TestRestartsAndLinksReachTheNode(t *testing.T) {
+	api := &fakeAPI{}
+	r := &kernelReporter{api: func() (NodeAPI, string, error) { return api, "n1", nil }, note: func(string) {}, now: time.Now}
+	found := make(chan health.Finding, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// containerd killed six times between two readings.
+	counts := map[string][]uint32{"containerd.service": {0, 6}, "kubelet.service": {0, 0}}
+	read := func(_ context.Context, unit string) (uint32, error) {
+		c := counts[unit]
+		n := c[0]
+		if len(c) > 1 {
+			counts[unit] = c[1:]
+		}
+		return n, nil
+	}
+	ws := []*health.Restarts{{Unit: "containerd.service"}, {Unit: "kubelet.service"}}
+	go watchRestarts(ctx, read, ws, time.Millisecond, found, func(string) {})
+	links := &health.Links{}
+	go watchLinks(ctx, func(ctx context.Context, update func(health.Link)) error {
+		update(health.Link{Index: 2, Name: "eth0", MAC: "52:54:00:12:34:56", Watched: true, Up: true, Carrier: true})
+		update(health.Link{Index: 2, Name: "eth0", MAC: "52:54:00:12:34:56", Watched: true, Up: true})
+		update(health.Link{Index: 2, Name: "eth0", MAC: "52:54:00:12:34:56", Watched: true, Up: true, Carrier: true})
+		return nil
+	}, links, found, func(string) {})
+	for range 3 { // FrequentContainerdRestart, NICLinkDown True, NICLinkDown False
+		select {
+		case f := <-found:
+			r.add(f)
+		case <-time.After(5 * time.Second):
+			t.Fatal("a finding did not arrive")
+		}
+	}
+	if err := r.flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range api.conds {
+		got = append(got, c.Type+"="+c.Status)
+	}
+	slices.Sort(got)
+	if want := []string{"FrequentContainerdRestart=True", "NICLinkDown=False", "NICLinkDown=True"}; !slices.Equal(got, want) {
+		t.Errorf("conditions %q, want %q", got, want)
+	}
+	if len(api.events) != 2 || !slices.ContainsFunc(api.events, func(e string) bool {
+		return strings.HasPrefix(e, "FrequentContainerdRestart: containerd.service restarted 6 times")
+	}) || !slices.ContainsFunc(api.events, func(e string) bool {
+		return strings.HasPrefix(e, "NICLinkDown: eth0 (52:54:00:12:34:56): carrier lost at ")
+	}) {
+		t.Errorf("events %q", api.events)
+	}
+}

@@ -93,7 +93,7 @@ func (a *Agent) mountDataDisk(ctx context.Context, dev, uuid string) error {
 
 // reportUnused says, for every data disk the node does not use, why: a
 // status note now, and a Warning Event on the Node once it has joined
-// (WatchKernel delivers it, with the kernel's).
+// (WatchHealth delivers it, with the kernel's).
 func (a *Agent) reportUnused(d storage.Decision) {
 	where := "the system disk"
 	if d.Use != nil {

@@ -77,7 +77,7 @@ func TestStorageOnTheEmptyDataDisk(t *testing.T) {
 	// The Event goes out with the kernel watch's, once joined.
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { a.WatchKernel(ctx, &kmsgFake{}); close(done) }()
+	go func() { a.WatchHealth(ctx, HealthSources{Kmsg: &kmsgFake{}}); close(done) }()
 	deadline := time.Now().Add(5 * time.Second)
 	want := DataDiskNotUsed + ": /dev/vdc holds ext4 (UUID 1111-2222): never touched; container storage is on /dev/vdb. drover never writes to a disk that holds anything"
 	for !slices.ContainsFunc(r.api.list(), func(e string) bool { return strings.HasPrefix(e, want) }) {

@@ -17,6 +17,13 @@
 //	                          error; only a reboot clears it, so the agent
 //	                          sets it False at each start and True on the
 //	                          first such line
+//
+// and, from other evidence than the kernel's log:
+//
+//	NICLinkDown (links.go)    a NIC lost its carrier (Event and condition)
+//	FrequentContainerdRestart, FrequentKubeletRestart (restarts.go)
+//	                          systemd restarted the daemon 5 times in 20
+//	                          minutes (Event and condition)
 package health
 
 import (
@@ -58,10 +65,14 @@ func ParseRecord(b string) (r Record, ok bool) {
 type Finding struct {
 	// Event is the Warning Event's reason ("" for none).
 	Event string
-	// Condition is the condition set True ("" for none), with Reason.
-	Condition, Reason string
-	// Evidence is the kernel's line, as it logged it.
+	// Condition is the condition set ("" for none) to Status ("" is
+	// "True"), with Reason.
+	Condition, Status, Reason string
+	// Evidence is the kernel's line, as it logged it, or what the other
+	// sources saw.
 	Evidence string
+	// Kernel: Evidence is a line of the kernel's log.
+	Kernel bool
 }
 
 // Condition types the agent owns, with the reason each has while False.
@@ -91,7 +102,7 @@ var rules = []struct {
 func Classify(msg string) (f Finding, ok bool) {
 	for _, r := range rules {
 		if r.re.MatchString(msg) {
-			return Finding{Event: r.event, Condition: r.condition, Reason: r.reason, Evidence: msg}, true
+			return Finding{Event: r.event, Condition: r.condition, Reason: r.reason, Evidence: msg, Kernel: true}, true
 		}
 	}
 	return Finding{}, false

@@ -330,3 +330,69 @@ func TestFinitModuleNamesModule(t *testing.T) {
 		t.Errorf("error does not name the module and file: %v", err)
 	}
 }
+
+// The resident agent watches links with its capabilities dropped: the
+// watch must work without CAP_NET_ADMIN (netlink refuses a message sent to
+// a multicast group without it, which is how a subscribed socket's dump
+// request is addressed).
+func TestWatchLinksWithoutCapabilities(t *testing.T) {
+	requireRoot(t)
+	n := newTestNet(t)
+	l := n.veth(t, "eth0", "sw0")
+	if err := n.hNode.LinkSetUp(l); err != nil {
+		t.Fatal(err)
+	}
+	updates := make(chan string, 256)
+	errc := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_ = onOwnThread(func() error {
+			if err := netns.Set(n.node); err != nil {
+				errc <- err
+				return nil
+			}
+			// No capability left on this thread, as in the resident agent.
+			hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+			var none [2]unix.CapUserData
+			if err := unix.Capset(&hdr, &none[0]); err != nil {
+				errc <- fmt.Errorf("dropping capabilities: %w", err)
+				return nil
+			}
+			errc <- WatchLinks(ctx, func(l Link, deleted bool) {
+				updates <- fmt.Sprintf("%s up=%v carrier=%v deleted=%v", l.Name, l.Up, l.Carrier, deleted)
+
+			})
+			return nil
+		})
+	}()
+	want := func(s string) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case u := <-updates:
+				if u == s {
+					return
+				}
+			case err := <-errc:
+				t.Fatalf("WatchLinks returned %v before %q", err, s)
+			case <-deadline:
+				t.Fatalf("no update %q within 10s", s)
+			}
+		}
+	}
+	want("eth0 up=true carrier=true deleted=false") // listed at the start
+	p, err := n.hPeer.LinkByName("sw0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.hPeer.LinkSetDown(p); err != nil {
+		t.Fatal(err)
+	}
+	want("eth0 up=true carrier=false deleted=false")
+	if err := n.hPeer.LinkSetUp(p); err != nil {
+		t.Fatal(err)
+	}
+	want("eth0 up=true carrier=true deleted=false")
+}

@@ -185,20 +185,7 @@ func snapshot(h *netlink.Handle) (Snapshot, error) {
 	}
 	var s Snapshot
 	for _, l := range links {
-		a := l.Attrs()
-		link := Link{
-			Index:    a.Index,
-			Name:     a.Name,
-			Kind:     l.Type(),
-			Ether:    a.EncapType == "ether",
-			Loopback: a.Flags&net.FlagLoopback != 0,
-			Up:       a.Flags&net.FlagUp != 0,
-			Carrier:  a.RawFlags&unix.IFF_LOWER_UP != 0,
-		}
-		if len(a.HardwareAddr) > 0 {
-			link.MAC = a.HardwareAddr.String()
-		}
-		s.Links = append(s.Links, link)
+		s.Links = append(s.Links, linkOf(l))
 	}
 	for _, a := range addrs {
 		if a.IPNet == nil {

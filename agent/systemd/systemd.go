@@ -202,3 +202,25 @@ func WaitActive(ctx context.Context, m Manager, unit string) error {
 		}
 	}
 }
+
+// ServiceRestarts reads a service's NRestarts (how often systemd restarted
+// it since boot) over a connection of its own, closed before it returns:
+// the resident agent keeps none open, as systemd would send it every
+// signal meanwhile (see Conn).
+func ServiceRestarts(ctx context.Context, unit string) (uint32, error) {
+	c := New()
+	defer c.Close()
+	sc, err := c.conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	p, err := sc.GetUnitTypePropertyContext(ctx, unit, "Service", "NRestarts")
+	if err != nil {
+		return 0, fmt.Errorf("reading %s NRestarts: %w", unit, err)
+	}
+	n, ok := p.Value.Value().(uint32)
+	if !ok {
+		return 0, fmt.Errorf("%s NRestarts is %s, not a uint32", unit, p.Value.Signature())
+	}
+	return n, nil
+}

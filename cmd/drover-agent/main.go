@@ -19,6 +19,7 @@ import (
 
 	"github.com/drover-os/drover/agent/agent"
 	"github.com/drover-os/drover/agent/caps"
+	"github.com/drover-os/drover/agent/health"
 	"github.com/drover-os/drover/agent/ignition"
 	"github.com/drover-os/drover/agent/kube"
 	"github.com/drover-os/drover/agent/network"
@@ -206,11 +207,21 @@ func run(ctx context.Context) error {
 	if src, ok := prov.(agent.SpotSource); ok {
 		go a.WatchSpot(ctx, src, agent.SpotPoll)
 	}
+	watch := agent.HealthSources{
+		Links: func(ctx context.Context, update func(health.Link)) error {
+			return network.WatchLinks(ctx, func(l network.Link, deleted bool) {
+				update(health.Link{Index: l.Index, Name: l.Name, MAC: l.MAC, Watched: !network.Ignored(l),
+					Up: l.Up, Carrier: l.Carrier, Deleted: deleted})
+			})
+		},
+		Restarts: systemd.ServiceRestarts,
+	}
 	if kmsgErr != nil {
 		a.Status().Note("kernel watch: " + kmsgErr.Error() + ": OOM kills, hung tasks and filesystem errors are not reported on the Node")
 	} else {
-		go a.WatchKernel(ctx, kmsg)
+		watch.Kmsg = kmsg
 	}
+	go a.WatchHealth(ctx, watch)
 	a.Guard(ctx, agent.GuardPeriod)
 	return nil // a failure was said when it happened
 }
