@@ -58,8 +58,9 @@ pool's YAML (drover userdata --from) or an Ignition file used as is.
 
 --repair replaces instead the instances whose Node has been NotReady, or
 carried one of the agent's unhealthy conditions (ReadonlyFilesystem,
-DroverConfigDrift), longer than --after: one at a time, drained first when
-the Node is still Ready, the group launching the replacement.
+DroverConfigDrift, NICLinkDown, FrequentContainerdRestart,
+FrequentKubeletRestart), longer than --after: one at a time, drained first
+when the Node is still Ready, the group launching the replacement.
 
 Credentials come from the standard chain (ALIBABA_CLOUD_ACCESS_KEY_ID/_SECRET,
 ~/.aliyun/config.json, the instance's RAM role); the cluster from --kubeconfig,
