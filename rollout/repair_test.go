@@ -17,16 +17,18 @@ func TestPlanRepair(t *testing.T) {
 		return n
 	}
 	old, recent := now.Add(-11*time.Minute), now.Add(-9*time.Minute)
-	st := State{Region: region, Group: group("1", 6), Instances: []Instance{inst("i-1", "1"), inst("i-2", "1"), inst("i-3", "1"), inst("i-4", "1"), inst("i-5", "1"), {ID: "i-6", State: Pending}},
+	st := State{Region: region, Group: group("1", 6), Instances: []Instance{inst("i-1", "1"), inst("i-2", "1"), inst("i-3", "1"), inst("i-4", "1"), inst("i-5", "1"), {ID: "i-6", State: Pending}, inst("i-7", "1"), inst("i-8", "1")},
 		Nodes: []Node{
 			node("i-1", Condition{Type: "Ready", Status: "True", Since: old}),
 			node("i-2", Condition{Type: "Ready", Status: "Unknown", Reason: "NodeStatusUnknown", Since: old}),
 			node("i-3", Condition{Type: "Ready", Status: "False", Since: recent}),
 			node("i-4", Condition{Type: "Ready", Status: "True", Since: old}, Condition{Type: "ReadonlyFilesystem", Status: "True", Reason: "FilesystemIsReadOnly", Since: old}),
 			node("i-5", Condition{Type: "Ready", Status: "True", Since: old}, Condition{Type: "DroverConfigDrift", Status: "True", Since: recent}),
+			node("i-7", Condition{Type: "Ready", Status: "True", Since: old}, Condition{Type: "FrequentContainerdRestart", Status: "True", Reason: "FrequentContainerdRestart", Since: old}),
+			node("i-8", Condition{Type: "Ready", Status: "True", Since: old}, Condition{Type: "NICLinkDown", Status: "True", Since: recent}),
 		}}
 	rp := PlanRepair(st, now, 10*time.Minute)
-	if ids(rp.Replace) != "i-2,i-4" || rp.Healthy != 3 {
+	if ids(rp.Replace) != "i-2,i-4,i-7" || rp.Healthy != 4 {
 		t.Fatalf("replace %s healthy %d", ids(rp.Replace), rp.Healthy)
 	}
 	if !strings.Contains(rp.Replace[0].Reason, "NotReady (Ready=Unknown NodeStatusUnknown) for 11m0s") || !strings.Contains(rp.Replace[1].Reason, "ReadonlyFilesystem=True (FilesystemIsReadOnly") {
