@@ -42,6 +42,9 @@ func TestRestartsCountSeveralBetweenReadings(t *testing.T) {
 	r := &Restarts{Unit: "kubelet.service"}
 	t0 := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
 	r.Observe(t0, 0)
+	if f, ok := r.Observe(t0.Add(15*time.Second), 0); ok {
+		t.Fatalf("no restart yet: %+v", f)
+	}
 	f, ok := r.Observe(t0.Add(30*time.Second), 5)
 	if !ok || f.Condition != "FrequentKubeletRestart" || f.Status != "True" {
 		t.Fatalf("five restarts in one reading: %v %+v", ok, f)
