@@ -173,3 +173,24 @@ func TestGuardChecksGuarantees(t *testing.T) {
 		t.Fatalf("drift %v, want one naming %s", d, late)
 	}
 }
+
+// TestGuardSkipsAPortProbeThatTimedOut: on a node too busy to answer
+// loopback in time (seen under memory pressure) a timed-out port probe is
+// no drift; an answer on the read-only port still is.
+func TestGuardSkipsAPortProbeThatTimedOut(t *testing.T) {
+	r := newRig(t, userData(t, "hello"))
+	a := r.agent()
+	observed(r, a, nil, asks, refused)
+	if err := a.Run(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
+	}
+	timedOut := guarantee.Probe{Err: "dial tcp 127.0.0.1:10255: i/o timeout", Timeout: true}
+	a.env.KubeletPorts = func(context.Context) (guarantee.Probe, guarantee.Probe) { return timedOut, timedOut }
+	if d := a.guaranteeDrift(); len(d) != 0 {
+		t.Errorf("timed-out probes reported as drift: %+v", d)
+	}
+	a.env.KubeletPorts = func(context.Context) (guarantee.Probe, guarantee.Probe) { return asks, guarantee.Probe{Status: 200} }
+	if d := a.guaranteeDrift(); len(d) != 1 || !strings.Contains(d[0].What, "read-only port") {
+		t.Errorf("read-only port answering: %+v", d)
+	}
+}

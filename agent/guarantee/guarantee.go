@@ -33,6 +33,10 @@ type Probe struct {
 	Status int
 	// Err says why nothing answered (connection refused, TLS error).
 	Err string
+	// Timeout: the request timed out (no connection or no answer in
+	// time), which says nothing either way on a node too busy to
+	// answer loopback in seconds.
+	Timeout bool
 }
 
 func (p Probe) String() string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -52,7 +53,8 @@ func kubeletPorts(ctx context.Context) (api, readOnly guarantee.Probe) {
 		}
 		resp, err := c.Do(req)
 		if err != nil {
-			return guarantee.Probe{Err: err.Error()}
+			var ne net.Error
+			return guarantee.Probe{Err: err.Error(), Timeout: errors.As(err, &ne) && ne.Timeout()}
 		}
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
