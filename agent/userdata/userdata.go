@@ -33,6 +33,10 @@ type Spec struct {
 	MaxPods        int                 `yaml:"maxPods"`
 	ClusterDNS     []string            `yaml:"clusterDNS"`
 	ClusterDomain  string              `yaml:"clusterDomain"`
+	// KubeletConfig is merged over drover's kubelet configuration, as the
+	// node file's kubelet.config (KubeletConfiguration v1beta1 fields;
+	// the agent's policy checks what it may not lower).
+	KubeletConfig map[string]any `yaml:"kubeletConfig"`
 	// Files are extra files (path → content, mode 0644) under /etc or
 	// /var, e.g. a CNI configuration when the cluster has no CNI
 	// DaemonSet.
@@ -66,15 +70,18 @@ type nodeFile struct {
 		DNS            []string `yaml:"dns,omitempty"`
 		Domain         string   `yaml:"domain,omitempty"`
 	} `yaml:"cluster"`
-	Kubelet *struct {
-		Labels  map[string]string `yaml:"labels,omitempty"`
-		Taints  []string          `yaml:"taints,omitempty"`
-		MaxPods int               `yaml:"maxPods,omitempty"`
-	} `yaml:"kubelet,omitempty"`
+	Kubelet    *nodeKubelet `yaml:"kubelet,omitempty"`
 	Containerd *struct {
 		SandboxImage string              `yaml:"sandboxImage,omitempty"`
 		Mirrors      map[string][]string `yaml:"mirrors,omitempty"`
 	} `yaml:"containerd,omitempty"`
+}
+
+type nodeKubelet struct {
+	Labels  map[string]string `yaml:"labels,omitempty"`
+	Taints  []string          `yaml:"taints,omitempty"`
+	MaxPods int               `yaml:"maxPods,omitempty"`
+	Config  map[string]any    `yaml:"config,omitempty"`
 }
 
 // NodeFile renders the node file for s.
@@ -91,12 +98,8 @@ func NodeFile(s *Spec) ([]byte, error) {
 		}
 		n.Cluster.CAData = string(ca)
 	}
-	if len(s.Labels)+len(s.Taints) > 0 || s.MaxPods > 0 {
-		n.Kubelet = &struct {
-			Labels  map[string]string `yaml:"labels,omitempty"`
-			Taints  []string          `yaml:"taints,omitempty"`
-			MaxPods int               `yaml:"maxPods,omitempty"`
-		}{s.Labels, s.Taints, s.MaxPods}
+	if len(s.Labels)+len(s.Taints)+len(s.KubeletConfig) > 0 || s.MaxPods > 0 {
+		n.Kubelet = &nodeKubelet{s.Labels, s.Taints, s.MaxPods, s.KubeletConfig}
 	}
 	if s.SandboxImage != "" || len(s.Mirrors) > 0 {
 		n.Containerd = &struct {

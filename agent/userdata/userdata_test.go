@@ -171,3 +171,27 @@ func mustLoad(t *testing.T) *Spec {
 	}
 	return s
 }
+
+// TestRenderKubeletConfig: a pool's kubeletConfig becomes the node file's
+// kubelet.config, and one the node's policy refuses is refused here.
+func TestRenderKubeletConfig(t *testing.T) {
+	s := mustLoad(t)
+	s.KubeletConfig = map[string]any{"evictionSoft": map[string]any{"memory.available": "1Gi"},
+		"evictionSoftGracePeriod": map[string]any{"memory.available": "10m"}}
+	out, err := Render(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, content := decode(t, out)
+	c, err := nodeconfig.Parse(content[agent.NodeFile], "node.yaml")
+	if err != nil {
+		t.Fatalf("the node refuses the rendered node file: %v\n%s", err, content[agent.NodeFile])
+	}
+	if want := `{"evictionSoft":{"memory.available":"1Gi"},"evictionSoftGracePeriod":{"memory.available":"10m"}}`; string(c.Kubelet.Config) != want {
+		t.Errorf("kubelet.config %s, want %s", c.Kubelet.Config, want)
+	}
+	s.KubeletConfig = map[string]any{"authentication": map[string]any{"anonymous": map[string]any{"enabled": true}}}
+	if _, err := Render(s); err == nil || !strings.Contains(err.Error(), "kubelet.config.authentication.anonymous.enabled") {
+		t.Errorf("anonymous auth: %v", err)
+	}
+}
