@@ -85,6 +85,9 @@ var bareSmokeChecks = []string{
 	"allocatable is capacity less the reservations for the VM's size (first boot",
 	"graceful node shutdown: preStop hook ran, pod stopped by the kubelet before power-off",
 	"kernel OOM kill reported", "filesystem error reported",
+	"memory pressure: MemoryPressure False before, True while the node is short of memory",
+	"memory pressure over: MemoryPressure False again after the kubelet's transition period",
+	"NIC link loss reported", "containerd restarting repeatedly reported",
 	"sandbox image shipped in the image", "no registry reachable: a pod whose image the node holds runs",
 }
 

@@ -90,7 +90,12 @@ var smokeChecks = []string{
 	"kernel OOM kill reported: OOMKilling Event with the kernel's line, pod OOMKilled, node Ready",
 	"sandbox image shipped in the image", "no registry reachable: a pod whose image the node holds runs",
 	"filesystem error reported: FilesystemError Event and ReadonlyFilesystem=True with the kernel's lines",
+	"memory pressure: MemoryPressure False before, True while the node is short of memory (below the pool's 1Gi soft threshold), Node Ready throughout",
+	"memory pressure over: MemoryPressure False again after the kubelet's transition period; kubelet, containerd and drover-agent never restarted",
+	"NIC link loss reported: NICLinkDown Event with the time the carrier went, condition False once it is back",
+	"containerd restarting repeatedly reported: FrequentContainerdRestart condition and Event, node Ready",
 	"ReadonlyFilesystem back to False after the reboot",
+	"FrequentContainerdRestart back to False after the reboot",
 }
 
 func checkSmokeJUnit(t *testing.T, path string) {

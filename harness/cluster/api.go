@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Node is what the smoke tests look at on a Node object.
@@ -45,6 +46,8 @@ type Node struct {
 // Condition is one Node or Pod condition.
 type Condition struct {
 	Status, Reason, Message string
+	// LastTransitionTime is when Status last changed (zero if unset).
+	LastTransitionTime time.Time
 }
 
 // Event is what the smoke tests look at on an Event.
@@ -77,6 +80,7 @@ type Pod struct {
 
 type apiCondition struct {
 	Type, Status, Reason, Message string
+	LastTransitionTime            time.Time `json:"lastTransitionTime"`
 }
 
 type apiNode struct {
@@ -118,7 +122,7 @@ func (n *apiNode) node() Node {
 		out.Images = append(out.Images, im.Names)
 	}
 	for _, c := range n.Status.Conditions {
-		out.Conditions[c.Type] = Condition{Status: c.Status, Reason: c.Reason, Message: c.Message}
+		out.Conditions[c.Type] = Condition{Status: c.Status, Reason: c.Reason, Message: c.Message, LastTransitionTime: c.LastTransitionTime}
 		if c.Type == "Ready" {
 			out.Ready, out.ReadyReason, out.ReadyMessage = c.Status == "True", c.Reason, c.Message
 		}
@@ -171,7 +175,7 @@ func (p *apiPod) pod() Pod {
 func conditions(cs []apiCondition) map[string]Condition {
 	out := make(map[string]Condition, len(cs))
 	for _, c := range cs {
-		out[c.Type] = Condition{Status: c.Status, Reason: c.Reason, Message: c.Message}
+		out[c.Type] = Condition{Status: c.Status, Reason: c.Reason, Message: c.Message, LastTransitionTime: c.LastTransitionTime}
 	}
 	return out
 }

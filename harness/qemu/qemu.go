@@ -614,6 +614,13 @@ func (vm *VM) qmpCommand(cmds ...string) error {
 	return nil
 }
 
+// SetLink sets the link of the VM's NIC up or down, as a cable pulled (or
+// an ENI's link lost): the guest's driver sees its carrier go (virtio-net's
+// link status) and QEMU drops the frames meanwhile.
+func (vm *VM) SetLink(up bool) error {
+	return vm.qmpCommand(fmt.Sprintf(`{"execute":"set_link","arguments":{"name":"n0","up":%t}}`, up))
+}
+
 func (c *Config) qmpPath() string { return filepath.Join(c.StateDir, "qmp.sock") }
 
 // Shutdown asks the guest to power off (ACPI power button over QMP) and

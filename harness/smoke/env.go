@@ -173,6 +173,13 @@ func (e *Env) UserDataSpec() (*userdata.Spec, error) {
 		// The sandbox image is the default: the one the image ships.
 		Mirrors: map[string][]string{e.GuestRegistry(): {"http://" + e.GuestRegistry()}},
 		Files:   map[string]string{"/etc/cni/net.d/10-drover-smoke.conflist": cniConfig},
+		// A soft memory threshold the pressure check can cross without
+		// starving the node (pressure.go); its grace period is longer than
+		// the check holds it, so nothing is evicted for it.
+		KubeletConfig: map[string]any{
+			"evictionSoft":            map[string]any{"memory.available": pressureSoft},
+			"evictionSoftGracePeriod": map[string]any{"memory.available": "10m"},
+		},
 	}
 	if e.opts.PinCA {
 		pin, err := nodeconfig.CAHash(e.Cluster.CAPEM())

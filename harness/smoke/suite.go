@@ -123,6 +123,9 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 		_, err := e.RunPod(ctx, in, "hello", registry.HelloImage, nil, false)
 		return registry.HelloImage, err
 	})
+	// Early, so that the kubelet's transition period runs out during the
+	// checks below; checkPressureCleared looks again at the end.
+	pressure := e.checkMemoryPressure(ctx, r, in)
 	e.checkSandboxImage(ctx, r, in, p.Want)
 	var first *ProbeResult
 	step("node hardening (TCP/UDP sockets, sshd, read-only /, bootstrap kubeconfig)", func(ctx context.Context) (string, error) {
@@ -150,6 +153,10 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	// bootfast: no failed unit on this boot (units.go).
 	e.checkNoFailedUnits(ctx, r, in, "first boot", "probe-units-1")
 	e.checkTimeSync(ctx, r, in, "first boot", "probe-time-1")
+	e.checkNICLinkLoss(ctx, r, in)
+	e.checkPressureCleared(ctx, r, in, pressure)
+	// After the pressure's check, which wants containerd's MainPID unchanged.
+	e.checkContainerdRestarts(ctx, r, in)
 	if p.Reboot {
 		e.reboot(ctx, r, in, p, boots, disks, dataUUID)
 	} else {
@@ -228,6 +235,11 @@ func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan, boots
 		return "", JudgeFSConditionCleared(n)
 	})
 	r.add("ReadonlyFilesystem back to False after the reboot", s, err, "")
+	s = time.Now()
+	_, err = e.waitFinding(ctx, in, nil, "", func(_ *cluster.Pod, n *cluster.Node, _ []cluster.Event) (string, error) {
+		return "", JudgeConditionFalse(n, "FrequentContainerdRestart", "after the reboot (systemd's count starts again)")
+	})
+	r.add("FrequentContainerdRestart back to False after the reboot", s, err, "")
 	s = time.Now()
 	pr, err := e.Probe(ctx, in, "probe-2")
 	if err == nil {

@@ -37,6 +37,17 @@
 //	                      the node's blkid -p reads there, statfs size and use, the names inside
 //	probe prestop URL     GET URL (any answer will do: the harness's server logs the request),
 //	                      up to 10 tries a second apart; a preStop hook's side effect
+//	probe daemons         MainPID and NRestarts of kubelet, containerd and drover-agent, as
+//	                      the node's systemctl shows them
+//	probe kill-containerd N
+//	                      SIGKILL containerd's main process N times, each time once systemd
+//	                      has restarted it (a new MainPID, active); report the PIDs killed
+//	probe journal UNIT    the node's journal of UNIT this boot (its last 60 lines)
+//	probe pressure SECS MIB
+//	                      start a transient unit on the node, outside the pods' cgroup, that
+//	                      after 10 s fills a private tmpfs until MIB MiB are left of what the
+//	                      kubelet counts as available (MemFree + Inactive(file)) and holds it
+//	                      SECS seconds; report its unit name and the daemons before
 //
 // units and chain run the node's own systemctl, journalctl and
 // systemd-analyze chrooted into /host (the hostPath mount is recursive, so
@@ -177,6 +188,41 @@ func main() {
 		fmt.Println("serving until SIGTERM")
 		<-sig
 		out = []byte("stopped by SIGTERM")
+	case "daemons":
+		res, err := daemons()
+		if err != nil {
+			res["error"] = err.Error()
+			code = 1
+		}
+		out, _ = json.Marshal(res)
+	case "kill-containerd":
+		n, _ := strconv.Atoi(os.Args[2])
+		killed, err := killContainerd(n)
+		res := map[string]any{"killed": killed}
+		if err != nil {
+			res["error"] = err.Error()
+			code = 1
+		}
+		out, _ = json.Marshal(res)
+	case "journal":
+		o, err := hostCommand("/usr/bin/journalctl", "-b", "-u", os.Args[2], "-n", "60", "--no-pager", "-o", "short-monotonic")
+		res := map[string]any{"journal": o}
+		if err != nil {
+			res["error"] = err.Error()
+			code = 1
+		}
+		out, _ = json.Marshal(res)
+	case "pressure":
+		res, err := daemons()
+		if err == nil {
+			res["unit"] = pressureUnit
+			_, err = hostCommand(pressureCommand(os.Args[2], os.Args[3])...)
+		}
+		if err != nil {
+			res["error"] = err.Error()
+			code = 1
+		}
+		out, _ = json.Marshal(res)
 	case "prestop":
 		status, err := getOnce(os.Args[2])
 		res := map[string]any{"url": os.Args[2], "status": status}
@@ -186,7 +232,7 @@ func main() {
 		}
 		out, _ = json.Marshal(res)
 	default:
-		out = []byte(fmt.Sprintf(`{"error":"unknown mode %q: want inspect, edit-etc, units, chain, time, evidence, security, put-etc, plant-stored, exists, alloc, fserror, images, serve or prestop"}`, mode))
+		out = []byte(fmt.Sprintf(`{"error":"unknown mode %q: want inspect, edit-etc, units, chain, time, evidence, security, put-etc, plant-stored, exists, alloc, fserror, images, serve, prestop, daemons, kill-containerd, journal or pressure"}`, mode))
 		code = 2
 	}
 	fmt.Println(string(out))
@@ -423,6 +469,92 @@ const terminationLimit = 4096
 // hostCommand runs one of the node's own programs chrooted into /host;
 // args[0] is an absolute path inside /host (the container has no PATH
 // lookup for it: the chroot happens in the child, after the lookup).
+// pressureUnit is the transient unit the pressure mode starts.
+const pressureUnit = "drover-smoke-pressure.service"
+
+// pressureCommand is the systemd-run command line of the pressure mode.
+// The memory is files on a tmpfs of the unit's own (TemporaryFileSystem):
+// shmem, which the kernel cannot reclaim without swap, charged to the
+// unit's cgroup in system.slice, not to the pods' (whose limit would end
+// it first); the tmpfs goes with the unit's mount namespace when it stops.
+// The kubelet counts as available MemFree and the inactive file cache,
+// and the kernel refills the latter from the active list as the fill goes
+// on: so the unit tops up every second until at most target MiB is left
+// by that count, then holds it hold seconds. The 10 s wait lets this pod
+// finish first.
+func pressureCommand(hold, target string) []string {
+	script := `sleep 10
+avail() { awk '/^MemFree:/{f=$2} /^Inactive\(file\):/{i=$2} END{print int((f+i)/1024)}' /proc/meminfo; }
+up() { cut -d. -f1 /proc/uptime; }
+k=0; end=
+while [ -z "$end" ] || [ "$(up)" -lt "$end" ]; do
+  step=$(( $(avail) - ` + target + ` ))
+  if [ "$step" -gt 8 ]; then k=$((k+1)); fallocate -l "${step}M" /run/drover-smoke-pressure/fill$k || exit 1
+  elif [ -z "$end" ]; then end=$(( $(up) + ` + hold + ` )); echo "held from $(up)s: $(grep -E '^(MemFree|Inactive.file.|Shmem):' /proc/meminfo | tr -s ' ' | tr '\n' ' ')"
+  fi
+  sleep 1
+done`
+	// systemd expands $VAR and ${VAR} in a command line itself ("n" would
+	// be empty): $$ is its escape for the shell's $.
+	return []string{"/usr/bin/systemd-run", "--unit=" + pressureUnit, "--collect",
+		"-p", "TemporaryFileSystem=/run/drover-smoke-pressure:size=100%", "-p", "RuntimeMaxSec=400",
+		"-p", "OOMScoreAdjust=1000",
+		"/usr/bin/dash", "-c", strings.ReplaceAll(script, "$", "$$")}
+}
+
+// killContainerd kills containerd n times, waiting each time for systemd
+// to have restarted it (Restart=always, RestartSec=5), the last time too:
+// the probe's own exit is then seen by a running containerd, and the pod
+// ends Succeeded. The pod's container lives on meanwhile: its shim is not
+// containerd's child (KillMode=process).
+func killContainerd(n int) ([]int, error) {
+	var killed []int
+	pid := 0
+	for {
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			o, err := hostCommand("/usr/bin/systemctl", "show", "-p", "MainPID,ActiveState", "containerd.service")
+			if err != nil {
+				return killed, err
+			}
+			p, active := 0, strings.Contains(o, "ActiveState=active")
+			for _, l := range strings.Fields(o) {
+				if v, ok := strings.CutPrefix(l, "MainPID="); ok {
+					p, _ = strconv.Atoi(v)
+				}
+			}
+			if active && p != 0 && p != pid {
+				pid = p
+				break
+			}
+			if time.Now().After(deadline) {
+				return killed, fmt.Errorf("containerd not active again 2m after kill %d: %s", len(killed), strings.Join(strings.Fields(o), " "))
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if len(killed) == n {
+			return killed, nil
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			return killed, fmt.Errorf("kill %d: %w", pid, err)
+		}
+		killed = append(killed, pid)
+	}
+}
+
+// daemons reads MainPID and NRestarts of the node's own daemons.
+func daemons() (map[string]any, error) {
+	res := map[string]any{}
+	for _, u := range []string{"kubelet.service", "containerd.service", "drover-agent.service"} {
+		o, err := hostCommand("/usr/bin/systemctl", "show", "-p", "MainPID,NRestarts", u)
+		if err != nil {
+			return res, err
+		}
+		res[u] = strings.Join(strings.Fields(o), " ")
+	}
+	return res, nil
+}
+
 func hostCommand(args ...string) (string, error) {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: "/host"}
