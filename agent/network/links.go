@@ -37,45 +37,49 @@ func linkOf(l netlink.Link) Link {
 func WatchLinks(ctx context.Context, update func(l Link, deleted bool)) error {
 	failures := 0
 	for ctx.Err() == nil {
-		ch := make(chan netlink.LinkUpdate, 64)
-		done := make(chan struct{})
-		// The receiver closes ch when the kernel's socket fails (ENOBUFS);
-		// subscribing again is the answer, so its error is not needed.
-		// Not ListExisting: it sends the dump request on the subscribed
-		// socket, addressed to the link group, and a message to a
-		// multicast group of rtnetlink needs CAP_NET_ADMIN, which the
-		// resident agent has dropped (EPERM). The links are listed over a
-		// socket of their own instead, after subscribing, so no change
-		// in between is missed (a repeat is harmless).
-		err := netlink.LinkSubscribeWithOptions(ch, done, netlink.LinkSubscribeOptions{})
-		if err == nil {
-			var links []netlink.Link
-			if links, err = netlink.LinkList(); err == nil {
-				for _, l := range links {
-					update(linkOf(l), false)
-				}
-			} else {
-				close(done)
-				for range ch {
-				}
-			}
-		}
-		if err != nil {
+		if err := watchOnce(ctx, update); err != nil {
 			if failures++; failures >= 5 {
 				return fmt.Errorf("network: subscribing to link changes: %w", err)
 			}
 		} else {
 			failures = 0
-			drain(ctx, ch, update)
-			close(done)
-			for range ch { // until the receiver has closed it
-			}
 		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):
 		}
 	}
+	return nil
+}
+
+// watchOnce is one subscription: every link, then the changes until ctx
+// ends or the receiver closes the channel (the kernel's socket failed,
+// ENOBUFS; WatchLinks subscribes again, so that error is not needed).
+//
+// Not ListExisting: it sends the dump request on the subscribed socket,
+// addressed to the link group, and a message to a multicast group of
+// rtnetlink needs CAP_NET_ADMIN, which the resident agent has dropped
+// (EPERM). The links are listed over a socket of their own instead, after
+// subscribing, so no change in between is missed (a repeat is harmless).
+func watchOnce(ctx context.Context, update func(Link, bool)) error {
+	ch := make(chan netlink.LinkUpdate, 64)
+	done := make(chan struct{})
+	if err := netlink.LinkSubscribeWithOptions(ch, done, netlink.LinkSubscribeOptions{}); err != nil {
+		return err
+	}
+	defer func() {
+		close(done)
+		for range ch { // until the receiver has closed it
+		}
+	}()
+	links, err := netlink.LinkList()
+	if err != nil {
+		return err
+	}
+	for _, l := range links {
+		update(linkOf(l), false)
+	}
+	drain(ctx, ch, update)
 	return nil
 }
 

@@ -27,11 +27,7 @@ const linkDownFor = 20 * time.Second
 func (e *Env) checkNICLinkLoss(ctx context.Context, r *Report, in *Instance) {
 	s := time.Now()
 	name := "NIC link loss reported: NICLinkDown Event with the time the carrier went, condition False once it is back"
-	n, err := e.Cluster.Node(ctx, in.NodeName)
-	if err == nil {
-		err = JudgeConditionFalse(n, "NICLinkDown", "before the link went down")
-	}
-	if err != nil {
+	if err := e.conditionFalse(ctx, in, "NICLinkDown", "before the link went down"); err != nil {
 		r.add(name, s, err, "")
 		return
 	}
@@ -94,6 +90,15 @@ func JudgeLinkLoss(n *cluster.Node, evs []cluster.Event, down, up time.Time) (st
 	return detail, nil
 }
 
+// conditionFalse reads the Node and judges it with JudgeConditionFalse.
+func (e *Env) conditionFalse(ctx context.Context, in *Instance, typ, when string) error {
+	n, err := e.Cluster.Node(ctx, in.NodeName)
+	if err != nil {
+		return err
+	}
+	return JudgeConditionFalse(n, typ, when)
+}
+
 // JudgeConditionFalse: the Node has the condition, False.
 func JudgeConditionFalse(n *cluster.Node, typ, when string) error {
 	c, ok := n.Conditions[typ]
@@ -116,11 +121,7 @@ const containerdKills = 5
 func (e *Env) checkContainerdRestarts(ctx context.Context, r *Report, in *Instance) {
 	s := time.Now()
 	name := "containerd restarting repeatedly reported: FrequentContainerdRestart condition and Event, node Ready"
-	n, err := e.Cluster.Node(ctx, in.NodeName)
-	if err == nil {
-		err = JudgeConditionFalse(n, "FrequentContainerdRestart", "before containerd was killed")
-	}
-	if err != nil {
+	if err := e.conditionFalse(ctx, in, "FrequentContainerdRestart", "before containerd was killed"); err != nil {
 		r.add(name, s, err, "")
 		return
 	}

@@ -56,11 +56,7 @@ type pressureRun struct {
 func (e *Env) checkMemoryPressure(ctx context.Context, r *Report, in *Instance) *pressureRun {
 	s := time.Now()
 	name := "memory pressure: MemoryPressure False before, True while the node is short of memory (below the pool's " + pressureSoft + " soft threshold), Node Ready throughout"
-	n, err := e.Cluster.Node(ctx, in.NodeName)
-	if err == nil {
-		err = JudgeNoPressure(n, "before the pressure")
-	}
-	if err != nil {
+	if err := e.conditionFalse(ctx, in, "MemoryPressure", "before the pressure, with nothing holding its memory"); err != nil {
 		r.add(name, s, err, "")
 		return nil
 	}
@@ -107,18 +103,6 @@ type pressureSample struct {
 	At             time.Time
 	Ready          bool
 	MemoryPressure cluster.Condition
-}
-
-// JudgeNoPressure: the Node reports MemoryPressure, and it is False.
-func JudgeNoPressure(n *cluster.Node, when string) error {
-	c, ok := n.Conditions["MemoryPressure"]
-	if !ok {
-		return fmt.Errorf("node %s reports no MemoryPressure condition %s", n.Name, when)
-	}
-	if c.Status != "False" {
-		return fmt.Errorf("node %s reports MemoryPressure=%s (%s: %s) %s, with nothing holding its memory", n.Name, c.Status, c.Reason, c.Message, when)
-	}
-	return nil
 }
 
 // JudgePressureOn: the last sample has MemoryPressure True, set after the

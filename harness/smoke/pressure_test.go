@@ -8,9 +8,9 @@ import (
 	"github.com/drover-os/drover/harness/cluster"
 )
 
-func TestJudgeNoPressure(t *testing.T) {
+func TestJudgeConditionFalseMemoryPressure(t *testing.T) {
 	node := func(c map[string]cluster.Condition) *cluster.Node { return &cluster.Node{Name: "n", Conditions: c} }
-	if err := JudgeNoPressure(node(map[string]cluster.Condition{"MemoryPressure": {Status: "False"}}), "before"); err != nil {
+	if err := JudgeConditionFalse(node(map[string]cluster.Condition{"MemoryPressure": {Status: "False"}}), "MemoryPressure", "before"); err != nil {
 		t.Fatal(err)
 	}
 	for name, n := range map[string]*cluster.Node{
@@ -18,7 +18,7 @@ func TestJudgeNoPressure(t *testing.T) {
 		"true":    node(map[string]cluster.Condition{"MemoryPressure": {Status: "True", Reason: "KubeletHasInsufficientMemory"}}),
 		"unknown": node(map[string]cluster.Condition{"MemoryPressure": {Status: "Unknown"}}),
 	} {
-		if err := JudgeNoPressure(n, "before"); err == nil {
+		if err := JudgeConditionFalse(n, "MemoryPressure", "before"); err == nil {
 			t.Errorf("%s: passed", name)
 		}
 	}
