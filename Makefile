@@ -9,6 +9,10 @@ BIN       := bin
 # drover falls back to its build info, then to "dev".
 VERSION   ?= $(shell git rev-parse --verify -q HEAD 2>/dev/null)$(shell git status --porcelain 2>/dev/null | grep -q . && echo +dirty)
 GOFLAGS_BUILD := -trimpath -buildvcs=false -ldflags="-s -w -X main.version=$(VERSION)"
+# The test tiers run through gotestsum (pinned as a tool in go.mod): the
+# same output as go test, then every failed test's own output again at the
+# end, where a CI log's tail shows it. The JSON events stay in $(OUT).
+GOTESTSUM = mkdir -p $(OUT) && $(GO) tool gotestsum --jsonfile $(OUT)/$@-tests.json
 
 .PHONY: help image host-tools test unit integration e2e bench fuzz fuzz-short lint build clean demo smoke smoke-matrix smoke-arm64 mutate
 
@@ -40,13 +44,13 @@ lint: ## gofmt, go vet, and go.mod tidy (go mod tidy -diff prints what it would 
 	@$(GO) mod tidy -diff >/dev/null 2>&1 || { $(GO) mod tidy -diff; echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 
 unit: ## Unit tests: no root, no network
-	$(GO) test -count=1 ./...
+	$(GOTESTSUM) --format standard-quiet -- -count=1 ./...
 
 integration: build host-tools ## Integration tests: Debian mirror, Go proxy, root-only tests, host checkers
-	$(GO) test -count=1 -tags integration -timeout 40m ./...
+	$(GOTESTSUM) --format standard-quiet -- -count=1 -tags integration -timeout 40m ./...
 
 e2e: build host-tools ## QEMU end-to-end tests (build, boot, join; the -tags vmtest dm tests in a guest)
-	$(GO) test -count=1 -tags e2e -timeout 85m -v ./e2e/
+	$(GOTESTSUM) --format standard-verbose -- -count=1 -tags e2e -timeout 85m ./e2e/
 
 demo: image host-tools ## Boot out/ecs-node.raw as an ECS instance joining a local control plane (Ctrl-C stops it)
 	$(BIN)/drover run --cluster local --fresh $(OUT)/ecs-node.raw

@@ -113,7 +113,8 @@ func guestTests(t *testing.T, raw string, mf *build.Manifest) {
 
 	console := bootGuest(t, kernelPath, initrdPath, mf.Cmdline+" rdinit=/guest-init loglevel=4 panic=-1")
 	if problems := checkGuestConsole(console, expect); len(problems) > 0 {
-		t.Errorf("guest:\n%s\n--- guest console ---\n%s", strings.Join(problems, "\n"), console)
+		// The reasons last, after the console, where a log's tail shows them.
+		t.Errorf("--- guest console ---\n%s\n--- guest: %d problem(s) ---\n%s", console, len(problems), strings.Join(problems, "\n"))
 	} else {
 		_, last, _ := strings.Cut(console, "GUEST-RUN restart")
 		t.Logf("guest: every test passed; the restart run:\n%s", tail(last, 12))
