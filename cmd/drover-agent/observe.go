@@ -41,26 +41,36 @@ func cmdline(pid uint32) ([]string, error) {
 // must answer 401, the read-only port not at all. The serving certificate
 // is not checked: the question is whether the kubelet asks who calls.
 func kubeletPorts(ctx context.Context) (api, readOnly guarantee.Probe) {
+	c := portClient(3*time.Second, 10*time.Second)
+	defer c.CloseIdleConnections()
+	return probePort(ctx, c, "https://127.0.0.1:10250/pods"), probePort(ctx, c, "http://127.0.0.1:10255/pods")
+}
+
+// portClient asks without credentials, trusts any serving certificate and
+// follows no redirect: the first answer is the one judged.
+func portClient(dial, total time.Duration) *http.Client {
 	tr := &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
-		DialContext: (&net.Dialer{Timeout: 3 * time.Second}).DialContext}
-	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: tr, Timeout: 10 * time.Second,
+		DialContext: (&net.Dialer{Timeout: dial}).DialContext}
+	return &http.Client{Transport: tr, Timeout: total,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	get := func(url string) guarantee.Probe {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return guarantee.Probe{Err: err.Error()}
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			var ne net.Error
-			return guarantee.Probe{Err: err.Error(), Timeout: errors.As(err, &ne) && ne.Timeout()}
-		}
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-		resp.Body.Close()
-		return guarantee.Probe{Status: resp.StatusCode}
+}
+
+// probePort is one GET: the status when something answered over HTTP,
+// otherwise why not, with Timeout set only when time ran out (a busy node),
+// not when the port refused or spoke something else.
+func probePort(ctx context.Context, c *http.Client, url string) guarantee.Probe {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return guarantee.Probe{Err: err.Error()}
 	}
-	return get("https://127.0.0.1:10250/pods"), get("http://127.0.0.1:10255/pods")
+	resp, err := c.Do(req)
+	if err != nil {
+		var ne net.Error
+		return guarantee.Probe{Err: err.Error(), Timeout: errors.As(err, &ne) && ne.Timeout()}
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	return guarantee.Probe{Status: resp.StatusCode}
 }
 
 // instanceSize reads the instance's size as the kubelet reports its

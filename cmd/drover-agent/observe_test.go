@@ -1,6 +1,9 @@
 package main
 
 import (
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"slices"
@@ -86,5 +89,75 @@ func TestInstanceSizeOfThisMachine(t *testing.T) {
 	cpus, mem, err := instanceSize()
 	if err != nil || cpus < 1 || mem < 64<<20 {
 		t.Errorf("instanceSize() = %d CPUs, %d bytes, %v", cpus, mem, err)
+	}
+}
+
+// TestProbePort: only a probe that ran out of time is marked Timeout (the
+// guard then judges nothing); a refused port, a port speaking something
+// else and an answer are evidence.
+func TestProbePort(t *testing.T) {
+	c := portClient(time.Second, 300*time.Millisecond)
+	defer c.CloseIdleConnections()
+	ctx := t.Context()
+
+	api := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "Unauthorized", http.StatusUnauthorized)
+	}))
+	defer api.Close()
+	if p := probePort(ctx, c, api.URL+"/pods"); p.Status != http.StatusUnauthorized || p.Timeout || p.Err != "" {
+		t.Errorf("a kubelet API asking for credentials: %+v, want HTTP 401", p)
+	}
+
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	held := make(chan net.Conn, 4)
+	go func() {
+		for {
+			conn, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			held <- conn // accepted, never answered
+		}
+	}()
+	defer func() {
+		for len(held) > 0 {
+			(<-held).Close()
+		}
+	}()
+	if p := probePort(ctx, c, "http://"+silent.Addr().String()+"/pods"); !p.Timeout || p.Status != 0 || p.Err == "" {
+		t.Errorf("a port that accepts and never answers: %+v, want Timeout with the error", p)
+	}
+
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := closed.Addr().String()
+	closed.Close()
+	if p := probePort(ctx, c, "http://"+addr+"/pods"); p.Timeout || p.Status != 0 || !strings.Contains(p.Err, "refused") {
+		t.Errorf("a closed port: %+v, want connection refused, not a timeout", p)
+	}
+
+	garbage, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer garbage.Close()
+	go func() {
+		for {
+			conn, err := garbage.Accept()
+			if err != nil {
+				return
+			}
+			conn.Write([]byte("SSH-2.0-not-http\r\n"))
+			conn.Close()
+		}
+	}()
+	if p := probePort(ctx, c, "http://"+garbage.Addr().String()+"/pods"); p.Timeout || p.Status != 0 || p.Err == "" {
+		t.Errorf("a port speaking something else: %+v, want an error that is not a timeout", p)
 	}
 }
