@@ -173,6 +173,21 @@ func (a *Aliyun) CreateTemplateVersion(ctx context.Context, templateID string, b
 	return resp.LaunchTemplateVersionNumber, nil
 }
 
+// DeleteTemplateVersions implements Cloud.
+func (a *Aliyun) DeleteTemplateVersions(ctx context.Context, templateID string, numbers []int64) error {
+	req := ecs.CreateDeleteLaunchTemplateVersionRequest()
+	req.LaunchTemplateId = templateID
+	del := make([]string, len(numbers))
+	for i, n := range numbers {
+		del[i] = formatInt(n)
+	}
+	req.DeleteVersion = &del
+	return aliyun.Retry(ctx, "DeleteLaunchTemplateVersion "+templateID, func() error {
+		_, err := a.ECS.DeleteLaunchTemplateVersion(req)
+		return err
+	})
+}
+
 // copyTemplateData is a CreateLaunchTemplateVersion request holding d.
 func copyTemplateData(d ecs.LaunchTemplateData) *ecs.CreateLaunchTemplateVersionRequest {
 	r := ecs.CreateCreateLaunchTemplateVersionRequest()

@@ -21,6 +21,9 @@ type Cloud interface {
 	// CreateTemplateVersion makes a version from base's launch data with
 	// another image and user-data; it returns the new version's number.
 	CreateTemplateVersion(ctx context.Context, templateID string, base int64, imageID string, userData []byte, description string) (int64, error)
+	// DeleteTemplateVersions is DeleteLaunchTemplateVersion of the given
+	// numbers, all or none.
+	DeleteTemplateVersions(ctx context.Context, templateID string, numbers []int64) error
 	// SetTemplateVersion is ModifyScalingGroup's LaunchTemplateVersion.
 	SetTemplateVersion(ctx context.Context, groupID, templateID, version string) error
 	// SetMaxSize is ModifyScalingGroup's MaxSize.

@@ -24,8 +24,9 @@ type FakeCloud struct {
 	// error fails the call.
 	BeforeRemove func(ids []string, decrease bool) error
 	// Calls records every write, e.g. "ScaleOut 1", "Remove i-1 true".
-	Calls []string
-	next  int
+	Calls  []string
+	next   int
+	latest int64 // the highest version number ever made: ECS never reuses one
 }
 
 func (f *FakeCloud) record(format string, a ...any) {
@@ -78,14 +79,34 @@ func (f *FakeCloud) TemplateVersions(context.Context, string) ([]TemplateVersion
 func (f *FakeCloud) CreateTemplateVersion(_ context.Context, templateID string, base int64, imageID string, userData []byte, desc string) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	n := int64(0)
+	if len(f.Versions) >= MaxTemplateVersions {
+		return 0, fmt.Errorf("launch template %s already has %d versions", templateID, len(f.Versions))
+	}
+	n := f.latest
 	for _, v := range f.Versions {
 		n = max(n, v.Number)
 	}
 	n++
+	f.latest = n
 	f.Versions = append(f.Versions, TemplateVersion{TemplateID: templateID, Number: n, Description: desc, ImageID: imageID, UserData: slices.Clone(userData)})
 	f.record("CreateTemplateVersion from %d %s", base, imageID)
 	return n, nil
+}
+
+// DeleteTemplateVersions implements Cloud; like ECS it refuses the
+// default version and one that does not exist, deleting none.
+func (f *FakeCloud) DeleteTemplateVersions(_ context.Context, templateID string, numbers []int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range numbers {
+		i := slices.IndexFunc(f.Versions, func(v TemplateVersion) bool { return v.Number == n })
+		if i < 0 || f.Versions[i].Default {
+			return fmt.Errorf("launch template %s version %d: not found or the default", templateID, n)
+		}
+	}
+	f.Versions = slices.DeleteFunc(f.Versions, func(v TemplateVersion) bool { return slices.Contains(numbers, v.Number) })
+	f.record("DeleteTemplateVersions %v", numbers)
+	return nil
 }
 
 // SetTemplateVersion implements Cloud.

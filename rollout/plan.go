@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -40,6 +41,9 @@ type Plan struct {
 	// Create: CreateLaunchTemplateVersion from Active's data with the
 	// desired image and user-data. Switch: ModifyScalingGroup to Target.
 	Create, Switch bool
+	// Prune are the versions deleted before Create to make room for it
+	// (oldest first; see pruneFor).
+	Prune []int64
 	// Stamp is the target version's description: the one to write, or
 	// the one it carries.
 	Stamp Stamp
@@ -140,6 +144,13 @@ func PlanRollout(st State, d Desired) (*Plan, error) {
 			p.Current = append(p.Current, m)
 		}
 	}
+	if p.Create {
+		prune, err := pruneFor(st, active)
+		if err != nil {
+			return nil, err
+		}
+		p.Prune = prune
+	}
 	sort.SliceStable(p.Replace, func(i, j int) bool {
 		a, b := replaceRank(p.Replace[i]), replaceRank(p.Replace[j])
 		if a != b {
@@ -176,6 +187,41 @@ func PlanRollout(st State, d Desired) (*Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// MaxTemplateVersions is how many versions ECS keeps per launch template
+// (CreateLaunchTemplateVersion: "a maximum of 30 versions"). A pipeline
+// that rolls a few times a week reaches it within months.
+const MaxTemplateVersions = 30
+
+// pruneFor picks the versions to delete so that one more fits: drover's
+// own (stamped) versions, oldest first, never the default version, the one
+// the group launches from, or one an instance of the group was launched
+// from. Versions drover did not make (Terraform's, a person's) are never
+// deleted; when only those are left the rollout stops before any change.
+func pruneFor(st State, active *TemplateVersion) ([]int64, error) {
+	need := len(st.Versions) - MaxTemplateVersions + 1
+	if need <= 0 {
+		return nil, nil
+	}
+	used := map[int64]bool{active.Number: true}
+	for _, in := range st.Instances {
+		if v := st.version(in.TemplateID, in.TemplateVersion); v != nil {
+			used[v.Number] = true
+		}
+	}
+	var free []int64
+	for _, v := range st.Versions {
+		if _, ok := ParseStamp(v.Description); ok && !v.Default && !used[v.Number] {
+			free = append(free, v.Number)
+		}
+	}
+	slices.Sort(free)
+	if len(free) < need {
+		return nil, fmt.Errorf("launch template %s has %d versions, the most ECS keeps, and %d of them are drover's and in use by nothing (not the default, not the group's, no instance launched from it); %d must go for a new one: delete old versions (DeleteLaunchTemplateVersion) and run again",
+			st.Group.TemplateID, len(st.Versions), len(free), need)
+	}
+	return free[:need], nil
 }
 
 // rolling reports whether some active instance of st was launched for
@@ -263,6 +309,9 @@ func (p *Plan) Text(o Options) string {
 	fmt.Fprintf(&b, "desired: image %s, build %s, node config %s\n", d.ImageID, build, d.ConfigLabel())
 	switch {
 	case p.Create:
+		if len(p.Prune) > 0 {
+			fmt.Fprintf(&b, "delete version(s) %s of %s, drover's oldest unused ones: ECS keeps at most %d versions per launch template\n", joinInts(p.Prune), p.Group.TemplateID, MaxTemplateVersions)
+		}
 		fmt.Fprintf(&b, "create a version of %s from version %d with image %s and the new user-data (%d bytes), description %q\n", p.Group.TemplateID, p.Active.Number, d.ImageID, len(d.UserData), p.Stamp.String())
 		b.WriteString("switch the group to the new version\n")
 	case p.Switch:
@@ -292,6 +341,14 @@ func (p *Plan) Text(o Options) string {
 		b.WriteString("no instance is replaced (the node config is unchanged: a rotated bootstrap token reaches new instances only)\n")
 	}
 	return b.String()
+}
+
+func joinInts(ns []int64) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = formatInt(n)
+	}
+	return strings.Join(s, ", ")
 }
 
 // Options are a rollout's limits.

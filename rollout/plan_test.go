@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -292,5 +293,67 @@ func TestOptionsCheck(t *testing.T) {
 	}
 	if err := (Options{1, 1}).Check(); err != nil {
 		t.Error(err)
+	}
+}
+
+// fullTemplate is a template at ECS's limit: version 1 Terraform's, 2 to
+// 30 drover's with 4 the default, the group on 30 and its instances on 30
+// and on straggler versions 2 and 3.
+func fullTemplate(a Desired) State {
+	st := State{Region: region, Group: group("30", 3)}
+	for n := int64(1); n <= MaxTemplateVersions; n++ {
+		v := version(n, a, n > 1)
+		v.Default = n == 4
+		st.Versions = append(st.Versions, v)
+	}
+	st.Instances = []Instance{inst("i-1", "30"), inst("i-2", "3"),
+		{ID: "i-3", State: "Removing", TemplateID: "lt-1", TemplateVersion: "2"}}
+	st.Nodes = []Node{readyNode("i-1", a), readyNode("i-2", a)}
+	return st
+}
+
+func TestPlanPrunesOldVersions(t *testing.T) {
+	ud := userData(t, "abcdef.0123456789abcdef", nil)
+	a, b := desired(t, "m-a", "build-a", ud), desired(t, "m-b", "build-b", ud)
+
+	st := fullTemplate(a)
+	p, err := PlanRollout(st, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1 is not drover's, 2 and 3 launched instances still in the group,
+	// 4 is the default, 30 the group's: 5 is the oldest free one.
+	if !p.Create || fmt.Sprint(p.Prune) != "[5]" {
+		t.Errorf("create %v prune %v, want version 5 deleted", p.Create, p.Prune)
+	}
+	if txt := p.Text(Options{MaxUnavailable: 1, Surge: 1}); !strings.Contains(txt, "delete version(s) 5 of lt-1, drover's oldest unused ones") {
+		t.Errorf("plan text lacks the deletion:\n%s", txt)
+	}
+
+	// One version fewer: room enough, nothing deleted.
+	st.Versions = st.Versions[:len(st.Versions)-1]
+	st.Group.TemplateVersion, st.Instances[0].TemplateVersion = "29", "29"
+	if p, err := PlanRollout(st, b); err != nil || len(p.Prune) != 0 {
+		t.Errorf("29 versions: prune %v, %v; want none", p.Prune, err)
+	}
+
+	// The group already on the desired version: nothing created, nothing deleted.
+	st = fullTemplate(a)
+	if p, err := PlanRollout(st, a); err != nil || len(p.Prune) != 0 || p.Create {
+		t.Errorf("unchanged: create %v prune %v, %v", p.Create, p.Prune, err)
+	}
+
+	// Only versions drover did not make, or ones in use, are left (30
+	// only because the group launches from it).
+	st.Instances[0].TemplateVersion = "3"
+	for i := range st.Versions {
+		if n := st.Versions[i].Number; n > 4 && n < 30 {
+			st.Versions[i].Description = "made by terraform"
+		}
+	}
+	_, err = PlanRollout(st, b)
+	if err == nil || !strings.Contains(err.Error(), "launch template lt-1 has 30 versions") ||
+		!strings.Contains(err.Error(), "0 of them are drover's and in use by nothing") || !strings.Contains(err.Error(), "DeleteLaunchTemplateVersion") {
+		t.Errorf("nothing drover may delete: %v", err)
 	}
 }

@@ -56,6 +56,12 @@ func (e *Env) Run(ctx context.Context, groupID string, d Desired, o Options, res
 	if p.Target != nil {
 		target = formatInt(p.Target.Number)
 	}
+	if len(p.Prune) > 0 {
+		if err := e.Cloud.DeleteTemplateVersions(ctx, g.TemplateID, p.Prune); err != nil {
+			return err
+		}
+		e.emit(Event{Kind: EventTemplate, Group: groupID, Message: fmt.Sprintf("deleted launch template %s version(s) %s to make room: ECS keeps at most %d", g.TemplateID, joinInts(p.Prune), MaxTemplateVersions)})
+	}
 	if p.Create {
 		n, err := e.Cloud.CreateTemplateVersion(ctx, g.TemplateID, p.Active.Number, d.ImageID, d.UserData, p.Stamp.String())
 		if err != nil {

@@ -348,3 +348,32 @@ func TestRunDryRunWritesNothing(t *testing.T) {
 		t.Errorf("plan:\n%s", plan)
 	}
 }
+
+// TestRunMakesRoomInAFullTemplate: at ECS's 30 versions, the oldest
+// version drover made and nothing uses is deleted before the new one is
+// created, and the rollout goes on as usual.
+func TestRunMakesRoomInAFullTemplate(t *testing.T) {
+	ud := userData(t, "abcdef.0123456789abcdef", nil)
+	a, b := desired(t, "m-a", "build-a", ud), desired(t, "m-b", "build-b", ud)
+	w := newWorld(t, 1, a)
+	w.builds["m-b"] = "build-b"
+	for n := int64(2); n <= MaxTemplateVersions; n++ {
+		v := version(n, a, true)
+		v.Config = ""
+		w.cloud.Versions = append(w.cloud.Versions, v)
+	}
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	w.allOn(b, 1)
+	got := w.cloud.Writes()
+	if len(got) < 3 || got[0] != "DeleteTemplateVersions [2]" || got[1] != "CreateTemplateVersion from 1 m-b" || got[2] != "SetTemplateVersion 31" {
+		t.Errorf("cloud calls %v, want version 2 deleted, then version 31 made and used", got)
+	}
+	if len(w.cloud.Versions) != MaxTemplateVersions {
+		t.Errorf("%d versions after the rollout, want %d", len(w.cloud.Versions), MaxTemplateVersions)
+	}
+	if m := w.messages(EventTemplate); !strings.Contains(m, "deleted launch template lt-1 version(s) 2 to make room") {
+		t.Errorf("template events: %s", m)
+	}
+}

@@ -44,6 +44,9 @@ Ready with the image's build ID and the node-config digest as labels
 (--ready-timeout), cordons and drains an old Node through the Eviction API
 (PodDisruptionBudgets respected, --drain-timeout) and removes its instance.
 An old instance leaves only once a Ready replacement is counted for it.
+A template at ECS's 30 versions first loses the oldest version drover made
+that nothing uses (never the default, the group's, an instance's, or one
+drover did not make).
 
 A group already there prints "nothing to do". A rotated bootstrap token only
 makes a new version: no instance is replaced. A new Node not Ready in time

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -514,6 +516,37 @@ func (e *rolloutEnv) rotatedToken(t *testing.T) {
 	stdout, _, code := s.rollout(t, "--image", e.imageA, "--userdata", s.pool)
 	if code != 0 || !strings.Contains(stdout, "nothing to do") || len(s.versions(t)) != 2 {
 		t.Errorf("re-run: exit %d, %d versions, stdout %q; want 0, 2 and nothing to do", code, len(s.versions(t)), stdout)
+	}
+
+	// Months of rollouts later the template holds the 30 versions ECS
+	// allows: versions 3 to 30 made by earlier drover runs, used by no
+	// instance. The next rotation deletes the oldest of them, 3, first.
+	cv := ecs.CreateCreateLaunchTemplateVersionRequest()
+	cv.LaunchTemplateId, cv.ImageId = s.template, e.imageA
+	cv.UserData = base64.StdEncoding.EncodeToString(ud)
+	cv.VersionDescription = "drover build=" + roBuildA + " config=" + strings.Repeat("0", 40) + " image=" + e.imageA + " size=2 max=3"
+	for len(s.versions(t)) < 30 {
+		if _, err := e.ecs.CreateLaunchTemplateVersion(cv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.writePool(t, s.spec("a", "rot4te.fedcba9876543210"))
+	stdout, stderr, code := s.rollout(t, "--image", e.imageA, "--userdata", s.pool)
+	vs = s.versions(t)
+	var nums []string
+	for _, v := range vs {
+		nums = append(nums, strconv.FormatInt(v.VersionNumber, 10))
+	}
+	if code != 0 || len(vs) != 30 || slices.Contains(nums, "3") || !slices.Contains(nums, "4") || vs[0].VersionNumber != 31 ||
+		s.scalingGroup(t).LaunchTemplateVersion != "31" {
+		t.Errorf("rotation in a full template: exit %d, versions %v, group on %q; want 0, 30 without 3, and 31 in use\n%s",
+			code, nums, s.scalingGroup(t).LaunchTemplateVersion, stdout)
+	}
+	if !strings.Contains(stderr, "deleted launch template "+s.template+" version(s) 3") {
+		t.Errorf("the rollout's progress does not say it deleted version 3:\n%s", stderr)
+	}
+	if ids := s.instanceIDs(t); strings.Join(ids, " ") != strings.Join(old, " ") {
+		t.Errorf("instances %v (were %v): a rotated token replaces none", ids, old)
 	}
 }
 

@@ -295,3 +295,65 @@ func TestLaunchTemplateVersions(t *testing.T) {
 	_, err = e.ecs.CreateLaunchTemplateVersion(cv)
 	wantCode(t, err, "InvalidLaunchTemplate.NotFound")
 }
+
+// TestLaunchTemplateVersionLimit: a template holds at most 30 versions;
+// DeleteLaunchTemplateVersion makes room (never for the default version)
+// and numbers keep counting up.
+func TestLaunchTemplateVersionLimit(t *testing.T) {
+	e := newEnv(t, Config{})
+	ct := ecs.CreateCreateLaunchTemplateRequest()
+	ct.LaunchTemplateName = "pool"
+	lt, err := e.ecs.CreateLaunchTemplate(ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cv := ecs.CreateCreateLaunchTemplateVersionRequest()
+	cv.LaunchTemplateId = lt.LaunchTemplateId
+	for i := 2; i <= MaxTemplateVersions; i++ {
+		if _, err := e.ecs.CreateLaunchTemplateVersion(cv); err != nil {
+			t.Fatalf("version %d: %v", i, err)
+		}
+	}
+	_, err = e.ecs.CreateLaunchTemplateVersion(cv)
+	wantCode(t, err, "QuotaExceed.LaunchTemplateVersion")
+
+	dl := ecs.CreateDeleteLaunchTemplateVersionRequest()
+	dl.LaunchTemplateId = lt.LaunchTemplateId
+	dl.DeleteVersion = &[]string{"2", "1"}
+	_, err = e.ecs.DeleteLaunchTemplateVersion(dl)
+	wantCode(t, err, "InvalidOperation.DeleteDefaultVersion")
+	dl.DeleteVersion = &[]string{"2", "77"}
+	_, err = e.ecs.DeleteLaunchTemplateVersion(dl)
+	wantCode(t, err, "InvalidLaunchTemplateVersion.NotFound")
+	dl.DeleteVersion = &[]string{"2", "3"}
+	got, err := e.ecs.DeleteLaunchTemplateVersion(dl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := got.LaunchTemplateVersions.LaunchTemplateVersion; len(d) != 2 || d[0].LaunchTemplateVersionNumber != 2 ||
+		d[1].LaunchTemplateVersionNumber != 3 || d[0].LaunchTemplateId != lt.LaunchTemplateId {
+		t.Fatalf("deleted: %+v", d)
+	}
+	dv := ecs.CreateDescribeLaunchTemplateVersionsRequest()
+	dv.LaunchTemplateId = lt.LaunchTemplateId
+	dv.MaxVersion = requests.NewInteger(4)
+	listed, err := e.ecs.DescribeLaunchTemplateVersions(dv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nums []int64
+	for _, v := range listed.LaunchTemplateVersionSets.LaunchTemplateVersionSet {
+		nums = append(nums, v.VersionNumber)
+	}
+	if fmt.Sprint(nums) != "[4 1]" {
+		t.Fatalf("versions up to 4 after deleting 2 and 3: %v, want [4 1]", nums)
+	}
+	for _, want := range []int64{31, 32} {
+		v, err := e.ecs.CreateLaunchTemplateVersion(cv)
+		if err != nil || v.LaunchTemplateVersionNumber != want {
+			t.Fatalf("after deleting two: version %+v, %v, want number %d", v, err, want)
+		}
+	}
+	_, err = e.ecs.CreateLaunchTemplateVersion(cv)
+	wantCode(t, err, "QuotaExceed.LaunchTemplateVersion")
+}

@@ -109,6 +109,7 @@ func (s *Server) ECSHandler() http.Handler {
 		"CreateLaunchTemplate":               (*call).createLaunchTemplate,
 		"CreateLaunchTemplateVersion":        (*call).createLaunchTemplateVersion,
 		"DescribeLaunchTemplateVersions":     (*call).describeLaunchTemplateVersions,
+		"DeleteLaunchTemplateVersion":        (*call).deleteLaunchTemplateVersion,
 		"ModifyLaunchTemplateDefaultVersion": (*call).modifyLaunchTemplateDefaultVersion,
 		"DescribeInstances":                  (*call).describeInstances,
 		"GetInstanceConsoleOutput":           (*call).getInstanceConsoleOutput,

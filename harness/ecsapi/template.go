@@ -110,6 +110,12 @@ func (c *call) createLaunchTemplateVersion() (obj, *apiError) {
 	if e != nil {
 		return nil, e
 	}
+	if len(lt.versions) >= MaxTemplateVersions {
+		// The limit is documented (CreateLaunchTemplateVersion: "a maximum
+		// of 30 versions"); this error code is the emulator's: no error list
+		// we could read names the one ECS returns.
+		return nil, errf(403, "QuotaExceed.LaunchTemplateVersion", "The launch template %s already has %d versions, the maximum.", lt.id, MaxTemplateVersions)
+	}
 	v, e := c.versionFromParams()
 	if e != nil {
 		return nil, e
@@ -118,6 +124,46 @@ func (c *call) createLaunchTemplateVersion() (obj, *apiError) {
 	v.number = lt.latest
 	lt.versions[v.number] = v
 	return obj{"LaunchTemplateId": lt.id, "LaunchTemplateVersionNumber": v.number}, nil
+}
+
+// MaxTemplateVersions is how many versions ECS keeps per launch template
+// (CreateLaunchTemplate and CreateLaunchTemplateVersion say so).
+const MaxTemplateVersions = 30
+
+// deleteLaunchTemplateVersion deletes DeleteVersion.N of one template, all
+// or none; the default version cannot be deleted.
+func (c *call) deleteLaunchTemplateVersion() (obj, *apiError) {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lt, e := c.template()
+	if e != nil {
+		return nil, e
+	}
+	var del []int64
+	for _, x := range list(c.p, "DeleteVersion") {
+		n, err := strconv.ParseInt(x, 10, 64)
+		if err != nil {
+			return nil, errInvalid("DeleteVersion")
+		}
+		if lt.versions[n] == nil {
+			return nil, errf(400, "InvalidLaunchTemplateVersion.NotFound", "The specified LaunchTemplateId %q Version %q is not found.", lt.id, x)
+		}
+		if n == lt.defaultVersion {
+			// Refused as documented; the code is the emulator's.
+			return nil, errf(403, "InvalidOperation.DeleteDefaultVersion", "The default version of launch template %s cannot be deleted.", lt.id)
+		}
+		del = append(del, n)
+	}
+	if len(del) == 0 {
+		return nil, errMissing("DeleteVersion.1")
+	}
+	deleted := []obj{}
+	for _, n := range del {
+		delete(lt.versions, n)
+		deleted = append(deleted, obj{"LaunchTemplateId": lt.id, "LaunchTemplateVersionNumber": n})
+	}
+	return obj{"LaunchTemplateVersions": obj{"LaunchTemplateVersion": deleted}}, nil
 }
 
 func (c *call) describeLaunchTemplateVersions() (obj, *apiError) {
