@@ -20,6 +20,15 @@ func TestJudgeLinkLoss(t *testing.T) {
 	if _, err := JudgeLinkLoss(node(back), []cluster.Event{ev}, down, up); err != nil {
 		t.Fatal(err)
 	}
+	// The guest's clock may be a few seconds off the host's: a loss dated
+	// just before the pull, or just after the return, still counts.
+	for _, at := range []string{"07:59:57", "08:00:23"} {
+		skewed := ev
+		skewed.Message = strings.Replace(ev.Message, "08:00:01", at, 1)
+		if _, err := JudgeLinkLoss(node(back), []cluster.Event{skewed}, down, up); err != nil {
+			t.Errorf("loss dated %s (the guest's clock a few seconds off): %v", at, err)
+		}
+	}
 	late := ev
 	late.Message = strings.Replace(ev.Message, "08:00:01", "08:05:00", 1)
 	otherNIC := ev
