@@ -58,6 +58,8 @@ func TestFactsCheckFields(t *testing.T) {
 		{"bad instance type", func(f *Facts) { f.InstanceType = "ecs g7" }, `metadata instance/instance-type "ecs g7" is not a valid label value`},
 		{"hostname of 253 characters, upper case", func(f *Facts) { f.Hostname = host253 }, ""},
 		{"hostname of 254 characters", func(f *Facts) { f.Hostname = "a" + host253 }, `metadata hostname "a` + host253 + `" is not a valid node name (a DNS subdomain)`},
+		{"build ID", func(f *Facts) { f.BuildID = "20261203.1-abc" }, ""},
+		{"bad build ID", func(f *Facts) { f.BuildID = "build 7" }, `metadata BUILD_ID (/usr/lib/os-release) "build 7" is not a valid label value`},
 		{"IPv4", func(f *Facts) { f.PrivateIPv4 = "10.0.0.1" }, ""},
 		{"not an address", func(f *Facts) { f.PrivateIPv4 = "10.0.0" }, `metadata private-ipv4 "10.0.0" is not an IPv4 address`},
 		{"everything wrong", func(f *Facts) { *f = Facts{ZoneID: "-", InstanceType: "-", PrivateIPv4: "x"} },
