@@ -70,13 +70,35 @@ func TestQueueReadsTheWholeFile(t *testing.T) {
 	}
 	// The reads complete in the kernel's time; a whole-file advice clamped
 	// to the readahead window stops at its first megabytes and never
-	// gets further. Every page must be seen in the page cache at some
+	// gets further. Pages are counted if seen in the page cache at any
 	// sample: where the page cache is small (a sandbox's memory cgroup
 	// held 34 MB of it), pages read early are reclaimed while later ones
 	// are still being read, and one snapshot missed 14 of 16384 that had
 	// been read.
+	//
+	// Readahead is advice: the kernel may drop part of it (its page
+	// allocations do not retry, a busy device may fail a readahead bio),
+	// and a CI machine once never read 16 pages (one 64 KiB folio) of
+	// 16384. What Queue promises, and what its bugs would break, is that
+	// every 128 KiB advice is issued: so every chunk must show pages in
+	// the cache, and all but a few pages must be seen. The clamped advice
+	// leaves all but the first chunks empty; a loop that stops one chunk
+	// early leaves the last one empty; a skipping stride, every other one.
+	const pagesPerChunk = Chunk / 4096
 	var seen []bool
-	in := 0
+	complete := func() (in int, emptyChunk int) {
+		emptyChunk = -1
+		for i, ok := range seen {
+			if ok {
+				in++
+			}
+			if i%pagesPerChunk == 0 && !slices.Contains(seen[i:min(i+pagesPerChunk, len(seen))], true) && emptyChunk < 0 {
+				emptyChunk = i / pagesPerChunk
+			}
+		}
+		return in, emptyChunk
+	}
+	in, empty := 0, 0
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		now, err := residentPages(p)
 		if err != nil {
@@ -85,19 +107,19 @@ func TestQueueReadsTheWholeFile(t *testing.T) {
 		if seen == nil {
 			seen = make([]bool, len(now))
 		}
-		in = 0
 		for i, r := range now {
 			seen[i] = seen[i] || r
-			if seen[i] {
-				in++
-			}
 		}
-		if in == len(seen) {
+		if in, empty = complete(); in == len(seen) {
 			return
 		}
 	}
-	first := slices.Index(seen, false)
-	t.Fatalf("after Queue, %d of %d pages of %s were ever seen in the page cache (the first missing: page %d)", in, len(seen), p, first)
+	if empty >= 0 || in < len(seen)*99/100 {
+		t.Fatalf("after Queue, %d of %d pages of %s were ever seen in the page cache; first chunk of %d KiB with none: %d (-1: none)",
+			in, len(seen), p, Chunk>>10, empty)
+	}
+	t.Logf("after Queue, %d of %d pages were seen in the page cache, some in every %d KiB chunk: the kernel dropped part of the advice (the first missing: page %d)",
+		in, len(seen), Chunk>>10, slices.Index(seen, false))
 }
 
 func TestReadReadsTheWholeFile(t *testing.T) {
