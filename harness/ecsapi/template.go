@@ -2,6 +2,7 @@ package ecsapi
 
 import (
 	"encoding/base64"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -140,20 +141,13 @@ func (c *call) deleteLaunchTemplateVersion() (obj, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	var del []int64
-	for _, x := range list(c.p, "DeleteVersion") {
-		n, err := strconv.ParseInt(x, 10, 64)
-		if err != nil {
-			return nil, errInvalid("DeleteVersion")
-		}
-		if lt.versions[n] == nil {
-			return nil, errf(400, "InvalidLaunchTemplateVersion.NotFound", "The specified LaunchTemplateId %q Version %q is not found.", lt.id, x)
-		}
-		if n == lt.defaultVersion {
-			// Refused as documented; the code is the emulator's.
-			return nil, errf(403, "InvalidOperation.DeleteDefaultVersion", "The default version of launch template %s cannot be deleted.", lt.id)
-		}
-		del = append(del, n)
+	del, e := c.versionList(lt, "DeleteVersion")
+	if e != nil {
+		return nil, e
+	}
+	if slices.Contains(del, lt.defaultVersion) {
+		// Refused as documented; the code is the emulator's.
+		return nil, errf(403, "InvalidOperation.DeleteDefaultVersion", "The default version of launch template %s cannot be deleted.", lt.id)
 	}
 	if len(del) == 0 {
 		return nil, errMissing("DeleteVersion.1")
@@ -164,6 +158,23 @@ func (c *call) deleteLaunchTemplateVersion() (obj, *apiError) {
 		deleted = append(deleted, obj{"LaunchTemplateId": lt.id, "LaunchTemplateVersionNumber": n})
 	}
 	return obj{"LaunchTemplateVersions": obj{"LaunchTemplateVersion": deleted}}, nil
+}
+
+// versionList reads the repeated parameter name (name.1, name.2, …): version
+// numbers of lt, each of which must exist. The caller holds s.mu.
+func (c *call) versionList(lt *launchTemplate, name string) ([]int64, *apiError) {
+	var ns []int64
+	for _, x := range list(c.p, name) {
+		n, err := strconv.ParseInt(x, 10, 64)
+		if err != nil {
+			return nil, errInvalid(name)
+		}
+		if lt.versions[n] == nil {
+			return nil, errf(400, "InvalidLaunchTemplateVersion.NotFound", "The specified LaunchTemplateId %q Version %q is not found.", lt.id, x)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
 }
 
 func (c *call) describeLaunchTemplateVersions() (obj, *apiError) {
@@ -190,16 +201,9 @@ func (c *call) describeLaunchTemplateVersions() (obj, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	var want []int64
-	for _, x := range list(c.p, "LaunchTemplateVersion") {
-		n, err := strconv.ParseInt(x, 10, 64)
-		if err != nil {
-			return nil, errInvalid("LaunchTemplateVersion")
-		}
-		if lt.versions[n] == nil {
-			return nil, errf(400, "InvalidLaunchTemplateVersion.NotFound", "The specified LaunchTemplateId %q Version %q is not found.", lt.id, x)
-		}
-		want = append(want, n)
+	want, e := c.versionList(lt, "LaunchTemplateVersion")
+	if e != nil {
+		return nil, e
 	}
 	var match []*ltVersion
 	for n, v := range lt.versions {
