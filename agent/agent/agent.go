@@ -157,17 +157,16 @@ type Agent struct {
 	node *nodeconfig.Config
 	// results carried between phases
 	userData []byte
-	// fromStore: userData is the stored config (a later boot).
+	// fromStore: userData is the redacted form of the user-data (the
+	// stored config, confirmed against it), whose node file carries a
+	// redacted token.
 	fromStore bool
-	// storedWant is the digest of the user-data the instance was launched
-	// with, when config chose the stored config without the user-data:
-	// the metadata phase checks the user-data against it.
-	storedWant string
-	// checked is closed once a later boot's metadata phase has compared
-	// the stored config with the user-data; tampered then says why the
-	// stored config is not the user-data's ("" when it is).
-	checked  chan struct{}
-	tampered string
+	// restore: the stored config was gone or not the user-data's; apply
+	// writes it again from userData.
+	restore bool
+	// launchedWith is the digest of the user-data as the metadata gave
+	// it this boot (StoredDigest records it).
+	launchedWith string
 	// known is drift found once (a tampered stored config), which the
 	// guard reports beside what it checks.
 	known knownDrift
@@ -192,14 +191,11 @@ type Agent struct {
 	// kubeletStart is when the kubelet phase started the kubelet: the
 	// Node's Ready condition counts only if posted after it.
 	kubeletStart time.Time
-	// containerd receives the result of the containerd phase, which runs
-	// beside network and runtime; kernel that of the kernel phase, which
-	// runs beside config, apply and network; metadataDone that of a
-	// later boot's metadata phase (nil if config fetched the metadata
-	// itself), which runs beside apply and containerd; timeDone that of
-	// the time phase, which runs beside runtime and kubelet; sandbox that
-	// of the sandbox phase, which runs beside kubelet and certificate.
-	containerd, kernel, metadataDone, timeDone, sandbox chan error
+	// The results of the background phases (sequence says which phase
+	// starts each, and what runs beside it): kernel, containerd, time,
+	// sandbox. units has no reader: a failed user unit does not stop
+	// the join.
+	containerd, kernel, timeDone, sandbox, units chan error
 	// rendered is closed once runtime has written the node's
 	// configuration (timesyncd's drop-in among it).
 	rendered chan struct{}
@@ -276,21 +272,6 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.env.Exec, a.env.Main, a.env.Main-a.env.Exec, split, a.env.Uptime()-a.env.Main))
 	}
 	a.readSecureBoot()
-	steps := []struct {
-		name string
-		d    time.Duration
-		fn   func(context.Context) (string, error)
-	}{
-		{"config", a.dl.Config, a.config},
-		{"apply", a.dl.Apply, a.apply},
-		{"containerd", a.dl.Runtime, nil}, // runs beside network and runtime
-		{"network", a.dl.Network, a.network},
-		{"runtime", a.dl.Runtime, a.runtime},
-		{"kubelet", a.dl.Kubelet, a.kubelet},
-		{"certificate", a.dl.Certificate, a.certificate},
-		{"ready", a.dl.Ready, a.ready},
-		{"cleanup", time.Minute, a.cleanup},
-	}
 	// Background phases finish before Run returns, so a failure elsewhere
 	// never leaves them half-recorded in the status file; on a failure
 	// they are cancelled first, so the failure is not held up by a wait
@@ -298,12 +279,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer func() { a.bg.Wait(); cancel() }()
 	a.rendered = make(chan struct{})
-	a.kernel = a.background(ctx, "kernel", a.dl.Network, a.kernelPrep)
+	first, steps := a.sequence()
+	a.startBeside(ctx, first)
 	for _, s := range steps {
-		if s.name == "containerd" {
-			a.containerd = a.background(ctx, s.name, s.d, a.startContainerd)
-			continue
-		}
 		err := a.phase(ctx, s.name, s.d, s.fn)
 		if errors.Is(err, errNoConfig) {
 			a.rec.SetState("unconfigured", err.Error())
@@ -314,25 +292,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			cancel()
 			return err
 		}
-		if s.name == "config" && a.storedWant != "" {
-			a.checked = make(chan struct{})
-			a.metadataDone = a.background(ctx, "metadata", a.dl.Config, a.metadata)
-		}
-		if s.name == "network" {
-			a.timeDone = a.background(ctx, "time", a.dl.Runtime, a.startTime)
-		}
-		if s.name == "runtime" {
-			// containerd is active. The sandbox image's import (seconds
-			// under emulation, most of it ctr's start) runs beside the
-			// kubelet's start and TLS bootstrap: no pod can be scheduled
-			// here before the Node is Ready, and the ready phase waits for
-			// it before the node counts as joined.
-			a.sandbox = a.background(ctx, "sandbox", a.dl.Runtime, a.importSandbox)
-		}
-		if s.name == "apply" {
-			// The config's enabled units start beside the join: they
-			// may be ordered after anything, the agent included.
-			a.background(ctx, "units", a.dl.Units, a.startUnits)
+		a.startBeside(ctx, s.then)
+		if s.ready {
 			// The node's configuration is in place: boot may go on while
 			// the join proceeds (STATUS= tells each phase).
 			a.env.Notify("READY=1")

@@ -337,28 +337,35 @@ func TestRefusedConfigWritesNothing(t *testing.T) {
 	}
 }
 
-func TestSecondBootReappliesStoredAndRefusesChange(t *testing.T) {
+// TestChangedUserDataFailsClosed: a later boot whose user-data differs
+// from the one the instance was launched with is refused, and nothing is
+// applied or started: the stored copy cannot be confirmed against it.
+func TestChangedUserDataFailsClosed(t *testing.T) {
 	r := newRig(t, userData(t, "v1"))
 	if err := r.agent().Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	// Reboot: /etc is a fresh tmpfs; /var (and the kubelet's kubeconfig) persist.
 	os.RemoveAll(filepath.Join(r.root, "etc"))
-	os.WriteFile(filepath.Join(r.root, "/var/lib/kubelet/kubeconfig"), []byte("kubeconfig"), 0o600)
 	r.prov.data = userData(t, "v2")
-	r.log = nil
-	if err := r.agent().Run(context.Background()); err != nil {
-		t.Fatal(err)
+	r.log, r.sd.Calls = nil, nil
+	err := r.agent().Run(context.Background())
+	if !errors.Is(err, ErrImmutable) {
+		t.Fatalf("want ErrImmutable, got %v", err)
 	}
-	motd, _ := os.ReadFile(filepath.Join(r.root, "/etc/motd"))
-	if string(motd) != "v1" {
-		t.Errorf("stored config not re-applied: motd %q", motd)
+	if fileExists(filepath.Join(r.root, "/etc/motd")) || fileExists(filepath.Join(r.root, NodeFile)) {
+		t.Error("a file was applied although the user-data was refused")
+	}
+	for _, c := range r.sd.Calls {
+		if strings.HasPrefix(c, "start ") || c == "reload" {
+			t.Errorf("systemd call %q after a refusal", c)
+		}
 	}
 	if !strings.Contains(strings.Join(r.log, "\n"), "REFUSED: user-data changed since first boot") {
 		t.Errorf("refusal not on the console:\n%s", strings.Join(r.log, "\n"))
 	}
 	st, _ := status.Read(r.root)
-	if st.State != "joined" || !strings.Contains(st.Error, ErrImmutable.Error()) {
+	if st.State != "failed" || !strings.Contains(st.Error, ErrImmutable.Error()) {
 		t.Errorf("status %+v", st)
 	}
 	if fileExists(filepath.Join(r.root, "/etc/kubernetes/bootstrap-kubelet.conf")) {
@@ -366,11 +373,11 @@ func TestSecondBootReappliesStoredAndRefusesChange(t *testing.T) {
 	}
 }
 
-// TestLaterBootAppliesBeforeTheMetadata: a later boot applies the stored
-// config and starts containerd without waiting for the metadata service;
-// the user-data check and the facts (the metadata phase) come beside them,
-// and the network phase waits for them, failing with their error.
-func TestLaterBootAppliesBeforeTheMetadata(t *testing.T) {
+// TestLaterBootWaitsForTheMetadata: a later boot writes and starts
+// nothing before the metadata service has answered, and fails closed,
+// naming the metadata, when it does not: nothing on /var is applied in
+// its place.
+func TestLaterBootWaitsForTheMetadata(t *testing.T) {
 	r := newRig(t, userData(t, "v1"))
 	if err := r.agent().Run(context.Background()); err != nil {
 		t.Fatal(err)
@@ -380,46 +387,36 @@ func TestLaterBootAppliesBeforeTheMetadata(t *testing.T) {
 	r.prov.hold = make(chan struct{})
 	done := make(chan error, 1)
 	go func() { done <- r.agent().Run(context.Background()) }()
-	deadline := time.After(10 * time.Second)
-	for !r.sd.Called("start containerd.service") {
-		select {
-		case err := <-done:
-			t.Fatalf("Run returned %v before starting containerd", err)
-		case <-deadline:
-			close(r.prov.hold)
-			<-done
-			t.Fatalf("containerd was not started while the metadata was unreachable: calls %v", r.sd.Calls)
-		case <-time.After(5 * time.Millisecond):
-		}
+	time.Sleep(300 * time.Millisecond)
+	if fileExists(filepath.Join(r.root, "/etc/motd")) {
+		t.Error("the stored config was applied before the metadata answered")
 	}
-	if !fileExists(filepath.Join(r.root, "/etc/motd")) {
-		t.Error("the stored config was not applied before the metadata answered")
-	}
-	if r.sd.Called("start kubelet.service") {
-		t.Error("the kubelet started before the instance facts were known")
+	if len(r.sd.Calls) != 0 {
+		t.Errorf("systemd calls before the metadata answered: %v", r.sd.Calls)
 	}
 	close(r.prov.hold)
 	if err := <-done; err != nil {
 		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
 	}
-	st, _ := status.Read(r.root)
-	var meta *status.Phase
-	for i, p := range st.Phases {
-		if p.Name == "metadata" {
-			meta = &st.Phases[i]
-		}
-	}
-	if meta == nil || meta.Result != "ok" || !strings.Contains(meta.Detail, "user-data unchanged since first boot") {
-		t.Errorf("metadata phase %+v", meta)
+	if !fileExists(filepath.Join(r.root, "/etc/motd")) {
+		t.Error("the confirmed config was not applied once the metadata answered")
 	}
 
-	// A metadata service that fails fails the join in the network phase,
-	// naming the metadata.
+	// A metadata service that fails fails the boot in the config phase,
+	// naming the metadata; nothing is applied.
 	os.RemoveAll(filepath.Join(r.root, "etc"))
+	r.sd.Calls = nil
 	r.prov.hold, r.prov.err = nil, errors.New("GET user-data: 500 Internal Server Error")
 	err := r.agent().Run(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "instance facts (metadata, fetched since config): fetching user-data from fake: GET user-data: 500") {
+	if err == nil || !strings.Contains(err.Error(), "fetching user-data from fake: GET user-data: 500") || !strings.Contains(err.Error(), "never falls back") {
 		t.Fatalf("want the metadata failure, got %v", err)
+	}
+	if fileExists(filepath.Join(r.root, "/etc/motd")) || r.sd.Called("start kubelet.service") || r.sd.Called("start containerd.service") {
+		t.Errorf("applied or started without the metadata: calls %v", r.sd.Calls)
+	}
+	st, _ := status.Read(r.root)
+	if st.State != "failed" {
+		t.Errorf("state %q, want failed", st.State)
 	}
 }
 

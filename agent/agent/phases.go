@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,56 +16,116 @@ import (
 	"github.com/drover-os/drover/internal/atomicfile"
 )
 
-// config decides which configuration this boot applies. On the first boot
-// it is the user-data. On a later boot it is the copy stored at the first:
-// the user-data is then only checked against it (a change is refused, not
-// applied), so that check and the instance facts run beside apply and
-// containerd's start (the metadata phase) rather than before them; only a
-// redacted stored config whose kubelet certificate is unusable needs the
-// user-data itself (its bootstrap token) first.
+// config decides which configuration this boot applies: on every boot the
+// instance's user-data, fetched from the metadata service before anything
+// is written. Nothing under /var decides what runs: root on the node (a
+// privileged pod) can rewrite the stored config, its digest and the
+// remote contents, but not the user-data. What /var holds only says
+// whether the user-data changed since the first boot (refused: the node
+// is immutable) and, once confirmed against the user-data, lets a joined
+// node re-apply the redacted copy so that the bootstrap token never comes
+// back. A metadata service that does not answer fails the boot closed:
+// the kubelet is not started from what /var holds.
 func (a *Agent) config(ctx context.Context) (string, error) {
-	stored, serr := os.ReadFile(a.path(StoredConfig))
-	var want string
-	var certErr error // why the kubelet's certificate cannot be used (a redacted stored config only)
-	if serr == nil {
-		want = a.storedDigest(stored)
-		redacted := digest(stored) != want
-		if redacted {
-			certErr = a.clientCertErr()
-		}
-		if certErr == nil {
-			a.userData, a.fromStore, a.storedWant = stored, true, want
-			what := ""
-			if redacted {
-				what = ", bootstrap token redacted"
-			}
-			return fmt.Sprintf("stored config from first boot (%d bytes%s), re-applied; the user-data is checked against it beside apply", len(stored), what), nil
-		}
-	}
 	data, present, err := a.fetchMetadata(ctx)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w; nothing is applied until the metadata service answers: the node never falls back to the copy in %s", err, StateDir)
 	}
+	st := a.readState()
 	switch {
-	case serr == nil && present && digest(data) != want:
-		a.refuse(data, want)
-		a.userData, a.fromStore = stored, true
-		return fmt.Sprintf("stored config from first boot (%d bytes); the changed user-data is REFUSED", len(stored)), nil
-	case serr == nil && present:
-		// The stored config is redacted (redactSecrets) and the kubelet's
-		// certificate cannot be used: the kubelet must bootstrap again,
-		// with the token of the user-data the instance was launched with.
-		a.userData = data
-		a.rec.Note("the kubelet's client certificate cannot be used (" + certErr.Error() + "): bootstrapping again with the token of the user-data (same sha256 " + want[:12] + " as at first boot)")
-		return fmt.Sprintf("user-data from %s (%d bytes, unchanged since first boot), to bootstrap again", a.env.Provider.Name(), len(data)), nil
-	case serr == nil:
-		a.userData, a.fromStore = stored, true
-		return fmt.Sprintf("stored config from first boot (%d bytes), re-applied; no user-data now", len(stored)), nil
-	case !present:
+	case !present && !st.provisioned:
 		return "", errNoConfig
+	case !present:
+		return "", fmt.Errorf("the instance has no user-data now, but it was provisioned from one: nothing is applied (the copy in %s is applied only once the user-data confirms it); give the instance back the user-data it was launched with, or replace it", StateDir)
+	case st.want != "" && digest(data) != st.want:
+		a.rec.Note("REFUSED: user-data changed since first boot (sha256 " + digest(data)[:12] + " vs stored " + st.want[:12] + "): " + ErrImmutable.Error())
+		return "", fmt.Errorf("the user-data changed since the first boot (sha256 %s, launched with %s) and is REFUSED; nothing is applied: %w", digest(data)[:12], st.want[:12], ErrImmutable)
 	}
-	a.userData = data
-	return fmt.Sprintf("user-data from %s (%d bytes), instance %s", a.env.Provider.Name(), len(data), a.facts.InstanceID), nil
+	a.launchedWith = digest(data)
+	from := fmt.Sprintf("user-data from %s (%d bytes, sha256 %s), instance %s", a.env.Provider.Name(), len(data), digest(data)[:12], a.facts.InstanceID)
+	if !st.provisioned {
+		a.userData = data
+		return from, nil
+	}
+	certErr := a.clientCertErr()
+	why := "no stored config in " + StoredConfig
+	if st.stored != nil {
+		why = a.confirmStored(ctx, st.stored, data)
+	}
+	if why == "" {
+		if certErr != nil && !bytes.Equal(st.stored, data) {
+			// The stored config is redacted and the kubelet's
+			// certificate cannot be used: the kubelet bootstraps again,
+			// with the token of the user-data.
+			a.userData = data
+			a.rec.Note("the kubelet's client certificate cannot be used (" + certErr.Error() + "): bootstrapping again with the token of the user-data")
+			return from + ", unchanged since first boot, to bootstrap again", nil
+		}
+		a.userData, a.fromStore = st.stored, true
+		return from + ", unchanged since first boot; the stored config confirmed against it is re-applied", nil
+	}
+	// Provisioned before, but the stored config is gone or is not the
+	// user-data's: drift. The user-data is applied, its token redacted
+	// first when the kubelet has its own certificate, and the stored copy
+	// is written again from it.
+	a.rec.Note("DRIFT: " + why + " — the instance's user-data is applied instead; nothing of the stored copy is used; the node is immutable: replace the instance")
+	a.rec.SetState("provisioning", "drift: "+why)
+	a.known.add(Drift{Path: StoredConfig, What: "contents", Want: "the user-data's (sha256 " + digest(data) + ", token redacted)", Got: st.got()})
+	a.userData, a.restore = data, true
+	if secret := tokenSecretOf(data); secret != "" && certErr == nil {
+		red, err := ignition.Redact(data, secret, nodeconfig.RedactedSecret, ignition.DirCache(a.path(ContentsDir)))
+		if err != nil {
+			return "", fmt.Errorf("redacting the bootstrap token of the user-data: %w", err)
+		}
+		a.userData, a.fromStore = red.Config, true
+	}
+	return from + "; the stored config was NOT the user-data's (" + why + "): the user-data is applied", nil
+}
+
+// state is what /var says of earlier boots.
+type state struct {
+	stored []byte // the stored config; nil when there is none
+	// want is the digest of the user-data the instance was launched
+	// with, "" when nothing records it.
+	want string
+	// provisioned: an earlier boot applied a config (any of the agent's
+	// records, or the kubelet's certificate, is there).
+	provisioned bool
+}
+
+// got names the stored config for a drift report.
+func (s state) got() string {
+	if s.stored == nil {
+		return "missing"
+	}
+	return digest(s.stored)
+}
+
+// readState reads what earlier boots left in /var. It decides nothing by
+// itself: config compares it with the user-data.
+func (a *Agent) readState() state {
+	var s state
+	if b, err := os.ReadFile(a.path(StoredConfig)); err == nil {
+		s.stored = b
+	}
+	if b, err := os.ReadFile(a.path(StoredDigest)); err == nil {
+		if d := strings.TrimSpace(string(b)); len(d) == 64 {
+			s.want = d
+		}
+	}
+	s.provisioned = s.stored != nil || s.want != "" || fileExists(a.path(ConfigStateFile)) || fileExists(a.path(KubeletCert))
+	return s
+}
+
+// writeLaunchedWith records the digest of the user-data as given, which
+// later boots compare the user-data with, unless StoredDigest holds it
+// already (it is only ever the user-data's: config refused any other).
+func (a *Agent) writeLaunchedWith() error {
+	b, err := os.ReadFile(a.path(StoredDigest))
+	if err == nil && strings.TrimSpace(string(b)) == a.launchedWith {
+		return nil
+	}
+	return atomicfile.Write(a.path(StoredDigest), []byte(a.launchedWith+"\n"), 0o644)
 }
 
 // fetchMetadata waits for a route to the metadata service (on ECS), then
@@ -88,39 +149,6 @@ func (a *Agent) fetchMetadata(ctx context.Context) ([]byte, bool, error) {
 	}
 	a.facts = facts
 	return data, present, nil
-}
-
-// metadata is a later boot's check of the user-data against the stored
-// config (config chose the stored one without waiting for it), and its
-// fetch of the instance facts, which the network phase waits for.
-func (a *Agent) metadata(ctx context.Context) (string, error) {
-	defer close(a.checked)
-	data, present, err := a.fetchMetadata(ctx)
-	if err != nil {
-		return "", err
-	}
-	switch {
-	case !present:
-		return "no user-data now; the stored config stands, unconfirmed, instance " + a.facts.InstanceID, nil
-	case digest(data) != a.storedWant:
-		a.refuse(data, a.storedWant)
-		return "user-data changed since first boot: REFUSED, the stored config stands (it cannot be confirmed against the new user-data)", nil
-	}
-	if why := confirmStored(a.userData, data, ignition.DirCache(a.path(ContentsDir))); why != "" {
-		a.tampered = why
-		a.rec.Note("DRIFT: " + why + " — its enabled units are not started; the node is immutable: replace the instance")
-		a.known.add(Drift{Path: StoredConfig, What: "contents", Want: "the user-data's (sha256 " + a.storedWant + ", token redacted)", Got: digest(a.userData)})
-		return "user-data unchanged since first boot, but the stored config is NOT the user-data's: " + why, nil
-	}
-	return fmt.Sprintf("user-data unchanged since first boot (sha256 %s), stored config confirmed against it, instance %s", a.storedWant[:12], a.facts.InstanceID), nil
-}
-
-// refuse records that the user-data differs from what the instance was
-// first provisioned with: the node keeps running the stored config and
-// says so loudly.
-func (a *Agent) refuse(data []byte, want string) {
-	a.rec.Note("REFUSED: user-data changed since first boot (sha256 " + digest(data)[:12] + " vs stored " + want[:12] + "): " + ErrImmutable.Error())
-	a.rec.SetState("provisioning", "user-data refused: "+ErrImmutable.Error())
 }
 
 // apply validates the whole config, then writes it; nothing is written
@@ -176,18 +204,24 @@ func (a *Agent) apply(ctx context.Context) (string, error) {
 	if err := a.guarantees(ctx, seeUnits); err != nil {
 		return "", err
 	}
-	node, err := parse(mustRead(a.path(NodeFile)), NodeFile)
+	nf, err := os.ReadFile(a.path(NodeFile))
+	if err != nil {
+		return "", fmt.Errorf("reading the node file the config wrote: %w", err)
+	}
+	node, err := parse(nf, NodeFile)
 	if err != nil {
 		return "", err
 	}
 	a.node = node
-	if !fileExists(a.path(StoredConfig)) {
+	// The stored copy is written on the first boot, and again when it
+	// was not the user-data's (config found it gone or changed).
+	if a.restore || !fileExists(a.path(StoredConfig)) {
 		if err := atomicfile.Write(a.path(StoredConfig), a.userData, 0o600); err != nil {
 			return "", err
 		}
-		if err := atomicfile.Write(a.path(StoredDigest), []byte(digest(a.userData)+"\n"), 0o644); err != nil {
-			return "", err
-		}
+	}
+	if err := a.writeLaunchedWith(); err != nil {
+		return "", err
 	}
 	if err := a.recordConfigDigest(); err != nil {
 		return "", err
@@ -199,17 +233,7 @@ func (a *Agent) apply(ctx context.Context) (string, error) {
 	return fmt.Sprintf("%d paths managed", len(a.managed)), nil
 }
 
-func mustRead(p string) []byte {
-	b, _ := os.ReadFile(p)
-	return b
-}
-
 func (a *Agent) network(ctx context.Context) (string, error) {
-	if a.metadataDone != nil {
-		if err := await(ctx, a.metadataDone, "instance facts (metadata, fetched since config)"); err != nil {
-			return "", err
-		}
-	}
 	p, err := a.env.Network(ctx, a.facts.MAC)
 	if err != nil {
 		return "", err

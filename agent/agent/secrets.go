@@ -68,17 +68,6 @@ func clientCertErr(path string, now time.Time) error {
 
 func (a *Agent) clientCertErr() error { return clientCertErr(a.path(KubeletCert), time.Now()) }
 
-// storedDigest is the digest of the user-data the instance was launched
-// with: StoredDigest, or (a state from before redaction existed) that of
-// the stored config itself.
-func (a *Agent) storedDigest(stored []byte) string {
-	b, err := os.ReadFile(a.path(StoredDigest))
-	if d := strings.TrimSpace(string(b)); err == nil && len(d) == 64 {
-		return d
-	}
-	return digest(stored)
-}
-
 // redactSecrets removes the bootstrap token's secret from everything the
 // node keeps, once the kubelet's certificate is valid. Each file is
 // replaced atomically, in an order where an interruption leaves a state a
@@ -94,11 +83,9 @@ func (a *Agent) redactSecrets() (string, error) {
 		return "", fmt.Errorf("redacting the bootstrap token: reading the stored config: %w", err)
 	}
 	// The changed-user-data check needs the digest of the user-data as
-	// given; write it before the config stops matching it.
-	if _, err := os.Stat(a.path(StoredDigest)); err != nil {
-		if err := atomicfile.Write(a.path(StoredDigest), []byte(digest(stored)+"\n"), 0o644); err != nil {
-			return "", fmt.Errorf("redacting the bootstrap token: %w", err)
-		}
+	// given (apply wrote it); make sure before the config stops matching it.
+	if err := a.writeLaunchedWith(); err != nil {
+		return "", fmt.Errorf("redacting the bootstrap token: %w", err)
 	}
 	cache := ignition.DirCache(a.path(ContentsDir))
 	red, err := ignition.Redact(stored, secret, nodeconfig.RedactedSecret, cache)

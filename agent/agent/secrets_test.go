@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -72,7 +73,7 @@ func TestTokenRedactedAfterJoin(t *testing.T) {
 		t.Fatalf("second boot: %v\n%s", err, strings.Join(r.log, "\n"))
 	}
 	log := strings.Join(r.log, "\n")
-	if strings.Contains(log, "REFUSED") || !strings.Contains(log, "bootstrap token redacted), re-applied") {
+	if strings.Contains(log, "REFUSED") || !strings.Contains(log, "the stored config confirmed against it is re-applied") {
 		t.Errorf("second boot with the same user-data:\n%s", log)
 	}
 	if fileExists(filepath.Join(r.root, nodeconfig.BootstrapKubeconfigPath)) {
@@ -83,12 +84,13 @@ func TestTokenRedactedAfterJoin(t *testing.T) {
 	// A changed user-data is still refused against the original digest.
 	reboot(r)
 	r.prov.data = append(append([]byte(nil), ud...), ' ')
-	if err := r.agent().Run(context.Background()); err != nil {
-		t.Fatal(err)
+	if err := r.agent().Run(context.Background()); !errors.Is(err, ErrImmutable) {
+		t.Fatalf("changed user-data: want ErrImmutable, got %v", err)
 	}
 	if !strings.Contains(strings.Join(r.log, "\n"), "REFUSED: user-data changed since first boot") {
 		t.Errorf("changed user-data not refused:\n%s", strings.Join(r.log, "\n"))
 	}
+	noSecretLeft(t, r.root, "refused boot")
 }
 
 // TestExpiredCertificateBootstrapsAgain: with the client certificate
@@ -127,9 +129,13 @@ func TestExpiredCertificateBootstrapsAgain(t *testing.T) {
 	expire()
 	reboot(r)
 	r.prov.data, r.prov.present = nil, false // the metadata has no user-data any more
+	r.sd.Calls = nil
 	err := r.agent().Run(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "bootstrap token was redacted") {
-		t.Fatalf("want the redacted-token failure, got %v", err)
+	if err == nil || !strings.Contains(err.Error(), "the instance has no user-data now, but it was provisioned from one") {
+		t.Fatalf("want the missing user-data refused, got %v", err)
+	}
+	if fileExists(filepath.Join(r.root, NodeFile)) || r.sd.Called("start kubelet.service") {
+		t.Error("something was applied or started without the user-data")
 	}
 }
 
@@ -179,8 +185,15 @@ func TestRedactionCoversEncodedAndRemoteNodeFiles(t *testing.T) {
 			noSecretLeft(t, r.root, "remote node file")
 			reboot(r)
 		}
-		if f.gets != 1 {
-			t.Errorf("%d fetches over two boots, want 1", f.gets)
+		// The second boot fetches the node file again, not to apply it
+		// (the stored config carries it inline, redacted) but to confirm
+		// that inline copy against the user-data's: nothing on /var may
+		// vouch for itself.
+		if f.gets != 2 {
+			t.Errorf("%d fetches over two boots, want 2 (apply, then confirm)", f.gets)
+		}
+		if strings.Contains(strings.Join(r.log, "\n"), "DRIFT") {
+			t.Errorf("the redacted remote node file is reported as drift:\n%s", strings.Join(r.log, "\n"))
 		}
 		if fileExists(filepath.Join(r.root, ContentsDir, hash)) {
 			t.Errorf("the stored copy of the node file (with the token) is still in %s", ContentsDir)

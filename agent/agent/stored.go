@@ -10,18 +10,30 @@ import (
 	"github.com/drover-os/drover/agent/nodeconfig"
 )
 
-// The stored config (StoredConfig) is what a later boot applies, before
-// the metadata service answers. Root on the node (a privileged pod) can
-// rewrite it, and config.sha256 beside it; the user-data cannot be
-// rewritten from the node. So once the metadata answers, the stored config
-// is confirmed against the user-data: it must be the user-data itself or,
+// The stored config (StoredConfig) is what a later boot may re-apply, but
+// only once the metadata service has answered: root on the node (a
+// privileged pod) can rewrite it, and config.sha256 beside it; the
+// user-data cannot be rewritten from the node. The stored config is
+// confirmed against the user-data: it must be the user-data itself or,
 // once the bootstrap token was redacted, exactly what redacting the
-// user-data gives. A stored config that is neither is reported as drift,
-// and its enabled units are not started.
+// user-data gives. A stored config that is neither (or none at all, on a
+// node provisioned before) is reported as drift, and the user-data is
+// applied instead (config).
 
 // confirmStored says why the stored config is not the user-data's, or ""
-// when it is.
-func confirmStored(stored, userData []byte, cache ignition.ContentCache) string {
+// when it is. The user-data's remote contents missing from the node's
+// cache (those that held the token, inlined redacted in the stored
+// config) are fetched again for the comparison, verified, and not kept.
+func (a *Agent) confirmStored(ctx context.Context, stored, userData []byte) string {
+	cache := ignition.ContentCache(ignition.DirCache(a.path(ContentsDir)))
+	if cfg, err := ignition.Parse(userData); err == nil && a.env.Fetcher != nil {
+		cache = ignition.FetchingCache{Ctx: ctx, Cache: cache, Fetcher: a.env.Fetcher, Sources: ignition.RemoteSources(cfg)}
+	}
+	return confirmWith(stored, userData, cache)
+}
+
+// confirmWith is confirmStored with the contents from cache.
+func confirmWith(stored, userData []byte, cache ignition.ContentCache) string {
 	if bytes.Equal(stored, userData) {
 		return ""
 	}
@@ -57,20 +69,6 @@ func tokenSecretOf(userData []byte) string {
 		return ""
 	}
 	return nodeconfig.TokenSecret(c.Cluster.BootstrapToken)
-}
-
-// storedVerdict waits for the later boot's metadata check and says why
-// the stored config is not trusted ("" when it is, or on a first boot).
-func (a *Agent) storedVerdict(ctx context.Context) string {
-	if a.checked == nil {
-		return ""
-	}
-	select {
-	case <-a.checked:
-		return a.tampered
-	case <-ctx.Done():
-		return "the metadata check did not finish: " + ctx.Err().Error()
-	}
 }
 
 // knownDrift is drift the agent found once, not by re-checking a path:

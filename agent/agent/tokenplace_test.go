@@ -49,7 +49,7 @@ func TestGzipUserDataStoredAsGiven(t *testing.T) {
 	if err := r.agent().Run(context.Background()); err != nil {
 		t.Fatalf("second boot: %v\n%s", err, strings.Join(r.log, "\n"))
 	}
-	if log := strings.Join(r.log, "\n"); strings.Contains(log, "REFUSED") || !strings.Contains(log, "bootstrap token redacted), re-applied") {
+	if log := strings.Join(r.log, "\n"); strings.Contains(log, "REFUSED") || !strings.Contains(log, "the stored config confirmed against it is re-applied") {
 		t.Errorf("second boot with the same gzip user-data:\n%s", log)
 	}
 	noSecretLeft(t, r.root, "second boot, gzip user-data")

@@ -21,13 +21,6 @@ func (a *Agent) startUnits(ctx context.Context) (string, error) {
 		a.rec.SetUnits([]status.Unit{})
 		return "no enabled units in the config", nil
 	}
-	// A later boot applied the stored config before the metadata could
-	// confirm it; its units wait for that, and a stored config changed on
-	// the node does not get its units started.
-	if why := a.storedVerdict(ctx); why != "" {
-		a.rec.SetUnits([]status.Unit{})
-		return "", fmt.Errorf("the stored config's %d enabled unit(s) are not started: %s", len(a.start), why)
-	}
 	results := a.env.Systemd.StartAll(ctx, a.start)
 	units := make([]status.Unit, len(results))
 	var failed []string
