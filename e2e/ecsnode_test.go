@@ -17,7 +17,8 @@ import (
 // pipeline's gate: join through a hardened metadata service that fails,
 // delays and expires a token; providerID and labels; a Pod from the local
 // registry; node hardening; a reboot with the disk moved to NVMe, stored
-// config, /etc edit gone, changed user-data refused; a policy-breaking
+// config, /etc edit gone, a tampered stored config reported and not applied, a
+// changed user-data refused; a policy-breaking
 // user-data that must not join), then `make demo` until the API server
 // says the node is Ready, then every other command the README and --help
 // show (documented_test.go). The JUnit report must list every check as
@@ -54,7 +55,7 @@ var smokeChecks = []string{
 	"Node labelled with the image's build ID and the user-data's config digest",
 	"pod from the local registry runs to completion", "node hardening", "disk attached as virtio-blk",
 	"edit /etc before the reboot", "reboot with the disk on NVMe", "Ready again after the reboot",
-	"changed user-data refused", "disk attached as NVMe after the reboot", "/etc edit gone",
+	"disk attached as NVMe after the reboot", "/etc edit gone",
 	"refusal on the console", "refusal in the status file", "refused node does not join",
 	"no failed systemd units (first boot)", "no failed systemd units (after the reboot)",
 	"launch template units ran: oneshot, long-running, timer; kubelet drop-in and sysctl.d file in effect (first boot)",
@@ -72,10 +73,18 @@ var smokeChecks = []string{
 	"a disk holding a filesystem is untouched and the node says why",
 	"container storage on the same data disk after the reboot",
 	// Issue 23: the guarantees, checked by their effect on booted nodes.
-	"privileged pod edits /var/lib/drover/config.ign", "reboot with the user-data as at launch",
-	"Ready again after the reboot with an edited stored config",
-	"edited stored config reported: DroverConfigDrift and a ConfigDrift Event name /var/lib/drover/config.ign",
-	"the planted unit did not run",
+	"privileged pod edits /var/lib/drover/config.ign (adds an enabled unit) and deletes /var/lib/drover/config.sha256",
+	"edited stored config reported: DroverConfigDrift and a ConfigDrift Event name /var/lib/drover/config.ign (got ",
+	"edited stored config: the planted unit did not run", "edited stored config: the planted unit was not written",
+	// Issue 33: nothing on /var decides what runs.
+	"privileged pod deletes /var/lib/drover/config.ign and plants a unit in /var/lib/drover/contents",
+	"reboot with the user-data as at launch", "Ready again after the reboot without a stored config",
+	"deleted stored config reported: DroverConfigDrift and a ConfigDrift Event name /var/lib/drover/config.ign (got missing)",
+	"deleted stored config: the planted unit did not run", "deleted stored config: the planted unit was not written",
+	"the planted remote contents were removed", "reboot with a changed user-data",
+	"changed user-data refused in the config phase (console)",
+	"refused with nothing applied: the status file names the refusal, no apply or kubelet phase ran",
+	"no kubelet on the refused boot (API: the Node's bootID is the last joined boot's)",
 	"run-time kubelet override passes the static policy", "boot with a kubelet override dropped at run time",
 	"the agent's effect check refuses the kubelet (console)", "overridden node is not Ready (API)",
 	"broken guarantee and the file named in the console and the status file",

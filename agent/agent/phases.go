@@ -72,6 +72,13 @@ func (a *Agent) config(ctx context.Context) (string, error) {
 	a.rec.SetState("provisioning", "drift: "+why)
 	a.known.add(Drift{Path: StoredConfig, What: "contents", Want: "the user-data's (sha256 " + digest(data) + ", token redacted)", Got: st.got()})
 	a.userData, a.restore = data, true
+	gone, err := a.pruneContents(data)
+	if err != nil {
+		return "", err
+	}
+	if len(gone) > 0 {
+		a.rec.Note("DRIFT: removed what the user-data does not name from " + ContentsDir + ": " + strings.Join(gone, ", "))
+	}
 	if secret := tokenSecretOf(data); secret != "" && certErr == nil {
 		red, err := ignition.Redact(data, secret, nodeconfig.RedactedSecret, ignition.DirCache(a.path(ContentsDir)))
 		if err != nil {

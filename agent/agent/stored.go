@@ -3,7 +3,10 @@ package agent
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/drover-os/drover/agent/ignition"
@@ -69,6 +72,36 @@ func tokenSecretOf(userData []byte) string {
 		return ""
 	}
 	return nodeconfig.TokenSecret(c.Cluster.BootstrapToken)
+}
+
+// pruneContents removes from ContentsDir what the user-data does not
+// name by hash: the store is the user-data's remote contents, and a file
+// the user-data does not name was put there by something else. It says
+// what it removed.
+func (a *Agent) pruneContents(userData []byte) ([]string, error) {
+	keep := map[string]string{}
+	if cfg, err := ignition.Parse(userData); err == nil {
+		keep = ignition.RemoteSources(cfg)
+	}
+	entries, err := os.ReadDir(a.path(ContentsDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", ContentsDir, err)
+	}
+	var gone []string
+	for _, e := range entries {
+		if _, ok := keep[e.Name()]; ok {
+			continue
+		}
+		p := filepath.Join(ContentsDir, e.Name())
+		if err := os.RemoveAll(a.path(p)); err != nil {
+			return gone, fmt.Errorf("removing %s, which the user-data does not name: %w", p, err)
+		}
+		gone = append(gone, p)
+	}
+	return gone, nil
 }
 
 // knownDrift is drift the agent found once, not by re-checking a path:

@@ -181,6 +181,9 @@ func TestStateOnVarDecidesNothing(t *testing.T) {
 			t.Errorf("%s: %s = %q, want the user-data's digest again", round.name, StoredDigest, d)
 		}
 		noSecretLeft(t, r.root, round.name)
+		if left, _ := os.ReadDir(filepath.Join(r.root, ContentsDir)); len(left) != 0 {
+			t.Errorf("%s: planted remote contents left in %s: %v", round.name, ContentsDir, left)
+		}
 	}
 	// The boot after: the restored stored copy is confirmed, no drift.
 	r.reboot()

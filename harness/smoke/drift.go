@@ -32,6 +32,28 @@ func JudgeDrift(n *cluster.Node, events []cluster.Event, path string, what ...st
 	return nil
 }
 
+// JudgeDriftFound checks the API server's view of drift the agent found
+// at a path, by what it found there (got, as the report's "got …"): the
+// Node's DroverConfigDrift condition True naming both, and exactly one
+// ConfigDrift Event naming both (earlier reports of the same path, with
+// another finding, do not count).
+func JudgeDriftFound(n *cluster.Node, events []cluster.Event, path, got string) error {
+	c, ok := n.Conditions[DriftCondition]
+	if !ok || c.Status != "True" || !strings.Contains(c.Message, path) || !strings.Contains(c.Message, "got "+got) {
+		return fmt.Errorf("node %s condition %s = %+v (present %t), want True naming %s and got %s", n.Name, DriftCondition, c, ok, path, got)
+	}
+	found := 0
+	for _, e := range events {
+		if e.Reason == "ConfigDrift" && e.InvolvedKind == "Node" && e.Type == "Warning" && strings.Contains(e.Message, path) && strings.Contains(e.Message, "got "+got) {
+			found++
+		}
+	}
+	if found != 1 {
+		return fmt.Errorf("%d ConfigDrift events about node %s name %s with got %s, want exactly 1", found, n.Name, path, got)
+	}
+	return nil
+}
+
 func driftEvents(events []cluster.Event, path string) int {
 	got := 0
 	for _, e := range events {

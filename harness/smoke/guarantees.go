@@ -163,46 +163,178 @@ func (e *Env) guaranteeBoot(ctx context.Context, r *Report, p Plan, good []byte)
 	e.checkNoSecretIn(ctx, r, in, "refused by the effect check", true)
 }
 
-// tamperReboot is a privileged pod's persistence attempt: it edits the
-// agent's stored config to add an enabled unit, and the node reboots with
-// its user-data unchanged. The node must say so on the Node (condition and
-// Event naming the file) and not run the planted unit.
-func (e *Env) tamperReboot(ctx context.Context, r *Report, in *Instance, p Plan, original []byte) {
-	const planted, evidence = "smoke-planted.service", EvidenceDir + "/planted"
+// What the privileged pod plants: a unit leaving evidence of each run.
+const (
+	plantedUnit     = "smoke-planted.service"
+	plantedEvidence = EvidenceDir + "/planted"
+)
+
+// plant runs the probe's mode (plant-stored, plant-contents) in a
+// privileged pod and returns its answer.
+func (e *Env) plant(ctx context.Context, r *Report, in *Instance, mode, what string, args ...string) (string, bool) {
 	s := time.Now()
-	msg, err := e.RunPod(ctx, in, "plant-stored", registry.ProbeImage, []string{"plant-stored", planted, evidence}, true)
-	if !r.add("privileged pod edits "+agent.StoredConfig+" (adds an enabled unit)", s, err, msg) {
+	msg, err := e.RunPod(ctx, in, "plant", registry.ProbeImage, append([]string{mode}, args...), true)
+	if err == nil {
+		err = JudgePlanted(msg)
+	}
+	return msg, r.add(what, s, err, msg)
+}
+
+// JudgePlanted reads the probe's answer to a plant: it must say it
+// planted.
+func JudgePlanted(msg string) error {
+	var res struct {
+		Planted bool   `json:"planted"`
+		Error   string `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(msg), &res); err != nil {
+		return fmt.Errorf("probe answer %q: %v", msg, err)
+	}
+	if !res.Planted {
+		return fmt.Errorf("the probe did not plant: %s", res.Error)
+	}
+	return nil
+}
+
+// StoredConfigGot is what the guard's drift report says it found in the
+// stored config after the plant answered msg: the first 12 hex digits of
+// the edited file's sha256 (plant-stored's "after"), or "missing" (the
+// file deleted).
+func StoredConfigGot(msg string) string {
+	var res struct {
+		After string `json:"after"`
+	}
+	if json.Unmarshal([]byte(msg), &res) != nil || len(res.After) < 12 {
+		return "missing"
+	}
+	return res.After[:12]
+}
+
+// judgeTamper checks a boot after a plant: the drift reported on the
+// Node (condition and exactly one Event naming the stored config and what
+// the agent found there, got), and nothing planted ran (the evidence
+// file absent) or was written as a unit.
+func (e *Env) judgeTamper(ctx context.Context, r *Report, in *Instance, what, got, evidence string) {
+	s := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	err := e.waitNode(wctx, in, func(n *cluster.Node, ev []cluster.Event) error {
+		return JudgeDriftFound(n, ev, agent.StoredConfig, got)
+	})
+	cancel()
+	r.add(what+" reported: DroverConfigDrift and a ConfigDrift Event name "+agent.StoredConfig+" (got "+got+")", s, err, "")
+	s = time.Now()
+	msg, err := e.RunPod(ctx, in, "planted-ran", registry.ProbeImage, []string{"exists", "/var/" + evidence}, true)
+	if err == nil {
+		err = JudgePlantedNotRun(msg)
+	}
+	r.add(what+": the planted unit did not run (/var/"+evidence+" absent)", s, err, msg)
+	s = time.Now()
+	msg, err = e.RunPod(ctx, in, "planted-unit", registry.ProbeImage, []string{"exists", "/etc/systemd/system/" + plantedUnit}, true)
+	if err == nil {
+		err = JudgePlantedNotRun(msg)
+	}
+	r.add(what+": the planted unit was not written (/etc/systemd/system/"+plantedUnit+" absent)", s, err, msg)
+}
+
+// tamperReboot is the second round of a privileged pod's persistence
+// attempt: it deletes the agent's stored config and plants a unit in its
+// remote-contents store, and the node reboots with its user-data
+// unchanged. The node must come back Ready with the user-data's
+// configuration, say so on the Node, and neither write nor run what was
+// planted; the planted contents are removed.
+func (e *Env) tamperReboot(ctx context.Context, r *Report, in *Instance, p Plan) {
+	msg, ok := e.plant(ctx, r, in, "plant-contents", "privileged pod deletes "+agent.StoredConfig+" and plants a unit in "+agent.ContentsDir, plantedUnit, plantedEvidence)
+	if !ok {
 		return
 	}
-	meta := in.Meta
-	meta.UserData = original
-	e.Metadata.SetInstance(meta)
-	in.Meta = meta
-	s = time.Now()
+	s := time.Now()
 	if err := e.Restart(ctx, in, p.NVMe); !r.add("reboot with the user-data as at launch", s, err, "") {
 		return
 	}
 	r.Logs["third boot"] = in.Config.SerialLog()
 	prev := in.BootID
 	jctx, cancel := context.WithTimeout(ctx, p.JoinTimeout)
-	err = e.waitJoined(jctx, in, "] ready: FAILED", "FATAL")
+	err := e.waitJoined(jctx, in, "] ready: FAILED", "FATAL")
 	cancel()
-	if !r.add("Ready again after the reboot with an edited stored config", s, err, "posted from boot "+in.BootID+", not "+prev) {
+	if !r.add("Ready again after the reboot without a stored config", s, err, "posted from boot "+in.BootID+", not "+prev) {
 		return
 	}
-	s = time.Now()
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	err = e.waitNode(wctx, in, func(n *cluster.Node, ev []cluster.Event) error {
-		return JudgeDrift(n, ev, agent.StoredConfig)
-	})
-	cancel()
-	r.add("edited stored config reported: DroverConfigDrift and a ConfigDrift Event name "+agent.StoredConfig, s, err, "")
-	s = time.Now()
-	msg, err = e.RunPod(ctx, in, "planted-ran", registry.ProbeImage, []string{"exists", "/var/" + evidence}, true)
-	if err == nil {
-		err = JudgePlantedNotRun(msg)
+	e.judgeTamper(ctx, r, in, "deleted stored config", "missing", plantedEvidence)
+	var res struct {
+		Contents string `json:"contents"`
 	}
-	r.add("the planted unit did not run (/var/"+evidence+" absent)", s, err, msg)
+	json.Unmarshal([]byte(msg), &res)
+	s = time.Now()
+	got, err := e.RunPod(ctx, in, "planted-contents", registry.ProbeImage, []string{"exists", res.Contents}, true)
+	if err == nil {
+		err = JudgePlantedNotRun(got)
+	}
+	r.add("the planted remote contents were removed ("+res.Contents+" absent)", s, err, got)
+}
+
+// changedUserDataBoot reboots the instance with a user-data other than
+// the one it was launched with: the node must refuse it and fail closed,
+// applying nothing (the stored copy cannot be confirmed against it) and
+// starting no kubelet: the Node keeps the boot ID of the last boot that
+// joined, and the status file says why.
+func (e *Env) changedUserDataBoot(ctx context.Context, r *Report, in *Instance, p Plan) {
+	changed := in.Meta
+	changed.UserData = append(append([]byte(nil), in.Meta.UserData...), ' ')
+	e.Metadata.SetInstance(changed)
+	defer e.Metadata.SetInstance(in.Meta)
+	s := time.Now()
+	if err := e.Restart(ctx, in, p.NVMe); !r.add("reboot with a changed user-data", s, err, "") {
+		return
+	}
+	r.Logs["changed user-data"] = in.Config.SerialLog()
+	wctx, cancel := context.WithTimeout(ctx, p.JoinTimeout)
+	got, err := in.VM.WaitFor(wctx, "] config: FAILED", "] ready: ok", "] apply: ok")
+	cancel()
+	if err == nil && got != "] config: FAILED" {
+		err = fmt.Errorf("the node went on with a changed user-data: %s", lastMatch(in.VM.Log(), got))
+	}
+	r.add("changed user-data refused in the config phase (console)", s, err, lastMatch(in.VM.Log(), "config: FAILED"))
+	s = time.Now()
+	if err := in.VM.Shutdown(3 * time.Minute); err != nil {
+		e.logf("%v", err)
+	}
+	st, err := ReadStatus(ctx, in.Config)
+	if err == nil {
+		err = JudgeFailedClosed(st, agent.ErrImmutable.Error())
+	}
+	detail := ""
+	if st != nil {
+		detail = st.Error
+	}
+	r.add("refused with nothing applied: the status file names the refusal, no apply or kubelet phase ran", s, err, detail)
+	s = time.Now()
+	n, err := e.Cluster.Node(ctx, in.NodeName)
+	if err == nil && n.BootID != in.BootID {
+		err = fmt.Errorf("the Node's bootID is %s, not the last joined boot's %s: a kubelet ran on the refused boot", n.BootID, in.BootID)
+	}
+	r.add("no kubelet on the refused boot (API: the Node's bootID is the last joined boot's)", s, err, "")
+}
+
+// JudgeFailedClosed checks the status file of a boot that must have
+// refused its configuration before applying anything: failed naming
+// want, and no phase after config begun but the ones that run beside it
+// from the start (kernel).
+func JudgeFailedClosed(st *status.Status, want string) error {
+	if err := JudgeRefusalStatus(st, want); err != nil {
+		return err
+	}
+	var ran []string
+	for _, ph := range st.Phases {
+		switch ph.Name {
+		case "start", "kernel", "config":
+		default:
+			ran = append(ran, ph.Name)
+		}
+	}
+	if len(ran) > 0 {
+		return fmt.Errorf("phases %v ran on a refused boot", ran)
+	}
+	return nil
 }
 
 // JudgePlantedNotRun reads the probe's "exists" answer for the planted
@@ -220,7 +352,7 @@ func JudgePlantedNotRun(msg string) error {
 		return fmt.Errorf("the probe could not look at %s: %s", res.Path, res.Error)
 	}
 	if *res.Exists {
-		return fmt.Errorf("%s exists: the unit planted in the stored config ran", res.Path)
+		return fmt.Errorf("%s exists: what the privileged pod planted took effect", res.Path)
 	}
 	return nil
 }

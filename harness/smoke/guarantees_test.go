@@ -114,3 +114,80 @@ func TestJudgePlantedNotRun(t *testing.T) {
 		}
 	}
 }
+
+func TestJudgePlanted(t *testing.T) {
+	if err := JudgePlanted(`{"planted":true,"after":"x"}`); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{`{"planted":false,"error":"no such file"}`, `{}`, `nope`} {
+		if err := JudgePlanted(bad); err == nil {
+			t.Errorf("%q passed", bad)
+		}
+	}
+}
+
+func TestStoredConfigGot(t *testing.T) {
+	sum := strings.Repeat("ab", 32)
+	if got := StoredConfigGot(`{"planted":true,"after":"` + sum + `"}`); got != sum[:12] {
+		t.Errorf("got %q, want %q", got, sum[:12])
+	}
+	for _, msg := range []string{`{"planted":true,"storedDeleted":true}`, `{"after":"abc"}`, `nope`} {
+		if got := StoredConfigGot(msg); got != "missing" {
+			t.Errorf("%s: got %q, want missing", msg, got)
+		}
+	}
+}
+
+func TestJudgeDriftFound(t *testing.T) {
+	const path = "/var/lib/drover/config.ign"
+	msg := func(got string) string {
+		return "local change to what the node is meant to hold: " + path + " contents (want the user-data's, got " + got + ")"
+	}
+	n := &cluster.Node{Name: "n", Conditions: map[string]cluster.Condition{DriftCondition: {Status: "True", Message: msg("missing")}}}
+	ev := func(got string) cluster.Event {
+		return cluster.Event{Type: "Warning", Reason: "ConfigDrift", InvolvedKind: "Node", InvolvedName: "n", Message: msg(got)}
+	}
+	// An Event of an earlier finding at the same path does not count.
+	if err := JudgeDriftFound(n, []cluster.Event{ev("0123456789ab"), ev("missing")}, path, "missing"); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		cond string
+		ev   []cluster.Event
+	}{
+		"no event of this finding": {"True", []cluster.Event{ev("0123456789ab")}},
+		"two events":               {"True", []cluster.Event{ev("missing"), ev("missing")}},
+		"condition False":          {"False", []cluster.Event{ev("missing")}},
+	} {
+		n.Conditions[DriftCondition] = cluster.Condition{Status: c.cond, Message: msg("missing")}
+		if err := JudgeDriftFound(n, c.ev, path, "missing"); err == nil {
+			t.Errorf("%s passed", name)
+		}
+	}
+	n.Conditions[DriftCondition] = cluster.Condition{Status: "True", Message: msg("0123456789ab")}
+	if err := JudgeDriftFound(n, []cluster.Event{ev("missing")}, path, "missing"); err == nil {
+		t.Error("a condition naming another finding passed")
+	}
+}
+
+func TestJudgeFailedClosed(t *testing.T) {
+	const want = "configuration is immutable"
+	st := &status.Status{State: "failed", Error: "the user-data changed since the first boot …: " + want,
+		Phases: []status.Phase{{Name: "start"}, {Name: "kernel"}, {Name: "config"}}}
+	if err := JudgeFailedClosed(st, want); err != nil {
+		t.Fatal(err)
+	}
+	applied := *st
+	applied.Phases = append(append([]status.Phase(nil), st.Phases...), status.Phase{Name: "apply"})
+	if err := JudgeFailedClosed(&applied, want); err == nil || !strings.Contains(err.Error(), "apply") {
+		t.Errorf("a refused boot that applied passed: %v", err)
+	}
+	joined := *st
+	joined.State = "joined"
+	if err := JudgeFailedClosed(&joined, want); err == nil {
+		t.Error("a joined node passed")
+	}
+	if err := JudgeFailedClosed(nil, want); err == nil {
+		t.Error("no status passed")
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drover-os/drover/agent/agent"
 	"github.com/drover-os/drover/agent/status"
 	"github.com/drover-os/drover/harness/cluster"
 	"github.com/drover-os/drover/harness/registry"
@@ -178,9 +179,10 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 // first boot has VMConfig's.
 const rebootMemoryMiB = 4096
 
-// reboot edits /etc, changes the user-data, and reboots with the disk on
-// the other controller: the node must come back Ready from its stored
-// config, without the edit, refusing the new user-data.
+// reboot edits /etc and, as a privileged pod's persistence attempt, the
+// agent's stored config (deleting its digest too), and reboots with the
+// disk on the other controller: the node must come back Ready with the
+// user-data's configuration, without the edits, reporting the drift.
 func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan, boots []string, disks *dataDisks, dataUUID string) {
 	s := time.Now()
 	mark := fmt.Sprintf("drover smoke edit %d", s.UnixNano())
@@ -191,9 +193,10 @@ func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan, boots
 	if !r.add("edit /etc before the reboot (written and read back)", s, err, msg) {
 		return
 	}
-	changed := in.Meta
-	changed.UserData = append(append([]byte(nil), in.Meta.UserData...), ' ')
-	e.Metadata.SetInstance(changed)
+	tampered, ok := e.plant(ctx, r, in, "plant-stored", "privileged pod edits "+agent.StoredConfig+" (adds an enabled unit) and deletes "+agent.StoredDigest, plantedUnit, plantedEvidence, "delete-digest")
+	if !ok {
+		return
+	}
 	// Stopped by a spot reclaim notice: the flagless run presses the
 	// power button instead (checkGracefulStop), each a boot's end.
 	e.checkSpotStop(ctx, r, in)
@@ -219,15 +222,8 @@ func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan, boots
 	if !r.add("Ready again after the reboot", s, err, "the Node's Ready posted from boot "+in.BootID+", not "+first) {
 		return
 	}
-	s = time.Now()
+	e.judgeTamper(ctx, r, in, "edited stored config", StoredConfigGot(tampered), plantedEvidence)
 	var probs []string
-	if !strings.Contains(log, "stored config from first boot") {
-		probs = append(probs, "the agent did not re-apply the stored config")
-	}
-	if !strings.Contains(log, "REFUSED: user-data changed since first boot") {
-		probs = append(probs, "the changed user-data was not refused on the console")
-	}
-	r.add("changed user-data refused, stored config re-applied", s, errIf(probs), lastMatch(log, "REFUSED"))
 	e.checkAllocatable(ctx, r, in, "after the reboot")
 	e.checkStorageAfterReboot(ctx, r, in, dataUUID)
 	s = time.Now()
@@ -260,10 +256,11 @@ func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan, boots
 	// bootfast: no failed unit after the reboot either (units.go).
 	e.checkNoFailedUnits(ctx, r, in, "after the reboot", "probe-units-2")
 	e.checkTimeSync(ctx, r, in, "after the reboot", "probe-time-2")
-	// The user-data as at launch again, and a stored config edited on the
-	// node: the agent must notice.
-	e.tamperReboot(ctx, r, in, p, in.Meta.UserData)
+	// The stored config deleted and remote contents planted: the agent
+	// must notice again; then a changed user-data, which it must refuse.
+	e.tamperReboot(ctx, r, in, p)
 	e.checkNoSecret(ctx, r, in, "after the reboots")
+	e.changedUserDataBoot(ctx, r, in, p)
 }
 
 // policy boots a fresh instance whose user-data writes outside /etc and

@@ -145,8 +145,14 @@ func main() {
 			code = 1
 		}
 		out, _ = json.Marshal(res)
-	case "plant-stored":
-		res, err := plantStored(os.Args[2], os.Args[3])
+	case "plant-stored", "plant-contents":
+		plant := func() (map[string]any, error) {
+			return plantStored(os.Args[2], os.Args[3], len(os.Args) > 4 && os.Args[4] == "delete-digest")
+		}
+		if mode == "plant-contents" {
+			plant = func() (map[string]any, error) { return plantContents(os.Args[2], os.Args[3]) }
+		}
+		res, err := plant()
 		if err != nil {
 			res = map[string]any{"planted": false, "error": err.Error()}
 			code = 1
@@ -232,7 +238,7 @@ func main() {
 		}
 		out, _ = json.Marshal(res)
 	default:
-		out = []byte(fmt.Sprintf(`{"error":"unknown mode %q: want inspect, edit-etc, units, chain, time, evidence, security, put-etc, plant-stored, exists, alloc, fserror, images, serve, prestop, daemons, kill-containerd, journal or pressure"}`, mode))
+		out = []byte(fmt.Sprintf(`{"error":"unknown mode %q: want inspect, edit-etc, units, chain, time, evidence, security, put-etc, plant-stored, plant-contents, exists, alloc, fserror, images, serve, prestop, daemons, kill-containerd, journal or pressure"}`, mode))
 		code = 2
 	}
 	fmt.Println(string(out))
