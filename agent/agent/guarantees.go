@@ -8,6 +8,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/drover-os/drover/agent/guarantee"
@@ -30,27 +31,42 @@ var ProtectedUnits = map[string]guarantee.UnitWant{
 	"drover-agent.service": {Fragment: units.Dir + "/drover-agent.service", Exec: "/usr/bin/drover-agent"},
 }
 
-// renderedFiles keeps what the agent rendered, by path: what the running
-// kubelet must have loaded.
+// renderedFiles keeps what the agent rendered, by path, and when it had
+// written it: what the running kubelet must have loaded, and the moment
+// after which the file may not change (guarantee.Observation).
 type renderedFiles struct {
 	mu    sync.Mutex
-	files map[string][]byte
+	files map[string]rendered
+}
+
+type rendered struct {
+	data []byte
+	// at is read after the write returned: the file's ctime, stamped by
+	// the kernel's coarse clock during the write, is not later.
+	at time.Time
 }
 
 func (r *renderedFiles) put(p string, data []byte) {
+	at := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.files == nil {
-		r.files = map[string][]byte{}
+		r.files = map[string]rendered{}
 	}
-	r.files[p] = data
+	r.files[p] = rendered{data, at}
 }
 
 func (r *renderedFiles) get(p string) ([]byte, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	b, ok := r.files[p]
-	return b, ok
+	f, ok := r.files[p]
+	return f.data, ok
+}
+
+func (r *renderedFiles) writtenAt(p string) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.files[p].at
 }
 
 // expect is what the image and the applied config put on the node.
@@ -70,6 +86,7 @@ func (a *Agent) expect() guarantee.Expect {
 	}
 	if kc, ok := a.files.get(nodeconfig.KubeletConfigPath); ok {
 		e.KubeletConfig = kc
+		e.KubeletConfigWritten = a.files.writtenAt(nodeconfig.KubeletConfigPath)
 	}
 	if d, ok := a.files.get(nodeconfig.KubeletDefaultsPath); ok {
 		e.KubeletArgs = kubeletArgv(d)
@@ -132,6 +149,7 @@ func (a *Agent) observe(ctx context.Context, level int) (guarantee.Observation, 
 	if o.KubeletConfig, err = os.ReadFile(a.path(cfg)); err != nil {
 		o.KubeletConfig = []byte("unreadable: " + err.Error())
 	}
+	o.KubeletConfigChanged = changeTime(a.path(cfg))
 	if level >= seePorts && a.env.KubeletPorts != nil {
 		api, ro := a.env.KubeletPorts(ctx)
 		o.API, o.ReadOnly = &api, &ro
@@ -271,4 +289,18 @@ func violationDrift(v guarantee.Violation) Drift {
 		p = "kubelet.service"
 	}
 	return Drift{Path: p, What: "guarantee: " + v.Invariant, Want: "held", Got: v.Got}
+}
+
+// changeTime is a file's ctime; zero when it cannot be read (the
+// contents check reports that).
+func changeTime(p string) time.Time {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return time.Time{}
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return time.Time{}
+	}
+	return time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Unit is a unit as systemd loaded it (systemd.Resolved).
@@ -53,8 +54,15 @@ type Observation struct {
 	// KubeletArgs is /proc/<kubelet's MainPID>/cmdline.
 	KubeletArgs []string
 	// KubeletConfig is the file the kubelet's --config names, as read
-	// from the node.
-	KubeletConfig []byte
+	// from the node; KubeletConfigChanged is that file's status change
+	// time (ctime), zero when not observed. The kubelet reads the file
+	// once, at its start, and serves what it loaded only on /configz,
+	// which the node's own credential may not read (nodes/proxy): the
+	// file read now is what the kubelet loaded only if it has not
+	// changed since the agent wrote it. Every write, rename or link
+	// sets ctime to the current time, and nothing can set it back.
+	KubeletConfig        []byte
+	KubeletConfigChanged time.Time
 	// ContainerdArgs is /proc/<containerd's MainPID>/cmdline.
 	ContainerdArgs []string
 	// API is the answer of https://127.0.0.1:10250/pods to a request
@@ -79,9 +87,11 @@ type Expect struct {
 	// (/usr/bin/kubelet and the flags of /etc/default/kubelet).
 	KubeletArgs []string
 	// KubeletConfigPath and KubeletConfig are the configuration file the
-	// agent rendered and its contents.
-	KubeletConfigPath string
-	KubeletConfig     []byte
+	// agent rendered and its contents; KubeletConfigWritten is when the
+	// agent had written it (zero: not judged).
+	KubeletConfigPath    string
+	KubeletConfig        []byte
+	KubeletConfigWritten time.Time
 	// ContainerdConfig is the only configuration containerd may load.
 	ContainerdConfig string
 	// Broken lists the kubelet configuration invariants a
@@ -163,6 +173,14 @@ func Check(o Observation, e Expect) []Violation {
 		if string(o.KubeletConfig) != string(e.KubeletConfig) {
 			out = append(out, Violation{"the kubelet loads the configuration the agent rendered (" + e.KubeletConfigPath + ")",
 				"its contents differ", src})
+		}
+		if changed := o.KubeletConfigChanged; !changed.IsZero() && !e.KubeletConfigWritten.IsZero() && changed.After(e.KubeletConfigWritten) {
+			// Contents that match do not clear it: a unit that rewrote
+			// the file before the kubelet read it and restored it
+			// afterwards leaves the rendered contents behind.
+			out = append(out, Violation{"the kubelet's configuration file (" + e.KubeletConfigPath + ") is unchanged since the agent wrote it, so the kubelet loaded what the agent rendered",
+				fmt.Sprintf("it was changed %s after the agent wrote it (%s), whatever it holds now", changed.Sub(e.KubeletConfigWritten).Round(time.Millisecond), changed.UTC().Format(time.RFC3339Nano)),
+				orElse(src, e.KubeletConfigPath)})
 		}
 		if e.Broken != nil {
 			for _, b := range e.Broken(o.KubeletConfig) {

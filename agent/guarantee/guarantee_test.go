@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 const (
@@ -11,7 +12,12 @@ const (
 	cfgPath = "/etc/kubernetes/kubelet-config.yaml"
 )
 
-var renderedConfig = []byte("kind: KubeletConfiguration\nreadOnlyPort: 0\n")
+var (
+	renderedConfig = []byte("kind: KubeletConfiguration\nreadOnlyPort: 0\n")
+	// written is when the agent wrote the kubelet's configuration; the
+	// file's ctime is a moment before (the kernel's coarse clock).
+	written = time.Date(2026, 12, 4, 19, 0, 0, 0, time.UTC)
+)
 
 // good is a node as the image and the applied config left it.
 func good() (Observation, Expect) {
@@ -21,11 +27,12 @@ func good() (Observation, Expect) {
 			"containerd.service":   {Fragment: "/usr/lib/systemd/system/containerd.service", Exec: "/usr/bin/containerd"},
 			"drover-agent.service": {Fragment: "/usr/lib/systemd/system/drover-agent.service", Exec: "/usr/bin/drover-agent"},
 		},
-		DropIn:            func(p string) bool { return strings.HasPrefix(p, "/usr/") || p == dropin },
-		KubeletArgs:       []string{"/usr/bin/kubelet", "--config=" + cfgPath, "--kubeconfig=/var/lib/kubelet/kubeconfig"},
-		KubeletConfigPath: cfgPath,
-		KubeletConfig:     renderedConfig,
-		ContainerdConfig:  "/etc/containerd/config.toml",
+		DropIn:               func(p string) bool { return strings.HasPrefix(p, "/usr/") || p == dropin },
+		KubeletArgs:          []string{"/usr/bin/kubelet", "--config=" + cfgPath, "--kubeconfig=/var/lib/kubelet/kubeconfig"},
+		KubeletConfigPath:    cfgPath,
+		KubeletConfig:        renderedConfig,
+		KubeletConfigWritten: written,
+		ContainerdConfig:     "/etc/containerd/config.toml",
 		Broken: func(doc []byte) []string {
 			if strings.Contains(string(doc), "anonymous") {
 				return []string{"authentication.anonymous.enabled = false"}
@@ -44,11 +51,12 @@ func good() (Observation, Expect) {
 			{Name: "drover-agent.service", LoadState: "loaded", FragmentPath: "/usr/lib/systemd/system/drover-agent.service",
 				ExecStart: [][]string{{"/usr/bin/drover-agent", "run"}}},
 		},
-		KubeletArgs:    slices.Clone(e.KubeletArgs),
-		KubeletConfig:  renderedConfig,
-		ContainerdArgs: []string{"/usr/bin/containerd"},
-		API:            &Probe{Status: 401},
-		ReadOnly:       &Probe{Err: "dial tcp 127.0.0.1:10255: connect: connection refused"},
+		KubeletArgs:          slices.Clone(e.KubeletArgs),
+		KubeletConfig:        renderedConfig,
+		KubeletConfigChanged: written.Add(-time.Millisecond),
+		ContainerdArgs:       []string{"/usr/bin/containerd"},
+		API:                  &Probe{Status: 401},
+		ReadOnly:             &Probe{Err: "dial tcp 127.0.0.1:10255: connect: connection refused"},
 	}
 	return o, e
 }
@@ -60,6 +68,7 @@ func TestGoodNodeHolds(t *testing.T) {
 	}
 	// Nothing observed, nothing judged: the check after apply sees units only.
 	o.KubeletArgs, o.KubeletConfig, o.ContainerdArgs, o.API, o.ReadOnly = nil, nil, nil, nil, nil
+	o.KubeletConfigChanged = time.Time{}
 	if v := Check(o, e); len(v) != 0 {
 		t.Fatalf("units only: %v", v)
 	}
@@ -130,6 +139,9 @@ func TestBadObservations(t *testing.T) {
 		{"config contents differ", func(o *Observation) {
 			o.KubeletConfig = []byte("kind: KubeletConfiguration\nreadOnlyPort: 10255\n")
 		}, "loads the configuration the agent rendered", cfgPath, true},
+		{"config rewritten and restored", func(o *Observation) {
+			o.KubeletConfigChanged = written.Add(time.Millisecond)
+		}, "unchanged since the agent wrote it", cfgPath, true},
 		{"config breaks an invariant", func(o *Observation) {
 			o.KubeletConfig = []byte("authentication: {anonymous: {enabled: true}}\n")
 		}, "authentication.anonymous.enabled = false", cfgPath, true},
@@ -166,5 +178,38 @@ func TestBadObservations(t *testing.T) {
 				t.Fatalf("source %q, want %q (%v)", hit.Source, c.source, hit)
 			}
 		})
+	}
+}
+
+// TestRacingDropIn: a kubelet drop-in whose ExecStartPre= rewrites the
+// kubelet's configuration (anonymous authentication on) and whose
+// ExecStartPost= puts the rendered file back once the kubelet has read it.
+// The static policy (agent/ignition) is left out: the drop-in counts as
+// one the applied config put there, as if the policy had let it through.
+// When the agent looks, the unit, the command line and the file's contents
+// are all as rendered; what gives the race away is the file's change time,
+// after the agent wrote it.
+func TestRacingDropIn(t *testing.T) {
+	const race = "/etc/systemd/system/kubelet.service.d/50-race.conf"
+	o, e := good()
+	e.DropIn = func(p string) bool { return true } // no static check
+	u := &o.Units[0]
+	u.DropInPaths = append(u.DropInPaths, race)
+	// ExecStartPre= ran after the agent's start job; ExecStartPost=
+	// restored the file 300 ms later.
+	o.KubeletConfigChanged = written.Add(2*time.Second + 300*time.Millisecond)
+	v := Check(o, e)
+	if len(v) != 1 {
+		t.Fatalf("want the one violation of the file's change, got %v", v)
+	}
+	if want := "the kubelet's configuration file (" + cfgPath + ") is unchanged since the agent wrote it"; !strings.HasPrefix(v[0].Invariant, want) ||
+		!strings.Contains(v[0].Got, "changed 2.3s after the agent wrote it") || v[0].Source != cfgPath {
+		t.Errorf("violation %v", v[0])
+	}
+	// The same node, without the race: the file last changed when the
+	// agent wrote it.
+	o.KubeletConfigChanged = written
+	if v := Check(o, e); len(v) != 0 {
+		t.Errorf("a file changed as the agent wrote it: %v", v)
 	}
 }
