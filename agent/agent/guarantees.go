@@ -125,7 +125,7 @@ func (a *Agent) observe(ctx context.Context, level int) (guarantee.Observation, 
 			return o, err
 		}
 		o.Units = append(o.Units, guarantee.Unit{Name: n, LoadState: r.LoadState, FragmentPath: r.FragmentPath,
-			DropInPaths: r.DropInPaths, ExecStart: r.ExecStart, EnvironmentFiles: r.EnvironmentFiles})
+			DropInPaths: r.DropInPaths, ExecStart: r.ExecStart, EnvironmentFiles: r.EnvironmentFiles, MainPID: r.MainPID})
 		pids[n] = r.MainPID
 	}
 	if level < seeProcesses || a.env.Cmdline == nil {
@@ -243,14 +243,17 @@ func (a *Agent) stopKubelet(why error) error {
 	return fmt.Errorf("%w (kubelet.service stopped, bootstrap token redacted)", why)
 }
 
-// guaranteeDrift is the guard's round of the guarantee checks, once the
-// kubelet passed them at its start: each broken guarantee becomes a drift
-// line naming the file that changed it (or the unit, when that cannot be
-// told), reported on the Node like any other drift. An observation that
-// fails (systemd busy, the kubelet restarting) is noted once and skipped.
+// guaranteeDrift is the guard's round of the checks by effect: the host's
+// (hostDrift) every round; the kubelet's guarantees once the kubelet
+// passed them at its start, with the agent's own unit: each broken
+// guarantee becomes a drift line naming the file that changed it (or the
+// unit, when that cannot be told), reported on the Node like any other
+// drift. An observation that fails (systemd busy, the kubelet
+// restarting) is noted once and skipped.
 func (a *Agent) guaranteeDrift() []Drift {
+	out := a.hostDrift()
 	if !a.kubeletChecked.Load() {
-		return nil
+		return out
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -262,7 +265,7 @@ func (a *Agent) guaranteeDrift() []Drift {
 		if a.observeErr.Swap(true) == false {
 			a.rec.Note("drift guard: could not observe the node's guarantees (" + err.Error() + "); retrying every round")
 		}
-		return nil
+		return out
 	}
 	a.observeErr.Store(false)
 	// A port probe that timed out judges nothing: seen on a node under
@@ -274,8 +277,10 @@ func (a *Agent) guaranteeDrift() []Drift {
 			*p = nil
 		}
 	}
-	var out []Drift
-	for _, v := range guarantee.Check(o, a.expect()) {
+	o.AgentCgroup = a.agentCgroup()
+	e := a.expect()
+	e.AgentPID = a.agentPID()
+	for _, v := range guarantee.Check(o, e) {
 		out = append(out, violationDrift(v))
 	}
 	return out

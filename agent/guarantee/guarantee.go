@@ -26,6 +26,8 @@ type Unit struct {
 	DropInPaths      []string
 	ExecStart        [][]string
 	EnvironmentFiles []string
+	// MainPID is the unit's main process; 0 when it has none (inactive).
+	MainPID uint32
 }
 
 // Probe is what a port answered a request without credentials.
@@ -65,6 +67,9 @@ type Observation struct {
 	KubeletConfigChanged time.Time
 	// ContainerdArgs is /proc/<containerd's MainPID>/cmdline.
 	ContainerdArgs []string
+	// AgentCgroup is the agent's own cgroup (/proc/self/cgroup's v2
+	// path); "" when not observed.
+	AgentCgroup string
 	// API is the answer of https://127.0.0.1:10250/pods to a request
 	// without credentials; ReadOnly that of http://127.0.0.1:10255/pods.
 	API, ReadOnly *Probe
@@ -94,10 +99,16 @@ type Expect struct {
 	KubeletConfigWritten time.Time
 	// ContainerdConfig is the only configuration containerd may load.
 	ContainerdConfig string
+	// AgentPID is the agent's own process: drover-agent.service must be
+	// running it (0: not judged; the guard sets it).
+	AgentPID uint32
 	// Broken lists the kubelet configuration invariants a
 	// KubeletConfiguration document breaks (nodeconfig).
 	Broken func(doc []byte) []string
 }
+
+// AgentUnit is the agent's own unit.
+const AgentUnit = "drover-agent.service"
 
 // Violation is one broken guarantee.
 type Violation struct {
@@ -158,6 +169,21 @@ func Check(o Observation, e Expect) []Violation {
 		if want.EnvFiles != nil && !slices.Equal(u.EnvironmentFiles, want.EnvFiles) {
 			out = append(out, Violation{name + " reads its environment from " + strings.Join(want.EnvFiles, ", ") + " only",
 				"EnvironmentFile " + strings.Join(u.EnvironmentFiles, ", "), src})
+		}
+	}
+	if e.AgentPID != 0 {
+		// The guard is this process, and must be the agent systemd
+		// supervises as drover-agent.service: not one started by hand
+		// outside it (its cgroup says), nor one beside a second agent
+		// the unit runs (its main PID says). A main PID of 0 is not
+		// judged: systemd reports none for a unit it has not started,
+		// which the cgroup covers.
+		inv := fmt.Sprintf("%s is active, and its main process is this agent (PID %d)", AgentUnit, e.AgentPID)
+		if u, ok := find(o.Units, AgentUnit); ok && u.MainPID != 0 && u.MainPID != e.AgentPID {
+			out = append(out, Violation{inv, fmt.Sprintf("its main process is %d", u.MainPID), AgentUnit})
+		}
+		if o.AgentCgroup != "" && !strings.HasSuffix(o.AgentCgroup, "/"+AgentUnit) {
+			out = append(out, Violation{inv, "the agent runs in cgroup " + o.AgentCgroup + ", not the unit's", AgentUnit})
 		}
 	}
 	kubeletSrc := first(suspects["kubelet.service"])

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/drover-os/drover/agent/sysctlset"
 )
 
 const (
@@ -211,5 +213,87 @@ func TestRacingDropIn(t *testing.T) {
 	o.KubeletConfigChanged = written
 	if v := Check(o, e); len(v) != 0 {
 		t.Errorf("a file changed as the agent wrote it: %v", v)
+	}
+}
+
+// TestAgentUnit: the guard must be the agent drover-agent.service runs.
+func TestAgentUnit(t *testing.T) {
+	const self = 4242
+	for _, c := range []struct {
+		name    string
+		mainPID uint32
+		cgroup  string
+		want    string // "" holds
+	}{
+		{"the unit runs this agent", self, "/system.slice/drover-agent.service", ""},
+		{"main PID not known", 0, "", ""},
+		{"a second agent is the unit's", 777, "/system.slice/drover-agent.service", "its main process is 777"},
+		{"this agent runs outside the unit", self, "/user.slice/user-0.slice/session-3.scope", "the agent runs in cgroup /user.slice/user-0.slice/session-3.scope, not the unit's"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o, e := good()
+			e.AgentPID = self
+			o.Units[2].MainPID = c.mainPID
+			o.AgentCgroup = c.cgroup
+			v := Check(o, e)
+			switch {
+			case c.want == "" && len(v) != 0:
+				t.Errorf("holds, got %v", v)
+			case c.want != "" && (len(v) != 1 || v[0].Got != c.want || v[0].Source != AgentUnit ||
+				!strings.HasPrefix(v[0].Invariant, "drover-agent.service is active, and its main process is this agent (PID 4242)")):
+				t.Errorf("want %q, got %v", c.want, v)
+			}
+		})
+	}
+	// Not judged unless the guard asks (AgentPID 0).
+	o, e := good()
+	o.Units[2].MainPID = 777
+	if v := Check(o, e); len(v) != 0 {
+		t.Errorf("judged without AgentPID: %v", v)
+	}
+}
+
+// TestHost: the security sysctls and the preload list, by effect.
+func TestHost(t *testing.T) {
+	goodHost := func() Host {
+		h := Host{Sysctls: map[string]string{}}
+		for _, s := range sysctlset.Security {
+			h.Sysctls[s.Key] = s.Want[len(s.Want)-1]
+		}
+		return h
+	}
+	if v := CheckHost(goodHost()); len(v) != 0 {
+		t.Fatalf("the image's host: %v", v)
+	}
+	if v := CheckHost(Host{}); len(v) != 0 {
+		t.Fatalf("nothing observed: %v", v)
+	}
+	for _, c := range []struct {
+		name      string
+		bad       func(h *Host)
+		invariant string
+		got       string
+		source    string
+	}{
+		{"core pattern piped", func(h *Host) { h.Sysctls["kernel.core_pattern"] = "|/var/lib/x/dump %p" },
+			"kernel.core_pattern holds core (", "|/var/lib/x/dump %p", "/proc/sys/kernel/core_pattern"},
+		{"unprivileged BPF on", func(h *Host) { h.Sysctls["kernel.unprivileged_bpf_disabled"] = "0" },
+			"kernel.unprivileged_bpf_disabled holds 2 or 1 (", "0", "/proc/sys/kernel/unprivileged_bpf_disabled"},
+		{"br_netfilter unloaded", func(h *Host) {
+			h.Sysctls["net.bridge.bridge-nf-call-iptables"] = "unreadable (no such file or directory)"
+		}, "net.bridge.bridge-nf-call-iptables holds 1 (", "unreadable (no such file or directory)", "/proc/sys/net/bridge/bridge-nf-call-iptables"},
+		{"a setting not observed", func(h *Host) { delete(h.Sysctls, "kernel.modprobe") },
+			"kernel.modprobe holds /sbin/modprobe (", "not observed", "/proc/sys/kernel/modprobe"},
+		{"preload list", func(h *Host) { h.Preload = "present: /var/lib/x/hook.so" },
+			"/etc/ld.so.preload is absent (", "present: /var/lib/x/hook.so", "/etc/ld.so.preload"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := goodHost()
+			c.bad(&h)
+			v := CheckHost(h)
+			if len(v) != 1 || !strings.HasPrefix(v[0].Invariant, c.invariant) || v[0].Got != c.got || v[0].Source != c.source {
+				t.Errorf("got %v", v)
+			}
+		})
 	}
 }
