@@ -1,7 +1,8 @@
 // Package guarantee judges the node's security guarantees by their effect
 // on the running node: how systemd resolved the units that carry them,
-// the command line and configuration the kubelet actually runs with, and
-// what the kubelet's ports answer to a caller without credentials. The
+// the command line and configuration the kubelet actually runs with, what
+// the kubelet's ports answer to a caller without credentials, and (host.go)
+// the kernel settings and loader preload list no unit shows. The
 // static policy (agent/ignition) refuses the paths it knows; this is the
 // check that holds whatever path a change took (a drop-in written at run
 // time by a unit, a search directory the policy does not list).
