@@ -63,10 +63,15 @@ func (r *renderedFiles) get(p string) ([]byte, bool) {
 	return f.data, ok
 }
 
-func (r *renderedFiles) writtenAt(p string) time.Time {
+// written maps every rendered path to when the agent had written it.
+func (r *renderedFiles) written() map[string]time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.files[p].at
+	out := make(map[string]time.Time, len(r.files))
+	for p, f := range r.files {
+		out[p] = f.at
+	}
+	return out
 }
 
 // expect is what the image and the applied config put on the node.
@@ -86,8 +91,8 @@ func (a *Agent) expect() guarantee.Expect {
 	}
 	if kc, ok := a.files.get(nodeconfig.KubeletConfigPath); ok {
 		e.KubeletConfig = kc
-		e.KubeletConfigWritten = a.files.writtenAt(nodeconfig.KubeletConfigPath)
 	}
+	e.Written = a.files.written()
 	if d, ok := a.files.get(nodeconfig.KubeletDefaultsPath); ok {
 		e.KubeletArgs = kubeletArgv(d)
 	}
@@ -149,7 +154,12 @@ func (a *Agent) observe(ctx context.Context, level int) (guarantee.Observation, 
 	if o.KubeletConfig, err = os.ReadFile(a.path(cfg)); err != nil {
 		o.KubeletConfig = []byte("unreadable: " + err.Error())
 	}
-	o.KubeletConfigChanged = changeTime(a.path(cfg))
+	o.Changed = map[string]time.Time{}
+	for p := range a.files.written() {
+		if t := changeTime(a.path(p)); !t.IsZero() {
+			o.Changed[p] = t
+		}
+	}
 	if level >= seePorts && a.env.KubeletPorts != nil {
 		api, ro := a.env.KubeletPorts(ctx)
 		o.API, o.ReadOnly = &api, &ro
@@ -296,8 +306,9 @@ func violationDrift(v guarantee.Violation) Drift {
 	return Drift{Path: p, What: "guarantee: " + v.Invariant, Want: "held", Got: v.Got}
 }
 
-// changeTime is a file's ctime; zero when it cannot be read (the
-// contents check reports that).
+// changeTime is a file's ctime; zero when it cannot be read (a file the
+// agent deleted on purpose, the bootstrap kubeconfig; the drift guard
+// reports one missing otherwise).
 func changeTime(p string) time.Time {
 	fi, err := os.Stat(p)
 	if err != nil {

@@ -57,15 +57,17 @@ type Observation struct {
 	// KubeletArgs is /proc/<kubelet's MainPID>/cmdline.
 	KubeletArgs []string
 	// KubeletConfig is the file the kubelet's --config names, as read
-	// from the node; KubeletConfigChanged is that file's status change
-	// time (ctime), zero when not observed. The kubelet reads the file
-	// once, at its start, and serves what it loaded only on /configz,
-	// which the node's own credential may not read (nodes/proxy): the
-	// file read now is what the kubelet loaded only if it has not
-	// changed since the agent wrote it. Every write, rename or link
-	// sets ctime to the current time, and nothing can set it back.
-	KubeletConfig        []byte
-	KubeletConfigChanged time.Time
+	// from the node.
+	KubeletConfig []byte
+	// Changed maps each file the agent rendered (Expect.Written) to its
+	// status change time (ctime) now; a file missing is left out. The
+	// kubelet and containerd read their files once, at their start, and
+	// the kubelet serves what it loaded only on /configz, which the
+	// node's own credential may not read (nodes/proxy): a file read now
+	// is what was loaded only if it has not changed since the agent
+	// wrote it. Every write, rename or link sets ctime to the current
+	// time, and nothing sets it back.
+	Changed map[string]time.Time
 	// ContainerdArgs is /proc/<containerd's MainPID>/cmdline.
 	ContainerdArgs []string
 	// AgentCgroup is the agent's own cgroup (/proc/self/cgroup's v2
@@ -93,11 +95,12 @@ type Expect struct {
 	// (/usr/bin/kubelet and the flags of /etc/default/kubelet).
 	KubeletArgs []string
 	// KubeletConfigPath and KubeletConfig are the configuration file the
-	// agent rendered and its contents; KubeletConfigWritten is when the
-	// agent had written it (zero: not judged).
-	KubeletConfigPath    string
-	KubeletConfig        []byte
-	KubeletConfigWritten time.Time
+	// agent rendered and its contents.
+	KubeletConfigPath string
+	KubeletConfig     []byte
+	// Written maps each file the agent rendered to when it had written
+	// it.
+	Written map[string]time.Time
 	// ContainerdConfig is the only configuration containerd may load.
 	ContainerdConfig string
 	// AgentPID is the agent's own process: drover-agent.service must be
@@ -201,20 +204,13 @@ func Check(o Observation, e Expect) []Violation {
 			out = append(out, Violation{"the kubelet loads the configuration the agent rendered (" + e.KubeletConfigPath + ")",
 				"its contents differ", src})
 		}
-		if changed := o.KubeletConfigChanged; !changed.IsZero() && !e.KubeletConfigWritten.IsZero() && changed.After(e.KubeletConfigWritten) {
-			// Contents that match do not clear it: a unit that rewrote
-			// the file before the kubelet read it and restored it
-			// afterwards leaves the rendered contents behind.
-			out = append(out, Violation{"the kubelet's configuration file (" + e.KubeletConfigPath + ") is unchanged since the agent wrote it, so the kubelet loaded what the agent rendered",
-				fmt.Sprintf("it was changed %s after the agent wrote it (%s), whatever it holds now", changed.Sub(e.KubeletConfigWritten).Round(time.Millisecond), changed.UTC().Format(time.RFC3339Nano)),
-				orElse(src, e.KubeletConfigPath)})
-		}
 		if e.Broken != nil {
 			for _, b := range e.Broken(o.KubeletConfig) {
 				out = append(out, Violation{"the kubelet's configuration holds " + b, "it does not", src})
 			}
 		}
 	}
+	out = append(out, unchanged(o, e, kubeletSrc)...)
 	if o.ContainerdArgs != nil {
 		if cfg, ok := flagValue(o.ContainerdArgs, "--config", "-c"); ok && cfg != e.ContainerdConfig {
 			out = append(out, Violation{"containerd loads " + e.ContainerdConfig, "--config " + cfg,
@@ -227,6 +223,35 @@ func Check(o Observation, e Expect) []Violation {
 	}
 	if o.ReadOnly != nil && (o.ReadOnly.Status != 0 || !strings.Contains(o.ReadOnly.Err, "refused")) {
 		out = append(out, Violation{"nothing answers on the kubelet's read-only port (10255)", o.ReadOnly.String(), kubeletSrc})
+	}
+	return out
+}
+
+// unchanged judges the rendered files' change times: each must be no later
+// than the agent's write. Contents that match do not clear a file: a unit
+// that rewrote it before the kubelet (or containerd) read it and restored
+// it afterwards leaves the rendered contents behind.
+func unchanged(o Observation, e Expect, kubeletSrc string) []Violation {
+	var out []Violation
+	paths := make([]string, 0, len(e.Written))
+	for p := range e.Written {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	for _, p := range paths {
+		written := e.Written[p]
+		changed, ok := o.Changed[p]
+		if !ok || written.IsZero() || !changed.After(written) {
+			continue
+		}
+		inv := p + " is unchanged since the agent wrote it, so what read it at its start loaded what the agent rendered"
+		src := p
+		if p == e.KubeletConfigPath {
+			inv = "the kubelet's configuration file (" + p + ") is unchanged since the agent wrote it, so the kubelet loaded what the agent rendered"
+			src = orElse(kubeletSrc, p)
+		}
+		out = append(out, Violation{inv, fmt.Sprintf("it was changed %s after the agent wrote it (%s), whatever it holds now",
+			changed.Sub(written).Round(time.Millisecond), changed.UTC().Format(time.RFC3339Nano)), src})
 	}
 	return out
 }

@@ -10,8 +10,9 @@ import (
 )
 
 const (
-	dropin  = "/etc/systemd/system/kubelet.service.d/10-env.conf"
-	cfgPath = "/etc/kubernetes/kubelet-config.yaml"
+	dropin   = "/etc/systemd/system/kubelet.service.d/10-env.conf"
+	cfgPath  = "/etc/kubernetes/kubelet-config.yaml"
+	ctrdPath = "/etc/containerd/config.toml"
 )
 
 var (
@@ -29,12 +30,12 @@ func good() (Observation, Expect) {
 			"containerd.service":   {Fragment: "/usr/lib/systemd/system/containerd.service", Exec: "/usr/bin/containerd"},
 			"drover-agent.service": {Fragment: "/usr/lib/systemd/system/drover-agent.service", Exec: "/usr/bin/drover-agent"},
 		},
-		DropIn:               func(p string) bool { return strings.HasPrefix(p, "/usr/") || p == dropin },
-		KubeletArgs:          []string{"/usr/bin/kubelet", "--config=" + cfgPath, "--kubeconfig=/var/lib/kubelet/kubeconfig"},
-		KubeletConfigPath:    cfgPath,
-		KubeletConfig:        renderedConfig,
-		KubeletConfigWritten: written,
-		ContainerdConfig:     "/etc/containerd/config.toml",
+		DropIn:            func(p string) bool { return strings.HasPrefix(p, "/usr/") || p == dropin },
+		KubeletArgs:       []string{"/usr/bin/kubelet", "--config=" + cfgPath, "--kubeconfig=/var/lib/kubelet/kubeconfig"},
+		KubeletConfigPath: cfgPath,
+		KubeletConfig:     renderedConfig,
+		Written:           map[string]time.Time{cfgPath: written, ctrdPath: written},
+		ContainerdConfig:  "/etc/containerd/config.toml",
 		Broken: func(doc []byte) []string {
 			if strings.Contains(string(doc), "anonymous") {
 				return []string{"authentication.anonymous.enabled = false"}
@@ -53,12 +54,12 @@ func good() (Observation, Expect) {
 			{Name: "drover-agent.service", LoadState: "loaded", FragmentPath: "/usr/lib/systemd/system/drover-agent.service",
 				ExecStart: [][]string{{"/usr/bin/drover-agent", "run"}}},
 		},
-		KubeletArgs:          slices.Clone(e.KubeletArgs),
-		KubeletConfig:        renderedConfig,
-		KubeletConfigChanged: written.Add(-time.Millisecond),
-		ContainerdArgs:       []string{"/usr/bin/containerd"},
-		API:                  &Probe{Status: 401},
-		ReadOnly:             &Probe{Err: "dial tcp 127.0.0.1:10255: connect: connection refused"},
+		KubeletArgs:    slices.Clone(e.KubeletArgs),
+		KubeletConfig:  renderedConfig,
+		Changed:        map[string]time.Time{cfgPath: written.Add(-time.Millisecond), ctrdPath: written},
+		ContainerdArgs: []string{"/usr/bin/containerd"},
+		API:            &Probe{Status: 401},
+		ReadOnly:       &Probe{Err: "dial tcp 127.0.0.1:10255: connect: connection refused"},
 	}
 	return o, e
 }
@@ -70,7 +71,7 @@ func TestGoodNodeHolds(t *testing.T) {
 	}
 	// Nothing observed, nothing judged: the check after apply sees units only.
 	o.KubeletArgs, o.KubeletConfig, o.ContainerdArgs, o.API, o.ReadOnly = nil, nil, nil, nil, nil
-	o.KubeletConfigChanged = time.Time{}
+	o.Changed = nil
 	if v := Check(o, e); len(v) != 0 {
 		t.Fatalf("units only: %v", v)
 	}
@@ -142,8 +143,11 @@ func TestBadObservations(t *testing.T) {
 			o.KubeletConfig = []byte("kind: KubeletConfiguration\nreadOnlyPort: 10255\n")
 		}, "loads the configuration the agent rendered", cfgPath, true},
 		{"config rewritten and restored", func(o *Observation) {
-			o.KubeletConfigChanged = written.Add(time.Millisecond)
+			o.Changed[cfgPath] = written.Add(time.Millisecond)
 		}, "unchanged since the agent wrote it", cfgPath, true},
+		{"containerd's config rewritten and restored", func(o *Observation) {
+			o.Changed[ctrdPath] = written.Add(time.Second)
+		}, ctrdPath + " is unchanged since the agent wrote it", ctrdPath, true},
 		{"config breaks an invariant", func(o *Observation) {
 			o.KubeletConfig = []byte("authentication: {anonymous: {enabled: true}}\n")
 		}, "authentication.anonymous.enabled = false", cfgPath, true},
@@ -199,7 +203,7 @@ func TestRacingDropIn(t *testing.T) {
 	u.DropInPaths = append(u.DropInPaths, race)
 	// ExecStartPre= ran after the agent's start job; ExecStartPost=
 	// restored the file 300 ms later.
-	o.KubeletConfigChanged = written.Add(2*time.Second + 300*time.Millisecond)
+	o.Changed[cfgPath] = written.Add(2*time.Second + 300*time.Millisecond)
 	v := Check(o, e)
 	if len(v) != 1 {
 		t.Fatalf("want the one violation of the file's change, got %v", v)
@@ -210,7 +214,7 @@ func TestRacingDropIn(t *testing.T) {
 	}
 	// The same node, without the race: the file last changed when the
 	// agent wrote it.
-	o.KubeletConfigChanged = written
+	o.Changed[cfgPath] = written
 	if v := Check(o, e); len(v) != 0 {
 		t.Errorf("a file changed as the agent wrote it: %v", v)
 	}
