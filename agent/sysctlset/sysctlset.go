@@ -11,6 +11,7 @@ package sysctlset
 
 import (
 	"fmt"
+	"path"
 	"strings"
 )
 
@@ -75,6 +76,22 @@ func Find(key string) (Setting, bool) {
 		}
 	}
 	return Setting{}, false
+}
+
+// Matching lists the settings a sysctl.d key would set: the key itself,
+// or every setting a glob (kernel.*, net.bridge.bridge-nf-call-ip?tables)
+// matches. Keys are matched in their dotted form, where '*' matches dots
+// too: a pattern covers more rather than less. A malformed pattern
+// matches nothing here; sysctl.d ignores it too.
+func Matching(key string) []Setting {
+	key = Normalize(key)
+	var out []Setting
+	for _, s := range Security {
+		if ok, _ := path.Match(key, s.Key); ok || key == s.Key {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Path is where the setting lives under /proc/sys.

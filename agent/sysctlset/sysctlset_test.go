@@ -122,3 +122,27 @@ func TestValuesOfTheImage(t *testing.T) {
 		t.Errorf("Security =\n%v\nwant\n%v", got, want)
 	}
 }
+
+// TestMatching: what a sysctl.d line would set, globs included.
+func TestMatching(t *testing.T) {
+	for key, want := range map[string]string{
+		"kernel.core_pattern":                 "kernel.core_pattern",
+		"kernel/core_pattern":                 "kernel.core_pattern",
+		"-kernel.modprobe":                    "kernel.modprobe",
+		"kernel.*":                            "kernel.unprivileged_bpf_disabled kernel.perf_event_paranoid kernel.kptr_restrict kernel.dmesg_restrict kernel.core_pattern kernel.modprobe",
+		"net.bridge.bridge-nf-call-ip?tables": "net.bridge.bridge-nf-call-ip6tables",
+		"net.bridge.bridge-nf-call-ip*":       "net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables",
+		"*":                                   "kernel.unprivileged_bpf_disabled kernel.perf_event_paranoid kernel.kptr_restrict kernel.dmesg_restrict kernel.core_pattern kernel.modprobe net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables fs.protected_symlinks fs.protected_hardlinks",
+		"fs.protected_[sh]*links":             "fs.protected_symlinks fs.protected_hardlinks",
+		"vm.max_map_count":                    "",
+		"net.ipv4.conf.*.rp_filter":           "",
+	} {
+		var got []string
+		for _, s := range Matching(key) {
+			got = append(got, s.Key)
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("Matching(%q) = %q, want %q", key, got, want)
+		}
+	}
+}
