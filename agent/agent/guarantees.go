@@ -8,6 +8,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/drover-os/drover/agent/guarantee"
@@ -30,27 +31,47 @@ var ProtectedUnits = map[string]guarantee.UnitWant{
 	"drover-agent.service": {Fragment: units.Dir + "/drover-agent.service", Exec: "/usr/bin/drover-agent"},
 }
 
-// renderedFiles keeps what the agent rendered, by path: what the running
-// kubelet must have loaded.
+// renderedFiles keeps what the agent rendered, by path, and when it had
+// written it: what the running kubelet must have loaded, and the moment
+// after which the file may not change (guarantee.Observation).
 type renderedFiles struct {
 	mu    sync.Mutex
-	files map[string][]byte
+	files map[string]rendered
+}
+
+type rendered struct {
+	data []byte
+	// at is read after the write returned: the file's ctime, stamped by
+	// the kernel's coarse clock during the write, is not later.
+	at time.Time
 }
 
 func (r *renderedFiles) put(p string, data []byte) {
+	at := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.files == nil {
-		r.files = map[string][]byte{}
+		r.files = map[string]rendered{}
 	}
-	r.files[p] = data
+	r.files[p] = rendered{data, at}
 }
 
 func (r *renderedFiles) get(p string) ([]byte, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	b, ok := r.files[p]
-	return b, ok
+	f, ok := r.files[p]
+	return f.data, ok
+}
+
+// written maps every rendered path to when the agent had written it.
+func (r *renderedFiles) written() map[string]time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]time.Time, len(r.files))
+	for p, f := range r.files {
+		out[p] = f.at
+	}
+	return out
 }
 
 // expect is what the image and the applied config put on the node.
@@ -71,6 +92,7 @@ func (a *Agent) expect() guarantee.Expect {
 	if kc, ok := a.files.get(nodeconfig.KubeletConfigPath); ok {
 		e.KubeletConfig = kc
 	}
+	e.Written = a.files.written()
 	if d, ok := a.files.get(nodeconfig.KubeletDefaultsPath); ok {
 		e.KubeletArgs = kubeletArgv(d)
 	}
@@ -108,7 +130,7 @@ func (a *Agent) observe(ctx context.Context, level int) (guarantee.Observation, 
 			return o, err
 		}
 		o.Units = append(o.Units, guarantee.Unit{Name: n, LoadState: r.LoadState, FragmentPath: r.FragmentPath,
-			DropInPaths: r.DropInPaths, ExecStart: r.ExecStart, EnvironmentFiles: r.EnvironmentFiles})
+			DropInPaths: r.DropInPaths, ExecStart: r.ExecStart, EnvironmentFiles: r.EnvironmentFiles, MainPID: r.MainPID})
 		pids[n] = r.MainPID
 	}
 	if level < seeProcesses || a.env.Cmdline == nil {
@@ -131,6 +153,12 @@ func (a *Agent) observe(ctx context.Context, level int) (guarantee.Observation, 
 	}
 	if o.KubeletConfig, err = os.ReadFile(a.path(cfg)); err != nil {
 		o.KubeletConfig = []byte("unreadable: " + err.Error())
+	}
+	o.Changed = map[string]time.Time{}
+	for p := range a.files.written() {
+		if t := changeTime(a.path(p)); !t.IsZero() {
+			o.Changed[p] = t
+		}
 	}
 	if level >= seePorts && a.env.KubeletPorts != nil {
 		api, ro := a.env.KubeletPorts(ctx)
@@ -225,14 +253,17 @@ func (a *Agent) stopKubelet(why error) error {
 	return fmt.Errorf("%w (kubelet.service stopped, bootstrap token redacted)", why)
 }
 
-// guaranteeDrift is the guard's round of the guarantee checks, once the
-// kubelet passed them at its start: each broken guarantee becomes a drift
-// line naming the file that changed it (or the unit, when that cannot be
-// told), reported on the Node like any other drift. An observation that
-// fails (systemd busy, the kubelet restarting) is noted once and skipped.
+// guaranteeDrift is the guard's round of the checks by effect: the host's
+// (hostDrift) every round; the kubelet's guarantees once the kubelet
+// passed them at its start, with the agent's own unit: each broken
+// guarantee becomes a drift line naming the file that changed it (or the
+// unit, when that cannot be told), reported on the Node like any other
+// drift. An observation that fails (systemd busy, the kubelet
+// restarting) is noted once and skipped.
 func (a *Agent) guaranteeDrift() []Drift {
+	out := a.hostDrift()
 	if !a.kubeletChecked.Load() {
-		return nil
+		return out
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -244,7 +275,7 @@ func (a *Agent) guaranteeDrift() []Drift {
 		if a.observeErr.Swap(true) == false {
 			a.rec.Note("drift guard: could not observe the node's guarantees (" + err.Error() + "); retrying every round")
 		}
-		return nil
+		return out
 	}
 	a.observeErr.Store(false)
 	// A port probe that timed out judges nothing: seen on a node under
@@ -256,8 +287,10 @@ func (a *Agent) guaranteeDrift() []Drift {
 			*p = nil
 		}
 	}
-	var out []Drift
-	for _, v := range guarantee.Check(o, a.expect()) {
+	o.AgentCgroup = a.agentCgroup()
+	e := a.expect()
+	e.AgentPID = a.agentPID()
+	for _, v := range guarantee.Check(o, e) {
 		out = append(out, violationDrift(v))
 	}
 	return out
@@ -271,4 +304,19 @@ func violationDrift(v guarantee.Violation) Drift {
 		p = "kubelet.service"
 	}
 	return Drift{Path: p, What: "guarantee: " + v.Invariant, Want: "held", Got: v.Got}
+}
+
+// changeTime is a file's ctime; zero when it cannot be read (a file the
+// agent deleted on purpose, the bootstrap kubeconfig; the drift guard
+// reports one missing otherwise).
+func changeTime(p string) time.Time {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return time.Time{}
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return time.Time{}
+	}
+	return time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/drover-os/drover/agent/guarantee"
 	"github.com/drover-os/drover/agent/nodeconfig"
@@ -105,6 +106,23 @@ func TestGuaranteeBroken(t *testing.T) {
 				return s
 			}, asks, refused)
 		}, "kubelet", "the kubelet's configuration holds readOnlyPort = 0", true, true},
+		{"config rewritten at the kubelet's start, restored after", func(r *rig, a *Agent) {
+			// As a drop-in's ExecStartPre= and ExecStartPost= would: by the
+			// time the agent reads the file, it holds what was rendered.
+			raced := false
+			observed(r, a, func(s []string) []string {
+				if !raced {
+					raced = true
+					p := filepath.Join(r.root, nodeconfig.KubeletConfigPath)
+					orig, _ := os.ReadFile(p)
+					// Past the kernel's coarse clock tick of the agent's write.
+					time.Sleep(30 * time.Millisecond)
+					os.WriteFile(p, append(orig, "readOnlyPort: 10255\n"...), 0o644)
+					os.WriteFile(p, orig, 0o644)
+				}
+				return s
+			}, asks, refused)
+		}, "kubelet", "is unchanged since the agent wrote it", true, true},
 		{"API answers without credentials", func(r *rig, a *Agent) {
 			observed(r, a, nil, guarantee.Probe{Status: 200}, refused)
 		}, "kubelet", "refuses a request without credentials (401): HTTP 200", true, true},

@@ -1,7 +1,8 @@
 // Package guarantee judges the node's security guarantees by their effect
 // on the running node: how systemd resolved the units that carry them,
-// the command line and configuration the kubelet actually runs with, and
-// what the kubelet's ports answer to a caller without credentials. The
+// the command line and configuration the kubelet actually runs with, what
+// the kubelet's ports answer to a caller without credentials, and (host.go)
+// the kernel settings and loader preload list no unit shows. The
 // static policy (agent/ignition) refuses the paths it knows; this is the
 // check that holds whatever path a change took (a drop-in written at run
 // time by a unit, a search directory the policy does not list).
@@ -15,6 +16,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Unit is a unit as systemd loaded it (systemd.Resolved).
@@ -25,6 +27,8 @@ type Unit struct {
 	DropInPaths      []string
 	ExecStart        [][]string
 	EnvironmentFiles []string
+	// MainPID is the unit's main process; 0 when it has none (inactive).
+	MainPID uint32
 }
 
 // Probe is what a port answered a request without credentials.
@@ -55,8 +59,20 @@ type Observation struct {
 	// KubeletConfig is the file the kubelet's --config names, as read
 	// from the node.
 	KubeletConfig []byte
+	// Changed maps each file the agent rendered (Expect.Written) to its
+	// status change time (ctime) now; a file missing is left out. The
+	// kubelet and containerd read their files once, at their start, and
+	// the kubelet serves what it loaded only on /configz, which the
+	// node's own credential may not read (nodes/proxy): a file read now
+	// is what was loaded only if it has not changed since the agent
+	// wrote it. Every write, rename or link sets ctime to the current
+	// time, and nothing sets it back.
+	Changed map[string]time.Time
 	// ContainerdArgs is /proc/<containerd's MainPID>/cmdline.
 	ContainerdArgs []string
+	// AgentCgroup is the agent's own cgroup (/proc/self/cgroup's v2
+	// path); "" when not observed.
+	AgentCgroup string
 	// API is the answer of https://127.0.0.1:10250/pods to a request
 	// without credentials; ReadOnly that of http://127.0.0.1:10255/pods.
 	API, ReadOnly *Probe
@@ -82,12 +98,21 @@ type Expect struct {
 	// agent rendered and its contents.
 	KubeletConfigPath string
 	KubeletConfig     []byte
+	// Written maps each file the agent rendered to when it had written
+	// it.
+	Written map[string]time.Time
 	// ContainerdConfig is the only configuration containerd may load.
 	ContainerdConfig string
+	// AgentPID is the agent's own process: drover-agent.service must be
+	// running it (0: not judged; the guard sets it).
+	AgentPID uint32
 	// Broken lists the kubelet configuration invariants a
 	// KubeletConfiguration document breaks (nodeconfig).
 	Broken func(doc []byte) []string
 }
+
+// AgentUnit is the agent's own unit.
+const AgentUnit = "drover-agent.service"
 
 // Violation is one broken guarantee.
 type Violation struct {
@@ -150,6 +175,21 @@ func Check(o Observation, e Expect) []Violation {
 				"EnvironmentFile " + strings.Join(u.EnvironmentFiles, ", "), src})
 		}
 	}
+	if e.AgentPID != 0 {
+		// The guard is this process, and must be the agent systemd
+		// supervises as drover-agent.service: not one started by hand
+		// outside it (its cgroup says), nor one beside a second agent
+		// the unit runs (its main PID says). A main PID of 0 is not
+		// judged: systemd reports none for a unit it has not started,
+		// which the cgroup covers.
+		inv := fmt.Sprintf("%s is active, and its main process is this agent (PID %d)", AgentUnit, e.AgentPID)
+		if u, ok := find(o.Units, AgentUnit); ok && u.MainPID != 0 && u.MainPID != e.AgentPID {
+			out = append(out, Violation{inv, fmt.Sprintf("its main process is %d", u.MainPID), AgentUnit})
+		}
+		if o.AgentCgroup != "" && !strings.HasSuffix(o.AgentCgroup, "/"+AgentUnit) {
+			out = append(out, Violation{inv, "the agent runs in cgroup " + o.AgentCgroup + ", not the unit's", AgentUnit})
+		}
+	}
 	kubeletSrc := first(suspects["kubelet.service"])
 	if o.KubeletArgs != nil && e.KubeletArgs != nil && !slices.Equal(o.KubeletArgs, e.KubeletArgs) {
 		out = append(out, Violation{"the kubelet runs with the command line the agent rendered",
@@ -170,6 +210,7 @@ func Check(o Observation, e Expect) []Violation {
 			}
 		}
 	}
+	out = append(out, unchanged(o, e, kubeletSrc)...)
 	if o.ContainerdArgs != nil {
 		if cfg, ok := flagValue(o.ContainerdArgs, "--config", "-c"); ok && cfg != e.ContainerdConfig {
 			out = append(out, Violation{"containerd loads " + e.ContainerdConfig, "--config " + cfg,
@@ -182,6 +223,35 @@ func Check(o Observation, e Expect) []Violation {
 	}
 	if o.ReadOnly != nil && (o.ReadOnly.Status != 0 || !strings.Contains(o.ReadOnly.Err, "refused")) {
 		out = append(out, Violation{"nothing answers on the kubelet's read-only port (10255)", o.ReadOnly.String(), kubeletSrc})
+	}
+	return out
+}
+
+// unchanged judges the rendered files' change times: each must be no later
+// than the agent's write. Contents that match do not clear a file: a unit
+// that rewrote it before the kubelet (or containerd) read it and restored
+// it afterwards leaves the rendered contents behind.
+func unchanged(o Observation, e Expect, kubeletSrc string) []Violation {
+	var out []Violation
+	paths := make([]string, 0, len(e.Written))
+	for p := range e.Written {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	for _, p := range paths {
+		written := e.Written[p]
+		changed, ok := o.Changed[p]
+		if !ok || written.IsZero() || !changed.After(written) {
+			continue
+		}
+		inv := p + " is unchanged since the agent wrote it, so what read it at its start loaded what the agent rendered"
+		src := p
+		if p == e.KubeletConfigPath {
+			inv = "the kubelet's configuration file (" + p + ") is unchanged since the agent wrote it, so the kubelet loaded what the agent rendered"
+			src = orElse(kubeletSrc, p)
+		}
+		out = append(out, Violation{inv, fmt.Sprintf("it was changed %s after the agent wrote it (%s), whatever it holds now",
+			changed.Sub(written).Round(time.Millisecond), changed.UTC().Format(time.RFC3339Nano)), src})
 	}
 	return out
 }

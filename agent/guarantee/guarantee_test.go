@@ -4,14 +4,23 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/drover-os/drover/agent/sysctlset"
 )
 
 const (
-	dropin  = "/etc/systemd/system/kubelet.service.d/10-env.conf"
-	cfgPath = "/etc/kubernetes/kubelet-config.yaml"
+	dropin   = "/etc/systemd/system/kubelet.service.d/10-env.conf"
+	cfgPath  = "/etc/kubernetes/kubelet-config.yaml"
+	ctrdPath = "/etc/containerd/config.toml"
 )
 
-var renderedConfig = []byte("kind: KubeletConfiguration\nreadOnlyPort: 0\n")
+var (
+	renderedConfig = []byte("kind: KubeletConfiguration\nreadOnlyPort: 0\n")
+	// written is when the agent wrote the kubelet's configuration; the
+	// file's ctime is a moment before (the kernel's coarse clock).
+	written = time.Date(2026, 12, 4, 19, 0, 0, 0, time.UTC)
+)
 
 // good is a node as the image and the applied config left it.
 func good() (Observation, Expect) {
@@ -25,6 +34,7 @@ func good() (Observation, Expect) {
 		KubeletArgs:       []string{"/usr/bin/kubelet", "--config=" + cfgPath, "--kubeconfig=/var/lib/kubelet/kubeconfig"},
 		KubeletConfigPath: cfgPath,
 		KubeletConfig:     renderedConfig,
+		Written:           map[string]time.Time{cfgPath: written, ctrdPath: written},
 		ContainerdConfig:  "/etc/containerd/config.toml",
 		Broken: func(doc []byte) []string {
 			if strings.Contains(string(doc), "anonymous") {
@@ -46,6 +56,7 @@ func good() (Observation, Expect) {
 		},
 		KubeletArgs:    slices.Clone(e.KubeletArgs),
 		KubeletConfig:  renderedConfig,
+		Changed:        map[string]time.Time{cfgPath: written.Add(-time.Millisecond), ctrdPath: written},
 		ContainerdArgs: []string{"/usr/bin/containerd"},
 		API:            &Probe{Status: 401},
 		ReadOnly:       &Probe{Err: "dial tcp 127.0.0.1:10255: connect: connection refused"},
@@ -60,6 +71,7 @@ func TestGoodNodeHolds(t *testing.T) {
 	}
 	// Nothing observed, nothing judged: the check after apply sees units only.
 	o.KubeletArgs, o.KubeletConfig, o.ContainerdArgs, o.API, o.ReadOnly = nil, nil, nil, nil, nil
+	o.Changed = nil
 	if v := Check(o, e); len(v) != 0 {
 		t.Fatalf("units only: %v", v)
 	}
@@ -130,6 +142,12 @@ func TestBadObservations(t *testing.T) {
 		{"config contents differ", func(o *Observation) {
 			o.KubeletConfig = []byte("kind: KubeletConfiguration\nreadOnlyPort: 10255\n")
 		}, "loads the configuration the agent rendered", cfgPath, true},
+		{"config rewritten and restored", func(o *Observation) {
+			o.Changed[cfgPath] = written.Add(time.Millisecond)
+		}, "unchanged since the agent wrote it", cfgPath, true},
+		{"containerd's config rewritten and restored", func(o *Observation) {
+			o.Changed[ctrdPath] = written.Add(time.Second)
+		}, ctrdPath + " is unchanged since the agent wrote it", ctrdPath, true},
 		{"config breaks an invariant", func(o *Observation) {
 			o.KubeletConfig = []byte("authentication: {anonymous: {enabled: true}}\n")
 		}, "authentication.anonymous.enabled = false", cfgPath, true},
@@ -164,6 +182,121 @@ func TestBadObservations(t *testing.T) {
 			}
 			if hit.Source != c.source {
 				t.Fatalf("source %q, want %q (%v)", hit.Source, c.source, hit)
+			}
+		})
+	}
+}
+
+// TestRacingDropIn: a kubelet drop-in whose ExecStartPre= rewrites the
+// kubelet's configuration (anonymous authentication on) and whose
+// ExecStartPost= puts the rendered file back once the kubelet has read it.
+// The static policy (agent/ignition) is left out: the drop-in counts as
+// one the applied config put there, as if the policy had let it through.
+// When the agent looks, the unit, the command line and the file's contents
+// are all as rendered; what gives the race away is the file's change time,
+// after the agent wrote it.
+func TestRacingDropIn(t *testing.T) {
+	const race = "/etc/systemd/system/kubelet.service.d/50-race.conf"
+	o, e := good()
+	e.DropIn = func(p string) bool { return true } // no static check
+	u := &o.Units[0]
+	u.DropInPaths = append(u.DropInPaths, race)
+	// ExecStartPre= ran after the agent's start job; ExecStartPost=
+	// restored the file 300 ms later.
+	o.Changed[cfgPath] = written.Add(2*time.Second + 300*time.Millisecond)
+	v := Check(o, e)
+	if len(v) != 1 {
+		t.Fatalf("want the one violation of the file's change, got %v", v)
+	}
+	if want := "the kubelet's configuration file (" + cfgPath + ") is unchanged since the agent wrote it"; !strings.HasPrefix(v[0].Invariant, want) ||
+		!strings.Contains(v[0].Got, "changed 2.3s after the agent wrote it") || v[0].Source != cfgPath {
+		t.Errorf("violation %v", v[0])
+	}
+	// The same node, without the race: the file last changed when the
+	// agent wrote it.
+	o.Changed[cfgPath] = written
+	if v := Check(o, e); len(v) != 0 {
+		t.Errorf("a file changed as the agent wrote it: %v", v)
+	}
+}
+
+// TestAgentUnit: the guard must be the agent drover-agent.service runs.
+func TestAgentUnit(t *testing.T) {
+	const self = 4242
+	for _, c := range []struct {
+		name    string
+		mainPID uint32
+		cgroup  string
+		want    string // "" holds
+	}{
+		{"the unit runs this agent", self, "/system.slice/drover-agent.service", ""},
+		{"main PID not known", 0, "", ""},
+		{"a second agent is the unit's", 777, "/system.slice/drover-agent.service", "its main process is 777"},
+		{"this agent runs outside the unit", self, "/user.slice/user-0.slice/session-3.scope", "the agent runs in cgroup /user.slice/user-0.slice/session-3.scope, not the unit's"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o, e := good()
+			e.AgentPID = self
+			o.Units[2].MainPID = c.mainPID
+			o.AgentCgroup = c.cgroup
+			v := Check(o, e)
+			switch {
+			case c.want == "" && len(v) != 0:
+				t.Errorf("holds, got %v", v)
+			case c.want != "" && (len(v) != 1 || v[0].Got != c.want || v[0].Source != AgentUnit ||
+				!strings.HasPrefix(v[0].Invariant, "drover-agent.service is active, and its main process is this agent (PID 4242)")):
+				t.Errorf("want %q, got %v", c.want, v)
+			}
+		})
+	}
+	// Not judged unless the guard asks (AgentPID 0).
+	o, e := good()
+	o.Units[2].MainPID = 777
+	if v := Check(o, e); len(v) != 0 {
+		t.Errorf("judged without AgentPID: %v", v)
+	}
+}
+
+// TestHost: the security sysctls and the preload list, by effect.
+func TestHost(t *testing.T) {
+	goodHost := func() Host {
+		h := Host{Sysctls: map[string]string{}}
+		for _, s := range sysctlset.Security {
+			h.Sysctls[s.Key] = s.Want[len(s.Want)-1]
+		}
+		return h
+	}
+	if v := CheckHost(goodHost()); len(v) != 0 {
+		t.Fatalf("the image's host: %v", v)
+	}
+	if v := CheckHost(Host{}); len(v) != 0 {
+		t.Fatalf("nothing observed: %v", v)
+	}
+	for _, c := range []struct {
+		name      string
+		bad       func(h *Host)
+		invariant string
+		got       string
+		source    string
+	}{
+		{"core pattern piped", func(h *Host) { h.Sysctls["kernel.core_pattern"] = "|/var/lib/x/dump %p" },
+			"kernel.core_pattern holds core (", "|/var/lib/x/dump %p", "/proc/sys/kernel/core_pattern"},
+		{"unprivileged BPF on", func(h *Host) { h.Sysctls["kernel.unprivileged_bpf_disabled"] = "0" },
+			"kernel.unprivileged_bpf_disabled holds 2 or 1 (", "0", "/proc/sys/kernel/unprivileged_bpf_disabled"},
+		{"br_netfilter unloaded", func(h *Host) {
+			h.Sysctls["net.bridge.bridge-nf-call-iptables"] = "unreadable (no such file or directory)"
+		}, "net.bridge.bridge-nf-call-iptables holds 1 (", "unreadable (no such file or directory)", "/proc/sys/net/bridge/bridge-nf-call-iptables"},
+		{"a setting not observed", func(h *Host) { delete(h.Sysctls, "kernel.modprobe") },
+			"kernel.modprobe holds /sbin/modprobe (", "not observed", "/proc/sys/kernel/modprobe"},
+		{"preload list", func(h *Host) { h.Preload = "present: /var/lib/x/hook.so" },
+			"/etc/ld.so.preload is absent (", "present: /var/lib/x/hook.so", "/etc/ld.so.preload"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := goodHost()
+			c.bad(&h)
+			v := CheckHost(h)
+			if len(v) != 1 || !strings.HasPrefix(v[0].Invariant, c.invariant) || v[0].Got != c.got || v[0].Source != c.source {
+				t.Errorf("got %v", v)
 			}
 		})
 	}

@@ -31,7 +31,7 @@ func FuzzParse(f *testing.F) {
 	}
 	for _, s := range []string{
 		"", "{}", "[]", "a: &x [*x]", "kubelet: {config: {evictionHard: {a: b}}}", "---\n---\n", "x: [",
-		with("kubelet:", "  config:", "    authentication: {webhook: {cacheTTL: 1m}}", "    maxOpenFiles: 1e3", "    podPidsLimit: 0x10"),
+		with("kubelet:", "  config:", "    logging: {options: {json: {infoBufferSize: 1Mi}}}", "    authentication: {webhook: {cacheTTL: 1m}}", "    maxOpenFiles: 1e3", "    podPidsLimit: 0x10"),
 		with("containerd:", "  mirrors: {docker.io: [\"http://h:1\"]}"),
 		with("kubelet:", "  taints: [a=b:NoExecute, 'c:NoSchedule']", "  labels: {a: b, example.com/x: ''}", "  maxPods: 0o20"),
 		with("cluster:", "  dns: ['::1', 10.0.0.1]", "  domain: a.b"),

@@ -1,23 +1,21 @@
 package nodeconfig
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/netip"
-	"strings"
 
-	"gopkg.in/yaml.v3"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
-// A kubeletInvariant is a setting of the rendered KubeletConfiguration that
-// kubelet.config may not lower: the kubelet's API (port 10250) must stay
+// A kubeletInvariant is a setting of the rendered KubeletConfiguration the
+// node's security rests on: the kubelet's API (port 10250) must stay
 // behind the cluster's authentication and authorization, and nothing
-// unauthenticated may listen off the node. KubeletConfig sets each one;
-// Parse refuses a kubelet.config that leaves one not holding, naming the
-// field; KubeletConfig checks them again after the merge.
+// unauthenticated may listen off the node. KubeletConfig sets each one.
+// Every invariant's field is drover's (allowlist.go), so Parse refuses a
+// kubelet.config that sets it at all; the table is what KubeletConfig
+// checks again after the merge (a Config built by hand) and what the
+// agent checks in the configuration the kubelet loaded.
 type kubeletInvariant struct {
 	field string // JSON path below kubelet.config
 	want  string // what it must be, as the message says it
@@ -118,43 +116,6 @@ func brokenInvariants(kc *kubeletv1beta1.KubeletConfiguration) []kubeletInvarian
 
 func (inv kubeletInvariant) message() string {
 	return fmt.Sprintf("may not be lowered: it must be %s (%s); remove it from kubelet.config", inv.want, inv.why)
-}
-
-// checkInvariants merges the (already type-checked) overrides raw over
-// the invariants and reports each one they break, at the field's line.
-func (p *parser) checkInvariants(n *yaml.Node, raw json.RawMessage, path string) {
-	var kc kubeletv1beta1.KubeletConfiguration
-	setInvariants(&kc)
-	if err := json.NewDecoder(bytes.NewReader(raw)).Decode(&kc); err != nil {
-		return // checkKubeletValue has reported it
-	}
-	for _, inv := range brokenInvariants(&kc) {
-		line := n.Line
-		if v := lookup(n, strings.Split(inv.field, ".")); v != nil {
-			line = v.Line
-		}
-		p.add(line, join(path, inv.field), "%s", inv.message())
-	}
-}
-
-// lookup finds the value at keys below a mapping node.
-func lookup(n *yaml.Node, keys []string) *yaml.Node {
-	for _, k := range keys {
-		if n.Kind != yaml.MappingNode {
-			return nil
-		}
-		var next *yaml.Node
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == k {
-				next = n.Content[i+1]
-			}
-		}
-		if next == nil {
-			return nil
-		}
-		n = next
-	}
-	return n
 }
 
 // BrokenKubeletInvariants lists, as "field = want", the invariants a

@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -81,8 +82,22 @@ func KubeletConfig(c *Config, f Facts) ([]byte, error) {
 	}
 	setInvariants(&kc)
 	if len(c.Kubelet.Config) > 0 {
-		// Parse checked the overrides against the type already; this
-		// strict decode only guards against a Config built by hand.
+		// Parse checked the overrides against the type and the
+		// allowlist already; these checks only guard against a Config
+		// built by hand.
+		var top map[string]json.RawMessage
+		if err := json.Unmarshal(c.Kubelet.Config, &top); err != nil {
+			return nil, fmt.Errorf("merging kubelet.config into the kubelet configuration: %w", err)
+		}
+		known := jsonFields(kubeletConfType)
+		for _, name := range slices.Sorted(maps.Keys(top)) {
+			if _, isField := known[name]; !isField {
+				continue // the strict decode below names it
+			}
+			if f, drovers := droverKubeletField(name); drovers {
+				return nil, fmt.Errorf("rendering the kubelet configuration: kubelet.config.%s: %s", name, f.message())
+			}
+		}
 		dec := json.NewDecoder(bytes.NewReader(c.Kubelet.Config))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&kc); err != nil {

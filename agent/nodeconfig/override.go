@@ -12,20 +12,6 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
-// Fields of KubeletConfiguration that kubelet.config may not set, with the
-// place to set them instead: one way to say each thing keeps node files
-// reviewable, and the providerID must match the instance for the
-// cloud-controller-manager to adopt the Node.
-var ownedKubeletFields = map[string]string{
-	"apiVersion":         "drover writes apiVersion and kind itself; remove it",
-	"kind":               "drover writes apiVersion and kind itself; remove it",
-	"providerID":         "drover sets it from the ECS metadata (<region-id>.<instance-id>); remove it",
-	"clusterDNS":         "set cluster.dns instead",
-	"clusterDomain":      "set cluster.domain instead",
-	"maxPods":            "set kubelet.maxPods instead",
-	"registerWithTaints": "set kubelet.taints instead",
-}
-
 var (
 	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
 	kubeletConfType = reflect.TypeFor[kubeletv1beta1.KubeletConfiguration]()
@@ -42,12 +28,17 @@ func (p *parser) kubeletOverrides(n *yaml.Node, path string) json.RawMessage {
 		return nil
 	}
 	before := len(p.problems)
+	known := jsonFields(kubeletConfType)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
-		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!str" {
-			if why, ok := ownedKubeletFields[k.Value]; ok {
-				p.add(k.Line, keyPath(path, k.Value), "may not be overridden: %s", why)
-			}
+		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
+			continue
+		}
+		// A name the type does not have is left to checkKubeletValue,
+		// which reports it as unknown (a misspelling, most likely).
+		_, isField := known[k.Value]
+		if f, drovers := droverKubeletField(k.Value); isField && drovers {
+			p.droverField(k, n.Content[i+1], keyPath(path, k.Value), f)
 		}
 	}
 	if len(p.problems) > before {
@@ -67,11 +58,20 @@ func (p *parser) kubeletOverrides(n *yaml.Node, path string) json.RawMessage {
 		p.add(n.Line, path, "cannot be expressed as JSON: %v", err)
 		return nil
 	}
-	p.checkInvariants(n, raw, path)
-	if len(p.problems) > before {
-		return nil
-	}
 	return raw
+}
+
+// droverField reports a drover field: at each value set below it when it
+// is a mapping (kubelet.config.authentication.anonymous.enabled names
+// what the user wrote), else at its key.
+func (p *parser) droverField(k, v *yaml.Node, path string, f kubeletField) {
+	if v.Kind != yaml.MappingNode || len(v.Content) == 0 {
+		p.add(k.Line, path, "%s", f.message())
+		return
+	}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		p.droverField(v.Content[i], v.Content[i+1], keyPath(path, v.Content[i].Value), f)
+	}
 }
 
 // nodeError is a problem toJSONValue found at a line below the node it was

@@ -132,7 +132,7 @@ func TestKubeletConfigContent(t *testing.T) {
 		{"cgroupDriver", kc.CgroupDriver == "systemd"},
 		{"containerRuntimeEndpoint", kc.ContainerRuntimeEndpoint == "unix:///run/containerd/containerd.sock"},
 		{"providerID", kc.ProviderID == "cn-hangzhou.i-bp1abcdefghijklmnop"},
-		{"webhook authn kept beside the cacheTTL override", kc.Authentication.Webhook.Enabled != nil && *kc.Authentication.Webhook.Enabled && kc.Authentication.Webhook.CacheTTL.Duration.String() == "30s"},
+		{"webhook authn", kc.Authentication.Webhook.Enabled != nil && *kc.Authentication.Webhook.Enabled},
 		{"anonymous off", kc.Authentication.Anonymous.Enabled != nil && !*kc.Authentication.Anonymous.Enabled},
 		{"client CA", kc.Authentication.X509.ClientCAFile == "/etc/kubernetes/pki/ca.crt"},
 		{"authorization", kc.Authorization.Mode == kubeletv1beta1.KubeletAuthorizationModeWebhook},
@@ -143,7 +143,7 @@ func TestKubeletConfigContent(t *testing.T) {
 		{"taints", len(kc.RegisterWithTaints) == 2 && kc.RegisterWithTaints[1].Key == "example.com/gpu" && kc.RegisterWithTaints[1].Effect == "PreferNoSchedule"},
 		{"no static pods", kc.StaticPodPath == ""},
 		{"failSwapOn", kc.FailSwapOn != nil && *kc.FailSwapOn},
-		{"overrides", kc.EvictionHard["memory.available"] == "200Mi" && kc.KubeReserved["cpu"] == "100m" && kc.SerializeImagePulls != nil && !*kc.SerializeImagePulls},
+		{"overrides", kc.ImageGCHighThresholdPercent != nil && *kc.ImageGCHighThresholdPercent == 80 && kc.EvictionHard["memory.available"] == "200Mi" && kc.KubeReserved["cpu"] == "100m" && kc.SerializeImagePulls != nil && !*kc.SerializeImagePulls},
 	}
 	for _, c := range checks {
 		if !c.ok {

@@ -27,6 +27,7 @@ import (
 	"github.com/drover-os/drover/agent/provider"
 	"github.com/drover-os/drover/agent/status"
 	"github.com/drover-os/drover/agent/storage"
+	"github.com/drover-os/drover/agent/sysctlset"
 	"github.com/drover-os/drover/agent/systemd"
 	"github.com/drover-os/drover/internal/readahead"
 )
@@ -144,6 +145,15 @@ func run(ctx context.Context) error {
 			// start unless these are already set.
 			sysctls := network.Sysctls()
 			maps.Copy(sysctls, nodeconfig.KubeletSysctls())
+			// The security set (agent/sysctlset), where the kernel does not
+			// hold it already: a stricter value it has (a one-way
+			// unprivileged_bpf_disabled=1) is kept, not written over.
+			// The guard reports any of them changed later.
+			for k, v := range sysctlset.ToWrite(sysctlset.Check(agent.ProcSys("/"))) {
+				if _, ok := sysctls[k]; !ok {
+					sysctls[k] = v
+				}
+			}
 			return network.ApplySysctls("/", sysctls, logf)
 		},
 		Healthz: func(ctx context.Context) error { return kube.Healthz(ctx, agent.HealthzURL) },
