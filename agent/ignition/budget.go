@@ -24,9 +24,10 @@ import (
 // tmpfs /etc, small beside the smallest instance's RAM.
 const maxContentsTotal = 128 << 20
 
-// budget is what is left of maxContentsTotal for one config: parse, the
-// remote fetches and Redact draw every decoded byte from it, in document
-// order, so a config is refused at the resource where it runs out.
+// budget is what is left of maxContentsTotal for one config. Every decoded
+// byte is drawn from it as it is read: the inline contents in document
+// order, then the units (both while parsing), then the remote contents as
+// they are fetched; a config is refused at the resource where it runs out.
 type budget struct {
 	left int64
 	// out is set once a resource went over: it is reported once, and no
@@ -41,7 +42,7 @@ func newBudget() *budget { return &budget{left: maxContentsTotal} }
 var errOverBudget = fmt.Errorf("the config's contents expand past %d MiB in total", maxContentsTotal>>20)
 
 // overBudgetHint is what a user does about errOverBudget.
-const overBudgetHint = "a node's config is KBs to a few MiB (this limit counts every file's contents, append fragment and unit, decompressed, in document order) — remove what is not meant to be there, or put large payloads in the image instead of the user-data"
+const overBudgetHint = "a node's config is KBs to a few MiB (this limit counts every file's contents, append fragment and unit, decompressed) — remove what is not meant to be there, or put large payloads in the image instead of the user-data"
 
 // tooLarge is one resource (or the user-data) past its own limit.
 type tooLarge struct{ limit int64 }
@@ -119,7 +120,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 // chargeUnits draws the units' and drop-ins' contents from the budget,
-// after the files (the order of Ignition's document).
+// after the inline file contents.
 func chargeUnits(units []types.Unit, b *budget, c *collector) {
 	for i, u := range units {
 		at := []any{"systemd", "units", i}
