@@ -240,41 +240,6 @@ func TestBudgetShared(t *testing.T) {
 	}
 }
 
-// TestGunzipBudget: the one gzip reader stops at the resource's limit or
-// at what is left of the budget, whichever comes first, charges only what
-// it returns, and once the budget ran out decodes nothing more.
-func TestGunzipBudget(t *testing.T) {
-	gz := gzipOf(t, 1000)
-	b := &budget{left: 2500}
-	for i := range 2 {
-		out, err := gunzip(gz, 4096, b)
-		if err != nil || len(out) != 1000 {
-			t.Fatalf("resource %d: %d bytes, %v", i, len(out), err)
-		}
-	}
-	if b.left != 500 {
-		t.Errorf("left %d, want 500", b.left)
-	}
-	if _, err := gunzip(gz, 999, b); !errors.As(err, new(tooLarge)) {
-		t.Errorf("past the resource's limit: %v", err)
-	}
-	if b.out || b.left != 500 {
-		t.Errorf("a resource past its own limit charged the budget: %+v", b)
-	}
-	if _, err := gunzip(gz, 4096, b); !errors.Is(err, errOverBudget) || !b.out {
-		t.Errorf("past the budget: %v, out %v", err, b.out)
-	}
-	if _, err := gunzip(gzipOf(t, 1), 4096, b); !errors.Is(err, errOverBudget) {
-		t.Errorf("after the budget ran out: %v", err)
-	}
-	if err := b.take(0); !errors.Is(err, errOverBudget) {
-		t.Errorf("take after the budget ran out: %v", err)
-	}
-	if out, err := gunzip(gz, 1000, nil); err != nil || len(out) != 1000 {
-		t.Errorf("without a budget: %d bytes, %v", len(out), err)
-	}
-}
-
 // TestRedactBudget: Redact searches no further than the budget Parse
 // allows, and says so instead of calling a config it did not read in
 // full redacted.

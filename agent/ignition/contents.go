@@ -14,6 +14,8 @@ import (
 
 	"github.com/coreos/ignition/v2/config/v3_5/types"
 	"github.com/vincent-petithory/dataurl"
+
+	"github.com/drover-os/drover/internal/gunzip"
 )
 
 // maxFileSize bounds one resource's decompressed contents; the config's
@@ -68,7 +70,7 @@ func (f fileContents) complete() bool {
 
 // decodeLocal resolves what needs no network: absent sources and data:
 // URLs, drawn from b. http(s) sources are left for Resolve.
-func decodeLocal(files []types.File, b *budget, c *collector) []fileContents {
+func decodeLocal(files []types.File, b *gunzip.Budget, c *collector) []fileContents {
 	out := make([]fileContents, len(files))
 	for i, f := range files {
 		at := []any{"storage", "files", i}
@@ -81,7 +83,7 @@ func decodeLocal(files []types.File, b *budget, c *collector) []fileContents {
 	return out
 }
 
-func decodeResource(file string, r types.Resource, at []any, b *budget, c *collector) resolved {
+func decodeResource(file string, r types.Resource, at []any, b *gunzip.Budget, c *collector) resolved {
 	if r.Source == nil {
 		return resolved{done: true}
 	}
@@ -141,8 +143,8 @@ func resolve(ctx context.Context, cfg *Config, f Fetcher, cache ContentCache, c 
 	cfg.dropIfOverBudget()
 }
 
-func fetchInto(ctx context.Context, f Fetcher, cache ContentCache, file string, r types.Resource, dst *resolved, at []any, b *budget, c *collector) {
-	if dst.done || dst.remote == "" || b.out {
+func fetchInto(ctx context.Context, f Fetcher, cache ContentCache, file string, r types.Resource, dst *resolved, at []any, b *gunzip.Budget, c *collector) {
+	if dst.done || dst.remote == "" || b.Out() {
 		return
 	}
 	// Only sources with a verification.hash get here (the policy refuses
@@ -199,8 +201,8 @@ func digestOf(algo string, raw []byte) (string, bool) {
 // finish verifies a resource's raw bytes against its hash (which, as in
 // Ignition, covers the compressed form) and decompresses them, drawing
 // the decoded bytes from b.
-func finish(file, from string, raw []byte, r types.Resource, at []any, b *budget, c *collector) ([]byte, bool) {
-	if b.out {
+func finish(file, from string, raw []byte, r types.Resource, at []any, b *gunzip.Budget, c *collector) ([]byte, bool) {
+	if b.Out() {
 		return nil, false // reported at the resource where it ran out
 	}
 	if r.Verification.Hash != nil {
@@ -224,9 +226,9 @@ func finish(file, from string, raw []byte, r types.Resource, at []any, b *budget
 	if *r.Compression != "gzip" {
 		return nil, false // Ignition: "invalid compression method"
 	}
-	out, err := gunzip(raw, maxFileSize, b)
+	out, err := gunzip.Bytes(raw, maxFileSize, b)
 	switch {
-	case errors.Is(err, errOverBudget):
+	case errors.Is(err, gunzip.ErrBudget):
 		overBudget(at, c)
 		return nil, false
 	case err != nil:

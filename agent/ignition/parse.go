@@ -15,6 +15,8 @@ import (
 	vjson "github.com/coreos/vcontext/json"
 	"github.com/coreos/vcontext/report"
 	"github.com/coreos/vcontext/tree"
+
+	"github.com/drover-os/drover/internal/gunzip"
 )
 
 // maxConfigSize bounds decompressed user-data; ECS user-data is at most
@@ -40,7 +42,7 @@ type Config struct {
 	raw    []byte
 	tree   tree.Node
 	files  []fileContents // one per Ignition.Storage.Files entry
-	budget *budget        // what the contents may still decode to
+	budget *gunzip.Budget // what the contents may still decode to
 }
 
 // Parse reads user-data (raw JSON, or JSON compressed once with gzip) of any
@@ -142,7 +144,7 @@ func decodeUserData(data []byte) ([]byte, error) {
 	if !isGzip(data) {
 		return data, nil
 	}
-	out, err := gunzip(data, maxConfigSize, nil)
+	out, err := gunzip.Bytes(data, maxConfigSize, nil)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("the user-data is gzip-compressed but does not decompress: %v — compress the config with gzip again", err)

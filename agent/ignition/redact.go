@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/vincent-petithory/dataurl"
+
+	"github.com/drover-os/drover/internal/gunzip"
 )
 
 // Redaction is what Redact did to a config.
@@ -47,7 +49,7 @@ func Redact(raw []byte, secret, replacement string, cache ContentCache) (Redacti
 	}
 	r := &redactor{secret: secret, repl: replacement, cache: cache, budget: newBudget()}
 	doc = r.value(doc)
-	if r.budget.out {
+	if r.budget.Out() {
 		// Resources past the budget were not searched: the secret may
 		// be in them, so nothing is called redacted.
 		return Redaction{}, fmt.Errorf("redacting the config: %w", errOverBudget)
@@ -67,7 +69,7 @@ func Redact(raw []byte, secret, replacement string, cache ContentCache) (Redacti
 type redactor struct {
 	secret, repl string
 	cache        ContentCache
-	budget       *budget // the same total Parse allows
+	budget       *gunzip.Budget // the same total Parse allows
 	changed      bool
 	dropped      []string
 }
@@ -133,10 +135,10 @@ func (r *redactor) resource(res map[string]any, src string) {
 	}
 	if gz {
 		var err error
-		if data, err = gunzip(data, maxFileSize, r.budget); err != nil {
+		if data, err = gunzip.Bytes(data, maxFileSize, r.budget); err != nil {
 			return // not a resource the agent could apply either
 		}
-	} else if err := r.budget.take(int64(len(data))); err != nil {
+	} else if err := r.budget.Take(int64(len(data))); err != nil {
 		return
 	}
 	if !bytes.Contains(data, []byte(r.secret)) {
