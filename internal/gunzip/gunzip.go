@@ -106,7 +106,17 @@ func Prefix(data []byte, limit int64, b *Budget) (out []byte, ok bool) {
 	if budgeted {
 		n = b.left + 1 // one byte more tells whether the stream went on
 	}
-	out, _ = io.ReadAll(io.LimitReader(zr, n))
+	// Counted first, then read again into a buffer of that size, as in
+	// Bytes; the second pass yields the same bytes up to the same end.
+	k, _ := io.Copy(io.Discard, io.LimitReader(zr, n))
+	if err := zr.Reset(bytes.NewReader(data)); err != nil {
+		return nil, false
+	}
+	zr.Multistream(false)
+	out = make([]byte, k)
+	if _, err := io.ReadFull(zr, out); err != nil {
+		return nil, false // not reached: the same stream, read as far
+	}
 	if budgeted && int64(len(out)) > b.left {
 		out, b.out = out[:b.left], true
 	}
