@@ -8,6 +8,7 @@ import (
 
 	"github.com/drover-os/drover/agent/ignition"
 	"github.com/drover-os/drover/agent/nodeconfig"
+	"github.com/drover-os/drover/internal/gunzip"
 	"github.com/drover-os/drover/internal/secretscan"
 )
 
@@ -21,6 +22,13 @@ import (
 // old data) — would outlive it, and it is a credential that joins any
 // node. TokenPlaceCheck refuses such configs in the Validate/Prepare path,
 // so drover validate and the agent refuse them alike.
+
+// maxTokenSearch bounds what the search for copies of the token inflates
+// over the whole config (gzip streams inside contents: a .gz file, nested
+// encodings): the contents are at most 128 MiB, but a few KB of them can
+// hold hundreds of gzip streams of 64 MiB each. A config it cannot search
+// in full is refused, as a copy of the token could hide in what is left.
+const maxTokenSearch = 128 << 20
 
 const (
 	whyTokenPlace = "the node file's bootstrap token is redacted once the kubelet has its certificate, and a copy elsewhere would keep a credential that joins any node to the cluster"
@@ -53,6 +61,15 @@ func tokenPlaceProblems(w ignition.Writes, secret []byte) []ignition.Problem {
 	add := func(at, format string, args ...any) {
 		out = append(out, ignition.Problem{Path: at, Message: fmt.Sprintf(format, args...)})
 	}
+	b := gunzip.NewBudget(maxTokenSearch)
+	short := "" // the entry where the search ran out of budget
+	find := func(at string, data []byte) string {
+		where := secretscan.FindWithin(data, secret, b)
+		if b.Out() && short == "" {
+			short = at
+		}
+		return where
+	}
 	node := w.Files[NodeFile]
 	nodeAt := ""
 	for _, e := range w.Entries {
@@ -62,13 +79,14 @@ func tokenPlaceProblems(w ignition.Writes, secret []byte) []ignition.Problem {
 	}
 	if !bytes.Contains(node, secret) {
 		add(nodeAt, "the node file's cluster.bootstrapToken is not written plainly (YAML escapes or a folded scalar), so the agent could not find it to redact it once the kubelet has its certificate — write it as plain <id>.<secret>")
-	} else if where := secretscan.Find(bytes.ReplaceAll(node, secret, []byte(nodeconfig.RedactedSecret)), secret); where != "" {
+	} else if where := find(nodeAt, bytes.ReplaceAll(node, secret, []byte(nodeconfig.RedactedSecret))); where != "" {
 		add(nodeAt, "%s holds the bootstrap token's secret a second time, encoded (%s); the agent redacts only the plain token, and %s — remove the encoded copy", NodeFile, where, whyTokenPlace)
 	}
 
 	symlinks := map[string]string{}
 	holders := map[string]string{NodeFile: "the node file " + NodeFile} // paths whose data holds the secret, described
-	for _, e := range w.Entries {
+	found := map[int]string{}                                           // where each file and append entry holds it, searched once
+	for i, e := range w.Entries {
 		switch e.Kind {
 		case "link":
 			symlinks[e.Path] = string(e.Data)
@@ -76,7 +94,7 @@ func tokenPlaceProblems(w ignition.Writes, secret []byte) []ignition.Problem {
 			if e.Path == NodeFile {
 				continue
 			}
-			if where := secretscan.Find(e.Data, secret); where != "" {
+			if found[i] = find(e.At, e.Data); found[i] != "" {
 				holders[e.Path] = hideSecret(e.Path, secret) + ", which holds the token too"
 			}
 		}
@@ -98,14 +116,14 @@ func tokenPlaceProblems(w ignition.Writes, secret []byte) []ignition.Problem {
 		}
 	}
 
-	for _, e := range w.Entries {
+	for i, e := range w.Entries {
 		shown := hideSecret(e.Path, secret)
 		if strings.Contains(e.Path, string(secret)) {
 			add(e.At, "the path %s would hold the bootstrap token's secret in a directory entry: %s — %s", shown, whyTokenPlace, fixTokenPlace)
 			continue
 		}
 		if e.Source != "" {
-			if where := secretscan.Find([]byte(e.Source), secret); where != "" {
+			if where := find(e.At, []byte(e.Source)); where != "" {
 				add(e.At, "the URL of the contents of %s holds the bootstrap token's secret (%s); the stored config keeps the URL as given, and %s — %s", shown, where, whyTokenPlace, fixTokenPlace)
 				continue
 			}
@@ -115,15 +133,15 @@ func tokenPlaceProblems(w ignition.Writes, secret []byte) []ignition.Problem {
 			if e.Path == NodeFile {
 				continue
 			}
-			if where := secretscan.Find(e.Data, secret); where != "" {
+			if where := found[i]; where != "" {
 				add(e.At, "%s would hold the bootstrap token's secret (%s): %s — %s", shown, where, whyTokenPlace, fixTokenPlace)
 			}
 		case "unit", "dropin":
-			if where := secretscan.Find(e.Data, secret); where != "" {
+			if where := find(e.At, e.Data); where != "" {
 				add(e.At, "the %s %s holds the bootstrap token's secret (%s): %s — %s; a unit that needs to reach the API server can use the kubelet's credentials once the node has joined", unitKind(e.Kind), shown, where, whyTokenPlace, fixTokenPlace)
 			}
 		case "link":
-			if where := secretscan.Find(e.Data, secret); where != "" {
+			if where := find(e.At, e.Data); where != "" {
 				add(e.At, "the symbolic link %s would hold the bootstrap token's secret in its target (%s): %s — %s", shown, where, whyTokenPlace, fixTokenPlace)
 			}
 		case "hardlink":
@@ -138,6 +156,9 @@ func tokenPlaceProblems(w ignition.Writes, secret []byte) []ignition.Problem {
 			}
 			add(e.At, "the hard link %s to %s%s names the data of %s: the agent redacts the token by replacing that file, and the link would keep the old data, token included; %s — link to a file without the token, or use a symbolic link", shown, hideSecret(string(e.Data), secret), via, what, whyTokenPlace)
 		}
+	}
+	if short != "" {
+		add(short, "searching the contents for copies of the bootstrap token's secret, the gzip streams they hold expand past %d MiB in total, so the agent cannot tell whether the token is copied there, and %s — remove compressed data that is not meant for the node, or put large archives in the image", maxTokenSearch>>20, whyTokenPlace)
 	}
 	return out
 }

@@ -2,7 +2,6 @@ package ignition
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"crypto/sha512"
@@ -10,16 +9,17 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"net/url"
 	"strings"
 
 	"github.com/coreos/ignition/v2/config/v3_5/types"
 	"github.com/vincent-petithory/dataurl"
+
+	"github.com/drover-os/drover/internal/gunzip"
 )
 
-// maxFileSize bounds one file's decompressed contents, so a small gzip
-// bomb in the user-data cannot fill the tmpfs /etc.
+// maxFileSize bounds one resource's decompressed contents; the config's
+// contents together are bounded by maxContentsTotal.
 const maxFileSize = 64 << 20
 
 // Fetcher gets the body of an http(s) URL. The agent passes HTTPFetcher;
@@ -69,21 +69,21 @@ func (f fileContents) complete() bool {
 }
 
 // decodeLocal resolves what needs no network: absent sources and data:
-// URLs. http(s) sources are left for Resolve.
-func decodeLocal(files []types.File, c *collector) []fileContents {
+// URLs, drawn from b. http(s) sources are left for Resolve.
+func decodeLocal(files []types.File, b *gunzip.Budget, c *collector) []fileContents {
 	out := make([]fileContents, len(files))
 	for i, f := range files {
 		at := []any{"storage", "files", i}
 		out[i].hasSource = f.Contents.Source != nil
-		out[i].contents = decodeResource(f.Path, f.Contents, sub(at, "contents"), c)
+		out[i].contents = decodeResource(f.Path, f.Contents, sub(at, "contents"), b, c)
 		for j, a := range f.Append {
-			out[i].appends = append(out[i].appends, decodeResource(f.Path, a, sub(at, "append", j), c))
+			out[i].appends = append(out[i].appends, decodeResource(f.Path, a, sub(at, "append", j), b, c))
 		}
 	}
 	return out
 }
 
-func decodeResource(file string, r types.Resource, at []any, c *collector) resolved {
+func decodeResource(file string, r types.Resource, at []any, b *gunzip.Budget, c *collector) resolved {
 	if r.Source == nil {
 		return resolved{done: true}
 	}
@@ -103,7 +103,7 @@ func decodeResource(file string, r types.Resource, at []any, c *collector) resol
 		if err != nil {
 			return resolved{done: true} // Ignition has reported it
 		}
-		data, ok := finish(file, "the inline data: URL", du.Data, r, at, c)
+		data, ok := finish(file, "the inline data: URL", du.Data, r, at, b, c)
 		return resolved{data: data, done: ok}
 	}
 	return resolved{done: true} // refused by the policy or by Ignition
@@ -126,21 +126,25 @@ func Resolve(ctx context.Context, cfg *Config, f Fetcher) error {
 }
 
 func resolve(ctx context.Context, cfg *Config, f Fetcher, cache ContentCache, c *collector) {
+	if cfg.budget == nil {
+		cfg.budget = newBudget()
+	}
 	for i, file := range cfg.Ignition.Storage.Files {
 		if i >= len(cfg.files) {
 			break
 		}
 		at := []any{"storage", "files", i}
 		fc := &cfg.files[i]
-		fetchInto(ctx, f, cache, file.Path, file.Contents, &fc.contents, sub(at, "contents"), c)
+		fetchInto(ctx, f, cache, file.Path, file.Contents, &fc.contents, sub(at, "contents"), cfg.budget, c)
 		for j := range fc.appends {
-			fetchInto(ctx, f, cache, file.Path, file.Append[j], &fc.appends[j], sub(at, "append", j), c)
+			fetchInto(ctx, f, cache, file.Path, file.Append[j], &fc.appends[j], sub(at, "append", j), cfg.budget, c)
 		}
 	}
+	cfg.dropIfOverBudget()
 }
 
-func fetchInto(ctx context.Context, f Fetcher, cache ContentCache, file string, r types.Resource, dst *resolved, at []any, c *collector) {
-	if dst.done || dst.remote == "" {
+func fetchInto(ctx context.Context, f Fetcher, cache ContentCache, file string, r types.Resource, dst *resolved, at []any, b *gunzip.Budget, c *collector) {
+	if dst.done || dst.remote == "" || b.Out() {
 		return
 	}
 	// Only sources with a verification.hash get here (the policy refuses
@@ -148,7 +152,7 @@ func fetchInto(ctx context.Context, f Fetcher, cache ContentCache, file string, 
 	hash := *r.Verification.Hash
 	if cache != nil {
 		if raw, ok := cache.Load(hash); ok {
-			if data, ok := finish(file, "the stored copy of "+fmt.Sprintf("%q", dst.remote), raw, r, at, c); ok {
+			if data, ok := finish(file, "the stored copy of "+fmt.Sprintf("%q", dst.remote), raw, r, at, b, c); ok {
 				*dst = resolved{data: data, done: true}
 			}
 			return
@@ -165,7 +169,7 @@ func fetchInto(ctx context.Context, f Fetcher, cache ContentCache, file string, 
 		c.addf(sub(at, "source"), "fetching contents of %s failed: %v — check that the URL is reachable from the node", file, err)
 		return
 	}
-	data, ok := finish(file, fmt.Sprintf("%q", dst.remote), body, r, at, c)
+	data, ok := finish(file, fmt.Sprintf("%q", dst.remote), body, r, at, b, c)
 	if !ok {
 		return
 	}
@@ -195,8 +199,12 @@ func digestOf(algo string, raw []byte) (string, bool) {
 }
 
 // finish verifies a resource's raw bytes against its hash (which, as in
-// Ignition, covers the compressed form) and decompresses them.
-func finish(file, from string, raw []byte, r types.Resource, at []any, c *collector) ([]byte, bool) {
+// Ignition, covers the compressed form) and decompresses them, drawing
+// the decoded bytes from b.
+func finish(file, from string, raw []byte, r types.Resource, at []any, b *gunzip.Budget, c *collector) ([]byte, bool) {
+	if b.Out() {
+		return nil, false // reported at the resource where it ran out
+	}
 	if r.Verification.Hash != nil {
 		want := *r.Verification.Hash
 		algo, _, _ := strings.Cut(want, "-")
@@ -210,20 +218,20 @@ func finish(file, from string, raw []byte, r types.Resource, at []any, c *collec
 		}
 	}
 	if r.Compression == nil || *r.Compression == "" {
+		if !spend(b, int64(len(raw)), at, c) {
+			return nil, false
+		}
 		return raw, true
 	}
 	if *r.Compression != "gzip" {
 		return nil, false // Ignition: "invalid compression method"
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(raw))
-	var out []byte
-	if err == nil {
-		out, err = io.ReadAll(io.LimitReader(zr, maxFileSize+1))
-		if err == nil && len(out) > maxFileSize {
-			err = fmt.Errorf("more than %d MiB decompressed", maxFileSize>>20)
-		}
-	}
-	if err != nil {
+	out, err := gunzip.Bytes(raw, maxFileSize, b)
+	switch {
+	case errors.Is(err, gunzip.ErrBudget):
+		overBudget(at, c)
+		return nil, false
+	case err != nil:
 		c.addf(sub(at, "compression"), "contents of %s from %s do not decompress as gzip: %v — compress them with gzip or drop \"compression\"", file, from, err)
 		return nil, false
 	}

@@ -2,11 +2,9 @@ package ignition
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"strings"
 
@@ -17,6 +15,8 @@ import (
 	vjson "github.com/coreos/vcontext/json"
 	"github.com/coreos/vcontext/report"
 	"github.com/coreos/vcontext/tree"
+
+	"github.com/drover-os/drover/internal/gunzip"
 )
 
 // maxConfigSize bounds decompressed user-data; ECS user-data is at most
@@ -39,9 +39,10 @@ type Config struct {
 	// Ignition is the config translated to the newest stable spec.
 	Ignition types.Config
 
-	raw   []byte
-	tree  tree.Node
-	files []fileContents // one per Ignition.Storage.Files entry
+	raw    []byte
+	tree   tree.Node
+	files  []fileContents // one per Ignition.Storage.Files entry
+	budget *gunzip.Budget // what the contents may still decode to
 }
 
 // Parse reads user-data (raw JSON, or JSON compressed once with gzip) of any
@@ -110,7 +111,10 @@ func parse(data []byte) (*Config, []Problem) {
 		return nil, c.list
 	}
 	checkPolicy(cfg.Ignition, c)
-	cfg.files = decodeLocal(cfg.Ignition.Storage.Files, c)
+	cfg.budget = newBudget()
+	cfg.files = decodeLocal(cfg.Ignition.Storage.Files, cfg.budget, c)
+	chargeUnits(cfg.Ignition.Systemd.Units, cfg.budget, c)
+	cfg.dropIfOverBudget()
 	checkKubeletDropins(cfg, c)
 	return cfg, c.list
 }
@@ -140,14 +144,7 @@ func decodeUserData(data []byte) ([]byte, error) {
 	if !isGzip(data) {
 		return data, nil
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(data))
-	var out []byte
-	if err == nil {
-		out, err = io.ReadAll(io.LimitReader(zr, maxConfigSize+1))
-		if err == nil && len(out) > maxConfigSize {
-			err = fmt.Errorf("more than %d MiB decompressed", maxConfigSize>>20)
-		}
-	}
+	out, err := gunzip.Bytes(data, maxConfigSize, nil)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("the user-data is gzip-compressed but does not decompress: %v — compress the config with gzip again", err)

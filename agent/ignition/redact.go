@@ -2,15 +2,15 @@ package ignition
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/url"
 	"strings"
 
 	"github.com/vincent-petithory/dataurl"
+
+	"github.com/drover-os/drover/internal/gunzip"
 )
 
 // Redaction is what Redact did to a config.
@@ -47,8 +47,13 @@ func Redact(raw []byte, secret, replacement string, cache ContentCache) (Redacti
 	if err := dec.Decode(&doc); err != nil {
 		return Redaction{}, fmt.Errorf("redacting the config: %w", err)
 	}
-	r := &redactor{secret: secret, repl: replacement, cache: cache}
+	r := &redactor{secret: secret, repl: replacement, cache: cache, budget: newBudget()}
 	doc = r.value(doc)
+	if r.budget.Out() {
+		// Resources past the budget were not searched: the secret may
+		// be in them, so nothing is called redacted.
+		return Redaction{}, fmt.Errorf("redacting the config: %w", errOverBudget)
+	}
 	if !r.changed {
 		return Redaction{Config: raw}, nil
 	}
@@ -64,6 +69,7 @@ func Redact(raw []byte, secret, replacement string, cache ContentCache) (Redacti
 type redactor struct {
 	secret, repl string
 	cache        ContentCache
+	budget       *gunzip.Budget // the same total Parse allows
 	changed      bool
 	dropped      []string
 }
@@ -128,14 +134,12 @@ func (r *redactor) resource(res map[string]any, src string) {
 		return
 	}
 	if gz {
-		zr, err := gzip.NewReader(bytes.NewReader(data))
-		if err != nil {
-			return
+		var err error
+		if data, err = gunzip.Bytes(data, maxFileSize, r.budget); err != nil {
+			return // not a resource the agent could apply either
 		}
-		data, err = io.ReadAll(io.LimitReader(zr, maxFileSize+1))
-		if err != nil {
-			return
-		}
+	} else if err := r.budget.Take(int64(len(data))); err != nil {
+		return
 	}
 	if !bytes.Contains(data, []byte(r.secret)) {
 		return

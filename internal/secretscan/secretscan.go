@@ -7,7 +7,6 @@ package secretscan
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -18,13 +17,18 @@ import (
 	"strings"
 
 	"github.com/vincent-petithory/dataurl"
+
+	"github.com/drover-os/drover/internal/gunzip"
 )
 
 // maxDepth bounds nesting (base64 inside gzip inside a data: URL is three);
-// maxInflate bounds one decompressed stream.
+// maxInflate bounds one decompressed stream and maxInflateTotal all that
+// one Find inflates, every stream at every depth: a few KB can hold
+// hundreds of gzip streams of 64 MiB each.
 const (
-	maxDepth   = 4
-	maxInflate = 64 << 20
+	maxDepth        = 4
+	maxInflate      = 64 << 20
+	maxInflateTotal = 128 << 20
 )
 
 // percentRun is a run of URL characters holding at least one percent
@@ -39,14 +43,22 @@ var base64Run = regexp.MustCompile(`[A-Za-z0-9+/_-][A-Za-z0-9+/_\-\r\n]{14,}[A-Z
 // Find says where secret is in data ("" if nowhere): "plain", or the chain
 // of encodings it was found under, e.g. "data: URL at 120 → gzip at 0".
 func Find(data, secret []byte) string {
+	return FindWithin(data, secret, gunzip.NewBudget(maxInflateTotal))
+}
+
+// FindWithin is Find drawing every inflated byte from b, which the caller
+// shares among its searches of one input. Once b has run out no further
+// gzip stream is opened: b.Out() then tells the caller the search did not
+// look everywhere.
+func FindWithin(data, secret []byte, b *gunzip.Budget) string {
 	if len(secret) == 0 {
 		return ""
 	}
-	where, _ := find(data, secret, maxDepth)
+	where, _ := find(data, secret, maxDepth, b)
 	return where
 }
 
-func find(data, secret []byte, depth int) (string, bool) {
+func find(data, secret []byte, depth int, b *gunzip.Budget) (string, bool) {
 	if bytes.Contains(data, secret) {
 		return "plain", true
 	}
@@ -65,7 +77,7 @@ func find(data, secret []byte, depth int) (string, bool) {
 			end = len(data)
 		}
 		if du, err := dataurl.DecodeString(string(data[start:end])); err == nil {
-			if w, ok := find(du.Data, secret, depth-1); ok {
+			if w, ok := find(du.Data, secret, depth-1, b); ok {
 				return fmt.Sprintf("data: URL at %d → %s", start, w), true
 			}
 		}
@@ -74,8 +86,8 @@ func find(data, secret []byte, depth int) (string, bool) {
 	// Percent-encoded text outside data: URLs: a query string, a form
 	// body, a URL in a unit's command line. Each run is decoded on its
 	// own, escapes only ('+' stays: the secrets looked for hold none).
-	for _, loc := range percentRun.FindAllIndex(data, -1) {
-		if w, ok := find(percentDecode(data[loc[0]:loc[1]]), secret, depth-1); ok {
+	for _, loc := range findAll(percentRun, data, bytes.IndexByte(data, '%') >= 0) {
+		if w, ok := find(percentDecode(data[loc[0]:loc[1]]), secret, depth-1, b); ok {
 			return fmt.Sprintf("percent-encoded at %d → %s", loc[0], w), true
 		}
 	}
@@ -87,10 +99,8 @@ func find(data, secret []byte, depth int) (string, bool) {
 			break
 		}
 		start := off + i
-		if zr, err := gzip.NewReader(bytes.NewReader(data[start:])); err == nil {
-			zr.Multistream(false)
-			out, _ := io.ReadAll(io.LimitReader(zr, maxInflate)) // a truncated stream still shows its start
-			if w, ok := find(out, secret, depth-1); ok {
+		if out, ok := gunzip.Prefix(data[start:], maxInflate, b); ok { // a truncated stream still shows its start
+			if w, ok := find(out, secret, depth-1, b); ok {
 				return fmt.Sprintf("gzip at %d → %s", start, w), true
 			}
 		}
@@ -99,7 +109,7 @@ func find(data, secret []byte, depth int) (string, bool) {
 	// base64 runs, standard or URL alphabet, padded or not, from each of
 	// the four alignments (a run may begin with a character that is not
 	// part of the encoding).
-	for _, loc := range base64Run.FindAllIndex(data, -1) {
+	for _, loc := range findAll(base64Run, data, hasBase64Run(data)) {
 		run := strings.Map(func(r rune) rune {
 			switch r {
 			case '\r', '\n':
@@ -121,12 +131,40 @@ func find(data, secret []byte, depth int) (string, bool) {
 			if err != nil {
 				continue
 			}
-			if w, ok := find(dec, secret, depth-1); ok {
+			if w, ok := find(dec, secret, depth-1, b); ok {
 				return fmt.Sprintf("base64 at %d → %s", loc[0]+shift, w), true
 			}
 		}
 	}
 	return "", false
+}
+
+// findAll runs re only when a cheap look at data (maybe) says it can
+// match: Go's regexp walks tens of ns a byte, and the data searched can be
+// the 128 MiB a config's gzip streams inflate to.
+func findAll(re *regexp.Regexp, data []byte, maybe bool) [][]int {
+	if !maybe {
+		return nil
+	}
+	return re.FindAllIndex(data, -1)
+}
+
+// hasBase64Run reports whether data holds 16 base64 characters in a row
+// (line breaks included), the least base64Run matches.
+func hasBase64Run(data []byte) bool {
+	run := 0
+	for _, c := range data {
+		switch {
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9',
+			c == '+', c == '/', c == '_', c == '-', c == '\r', c == '\n':
+			if run++; run >= 16 {
+				return true
+			}
+		default:
+			run = 0
+		}
+	}
+	return false
 }
 
 // percentDecode replaces every %XX escape in run by its byte.
