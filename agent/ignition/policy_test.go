@@ -52,7 +52,7 @@ func TestPolicyVerdicts(t *testing.T) {
 		},
 		{
 			name: "a file below a storage link is left to Ignition",
-			cfg:  `"storage": {"links": [{"path": "/etc/app", "target": "/var/lib/x"}], "files": [{"path": "/etc/app/conf", "contents": {"source": "data:,x"}}]}`,
+			cfg:  `"storage": {"links": [{"path": "/etc/opt/app", "target": "/var/lib/x"}], "files": [{"path": "/etc/opt/app/conf", "contents": {"source": "data:,x"}}]}`,
 			want: []string{`$.storage.files[0]: file path includes link in config`},
 		},
 		{

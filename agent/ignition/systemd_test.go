@@ -126,7 +126,7 @@ func TestUnitAliases(t *testing.T) {
 		link("/etc/systemd/system/b.service", "/usr/lib/systemd/system/drover-agent.service"),
 		link("/etc/systemd/system/masked.service", "/dev/null"),
 		link("/etc/systemd/system/multi-user.target.wants/kubelet.service", "/usr/lib/systemd/system/kubelet.service"),
-		link("/etc/app/kubelet.service", "/usr/lib/systemd/system/kubelet.service"),
+		link("/etc/opt/app/kubelet.service", "/usr/lib/systemd/system/kubelet.service"),
 		link("/etc/systemd/system/kubelet.service", "/usr/lib/systemd/system/kubelet.service"), // self
 		link("/etc/systemd/system/run.service", "/var/run/systemd/system/containerd.service"),
 	}
@@ -165,9 +165,9 @@ func TestDropinOf(t *testing.T) {
 
 func TestResolver(t *testing.T) {
 	r := nodeResolver([]types.Link{
-		link("/etc/app/state", "/var/lib/app"),
-		link("/etc/app/up", "../../var/lib"),
-		link("/etc/app/loop", "/etc/app/loop"),
+		link("/etc/opt/app/state", "/var/lib/app"),
+		link("/etc/opt/app/up", "../../../var/lib"),
+		link("/etc/opt/app/loop", "/etc/opt/app/loop"),
 	})
 	for _, tc := range []struct{ in, want, parent string }{
 		{"/var/run/systemd/system.control/x", "/run/systemd/system.control/x", ""},
@@ -178,10 +178,10 @@ func TestResolver(t *testing.T) {
 		{"/etc-evil/x", "/etc-evil/x", ""},
 		{"/variable/run/x", "/variable/run/x", ""},
 		{"/var/runner/x", "/var/runner/x", ""},
-		{"/etc/app/state/../drover/config.ign", "/var/lib/drover/config.ign", ""},
-		{"/etc/app/up/drover", "/var/lib/drover", ""},
+		{"/etc/opt/app/state/../drover/config.ign", "/var/lib/drover/config.ign", ""},
+		{"/etc/opt/app/up/drover", "/var/lib/drover", ""},
 		{"/etc/resolv.conf", "/run/systemd/resolve/stub-resolv.conf", "/etc/resolv.conf"},
-		{"/etc/app/loop/x", "/etc/app/loop/x", ""}, // a loop stops after 40 hops
+		{"/etc/opt/app/loop/x", "/etc/opt/app/loop/x", ""}, // a loop stops after 40 hops
 	} {
 		parent := tc.parent
 		if parent == "" {
@@ -198,7 +198,7 @@ func TestResolver(t *testing.T) {
 
 func TestTmpfilesEntries(t *testing.T) {
 	in := "# comment\n\nf+ /var/lib/a 0644 root root - hello world\r" +
-		"L \"/var/lib/with space\" - - - - /etc/x\n" +
+		"L \"/var/lib/with space\" - - - - /etc/opt/x\n" +
 		"w /var/lib/b\\x2fc - - - - -\n" +
 		"d /var/lib/d\n" +
 		"?bad /x\n" +
@@ -211,7 +211,7 @@ func TestTmpfilesEntries(t *testing.T) {
 	}
 	want := []string{
 		`3 f /var/lib/a 0644 root root - "hello world"`,
-		`4 L /var/lib/with space - - - - "/etc/x"`,
+		`4 L /var/lib/with space - - - - "/etc/opt/x"`,
 		`5 w /var/lib/b/c - - - - ""`,
 		`6 d /var/lib/d     ""`,
 	}
@@ -245,7 +245,7 @@ func TestExpandSpecifiers(t *testing.T) {
 // TestTmpfilesJudge: one line each, refused (with the protected path it
 // names) or accepted.
 func TestTmpfilesJudge(t *testing.T) {
-	links := []types.Link{link("/etc/app/state", "/var/lib/app"), link("/etc/systemd/system/kube.service", "kubelet.service")}
+	links := []types.Link{link("/etc/opt/app/state", "/var/lib/app"), link("/etc/systemd/system/kube.service", "kubelet.service")}
 	r := nodeResolver(links)
 	j := tmpfilesJudge{guard: tmpfilesGuard(unitAliases(links, r)), links: r}
 	for _, tc := range []struct{ line, names string }{
@@ -265,7 +265,7 @@ func TestTmpfilesJudge(t *testing.T) {
 		{"f /etc/systemd/system/kube.service.d/x.conf - - - - x", "/etc/systemd/system/kube.service.d"},
 		{"f /etc/tmpfiles.d/more.conf - - - - x", "/etc/tmpfiles.d"},
 		{"f /etc/sysusers.d/x.conf - - - - u x", "/etc/sysusers.d"},
-		{"f /etc/app/state/../drover/config.ign - - - - x", "/var/lib/drover"},
+		{"f /etc/opt/app/state/../drover/config.ign - - - - x", "/var/lib/drover"},
 		{"R /var/lib", "/var/lib/drover"},
 		{"Z / 0777", "/etc/passwd"},
 		{"d /var/lib/kubelet 0777 - - -", "/var/lib/kubelet"},
