@@ -149,7 +149,7 @@ func userData(t testing.TB, extra string) []byte {
 		"ignition": map[string]any{"version": "3.4.0"},
 		"storage": map[string]any{"files": []any{
 			map[string]any{"path": NodeFile, "mode": 0o600, "contents": map[string]any{"source": "data:," + url.PathEscape(node)}},
-			map[string]any{"path": "/etc/motd", "mode": 0o644, "contents": map[string]any{"source": "data:," + url.PathEscape(extra)}},
+			map[string]any{"path": "/etc/opt/motd", "mode": 0o644, "contents": map[string]any{"source": "data:," + url.PathEscape(extra)}},
 		}},
 	}
 	b, _ := json.Marshal(cfg)
@@ -260,7 +260,7 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 	}
 	// The config writes no unit: no daemon-reload.
 	checkCalls(t, r.sd.Calls, "start containerd.service", "start systemd-resolved.service", "start systemd-timesyncd.service", "start kubelet.service")
-	for _, p := range []string{"/etc/motd", "/etc/containerd/config.toml", "/etc/containerd/certs.d/100.64.0.2:5000/hosts.toml", "/etc/kubernetes/kubelet-config.yaml", "/etc/default/kubelet", StoredConfig} {
+	for _, p := range []string{"/etc/opt/motd", "/etc/containerd/config.toml", "/etc/containerd/certs.d/100.64.0.2:5000/hosts.toml", "/etc/kubernetes/kubelet-config.yaml", "/etc/default/kubelet", StoredConfig} {
 		if !fileExists(filepath.Join(r.root, p)) {
 			t.Errorf("%s not written", p)
 		}
@@ -350,7 +350,7 @@ func TestSecondBootReappliesStoredAndRefusesChange(t *testing.T) {
 	if err := r.agent().Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	motd, _ := os.ReadFile(filepath.Join(r.root, "/etc/motd"))
+	motd, _ := os.ReadFile(filepath.Join(r.root, "/etc/opt/motd"))
 	if string(motd) != "v1" {
 		t.Errorf("stored config not re-applied: motd %q", motd)
 	}
@@ -392,7 +392,7 @@ func TestLaterBootAppliesBeforeTheMetadata(t *testing.T) {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	if !fileExists(filepath.Join(r.root, "/etc/motd")) {
+	if !fileExists(filepath.Join(r.root, "/etc/opt/motd")) {
 		t.Error("the stored config was not applied before the metadata answered")
 	}
 	if r.sd.Called("start kubelet.service") {
@@ -488,17 +488,17 @@ func TestDriftIsReported(t *testing.T) {
 	if d := CheckDrift(r.root, a.watch.list()); len(d) != 0 {
 		t.Fatalf("drift right after apply: %v", d)
 	}
-	os.WriteFile(filepath.Join(r.root, "/etc/motd"), []byte("edited"), 0o644)
+	os.WriteFile(filepath.Join(r.root, "/etc/opt/motd"), []byte("edited"), 0o644)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	a.Guard(ctx, 10*time.Millisecond)
-	if len(r.api.events) != 1 || !strings.Contains(r.api.events[0], "/etc/motd contents") {
+	if len(r.api.events) != 1 || !strings.Contains(r.api.events[0], "/etc/opt/motd contents") {
 		t.Errorf("events %v", r.api.events)
 	}
 	if len(r.api.conds) != 1 || r.api.conds[0].Status != "True" {
 		t.Errorf("conditions %+v", r.api.conds)
 	}
-	if !strings.Contains(strings.Join(r.log, "\n"), "DRIFT: local change to what the node is meant to hold: /etc/motd contents") {
+	if !strings.Contains(strings.Join(r.log, "\n"), "DRIFT: local change to what the node is meant to hold: /etc/opt/motd contents") {
 		t.Errorf("console:\n%s", strings.Join(r.log, "\n"))
 	}
 }
@@ -648,7 +648,7 @@ func TestRemoteContentsFetchedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	files := cfg["storage"].(map[string]any)["files"].([]any)
-	cfg["storage"].(map[string]any)["files"] = append(files, map[string]any{"path": "/etc/app.conf",
+	cfg["storage"].(map[string]any)["files"] = append(files, map[string]any{"path": "/etc/opt/app.conf",
 		"contents": map[string]any{"source": "https://files.example.test/app.conf",
 			"verification": map[string]any{"hash": "sha256-" + hex.EncodeToString(sum[:])}}})
 	data, _ := json.Marshal(cfg)
@@ -660,8 +660,8 @@ func TestRemoteContentsFetchedOnce(t *testing.T) {
 		if err := a.Run(context.Background()); err != nil {
 			t.Fatalf("boot %d: %v", boot, err)
 		}
-		if got, _ := os.ReadFile(filepath.Join(r.root, "etc/app.conf")); string(got) != string(body) {
-			t.Fatalf("boot %d: /etc/app.conf = %q", boot, got)
+		if got, _ := os.ReadFile(filepath.Join(r.root, "etc/opt/app.conf")); string(got) != string(body) {
+			t.Fatalf("boot %d: /etc/opt/app.conf = %q", boot, got)
 		}
 		os.RemoveAll(filepath.Join(r.root, "etc")) // /etc is rebuilt at boot
 	}
