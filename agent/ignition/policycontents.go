@@ -15,6 +15,7 @@ func checkKubeletDropins(cfg *Config, c *collector) {
 	links := nodeResolver(cfg.Ignition.Storage.Links)
 	aliases := unitAliases(cfg.Ignition.Storage.Links, links)
 	checkDropins(cfg, aliases, c)
+	checkUnitDependencies(cfg, aliases, c)
 	checkTmpfiles(cfg, links, aliases, c)
 }
 

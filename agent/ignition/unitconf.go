@@ -282,16 +282,7 @@ func forbiddenSetting(unit, text string) (checkedKey, bool) {
 	if len(keys) == 0 {
 		return checkedKey{}, false
 	}
-	settings := unitSettings(text)
-	for _, l := range strings.FieldsFunc(text, func(r rune) bool { return r == '\n' || r == '\r' || r == 0 }) {
-		l = strings.TrimSpace(l)
-		if l == "" || strings.ContainsRune("#;[", rune(l[0])) {
-			continue // a comment or a section: systemd sets nothing there
-		}
-		if k, v, ok := strings.Cut(l, "="); ok {
-			settings = append(settings, unitSetting{key: k, value: v, section: anySection})
-		}
-	}
+	settings := readSettings(text)
 	for _, s := range settings {
 		for _, k := range keys {
 			if strings.TrimSpace(s.key) == k.key && (k.about == nil || k.about(s.value)) {
@@ -305,4 +296,20 @@ func forbiddenSetting(unit, text string) (checkedKey, bool) {
 		}
 	}
 	return checkedKey{}, false
+}
+
+// readSettings is every setting of a unit text as systemd reads it, then
+// every line read on its own (section anySection): see forbiddenSetting.
+func readSettings(text string) []unitSetting {
+	settings := unitSettings(text)
+	for _, l := range strings.FieldsFunc(text, func(r rune) bool { return r == '\n' || r == '\r' || r == 0 }) {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.ContainsRune("#;[", rune(l[0])) {
+			continue // a comment or a section: systemd sets nothing there
+		}
+		if k, v, ok := strings.Cut(l, "="); ok {
+			settings = append(settings, unitSetting{key: k, value: v, section: anySection})
+		}
+	}
+	return settings
 }

@@ -1,0 +1,138 @@
+package ignition
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// cfgWith builds a 3.5.0 config from storage files (path: contents) and
+// systemd units, in the order given.
+func cfgWith(t *testing.T, files [][2]string, units []any) []byte {
+	t.Helper()
+	var fs []any
+	for _, f := range files {
+		fs = append(fs, map[string]any{"path": f[0], "contents": map[string]any{"source": "data:," + url.PathEscape(f[1])}})
+	}
+	cfg := map[string]any{"ignition": map[string]any{"version": "3.5.0"}}
+	if fs != nil {
+		cfg["storage"] = map[string]any{"files": fs}
+	}
+	if units != nil {
+		cfg["systemd"] = map[string]any{"units": units}
+	}
+	data, err := json.Marshal(cfg)
+	must(t, err)
+	return data
+}
+
+// wantOne checks that Validate refuses data with exactly one problem, at
+// at, whose message holds every one of words.
+func wantOne(t *testing.T, name string, data []byte, at string, words ...string) {
+	t.Helper()
+	ps := Validate(data, Options{})
+	if len(ps) != 1 || ps[0].Path != at {
+		t.Errorf("%s: got %v, want one problem at %s", name, ps, at)
+		return
+	}
+	for _, w := range words {
+		if !strings.Contains(ps[0].Message, w) {
+			t.Errorf("%s: %q does not say %q", name, ps[0].Message, w)
+		}
+	}
+}
+
+func wantNone(t *testing.T, name string, data []byte) {
+	t.Helper()
+	if ps := Validate(data, Options{}); len(ps) != 0 {
+		t.Errorf("%s: refused: %v", name, ps)
+	}
+}
+
+// TestNotExtensionPoints: the classes an outside review found the
+// protected surface let through are refused by the allowlist, each with
+// its JSON path and what to use instead.
+func TestNotExtensionPoints(t *testing.T) {
+	for _, tc := range []struct{ path, instead string }{
+		{"/etc/ld.so.preload", "preloads nothing"},
+		{"/etc/ld.so.cache", "image recipe"},
+		{"/etc/ld.so.conf.d/x.conf", "image recipe"},
+		{"/etc/systemd/system.conf", "Environment="},
+		{"/etc/systemd/system.conf.d/10-env.conf", "Environment="},
+		{"/etc/systemd/system.control/app.service", systemdDir},
+		{"/etc/modprobe.d/x.conf", modulesLoadDir},
+		{"/etc/udev/rules.d/99-x.rules", "image recipe"},
+		{"/etc/profile.d/x.sh", "no login"},
+		{"/etc/environment", "no login"},
+		{"/etc/kubernetes/manifests/x.yaml", "node file"},
+		{"/etc/crontab", "/var/lib/<app>"},
+		{"/var/lib/containerd/x", "/var/lib/<app>"},
+		{"/var/lib/systemd/linger/root", "/var/lib/<app>"},
+		{"/var/log/journal/x", "/var/lib/<app>"},
+		{"/var/spool/cron/crontabs/root", "/var/lib/<app>"},
+	} {
+		data := cfgWith(t, [][2]string{{nodeFileOK, "x"}, {tc.path, "x"}}, nil)
+		wantOne(t, tc.path, data, "$.storage.files[1].path", fmt.Sprintf("%q is not an extension point of the node", tc.path), tc.instead)
+	}
+	for _, p := range []string{"/etc/opt/app/x", "/etc/containerd/certs.d/r.example/ca.crt", "/etc/cni/net.d/10-x.conflist",
+		"/etc/systemd/journald.conf.d/50-size.conf", "/etc/systemd/timesyncd.conf.d/90-site.conf", "/etc/modules-load.d/x.conf",
+		"/etc/hosts", "/var/lib/app/x", "/var/lib/kubelet/config.json", "/var/log/app/x", "/var/cache/app/x"} {
+		wantNone(t, p, cfgWith(t, [][2]string{{p, "x"}}, nil))
+	}
+}
+
+const nodeFileOK = "/etc/opt/placeholder" // an accepted first entry, so the refused one is files[1]
+
+// TestLifecycleDependencies: every unit type and drop-in may order itself
+// around the node's units but may name none in a lifecycle setting.
+func TestLifecycleDependencies(t *testing.T) {
+	for _, k := range lifecycleKeys {
+		for _, target := range []string{kubeletUnit, containerdUnit, "drover-agent.service", "drover-agent"} {
+			text := "[Unit]\n" + k.key + "=other.service " + target + "\n"
+			data := cfgWith(t, nil, []any{map[string]any{"name": "x.timer", "contents": text}})
+			wantOne(t, k.key+" "+target, data, "$.systemd.units[0].contents", "x.timer may not name", "in "+k.key+"=")
+		}
+	}
+	timer := "[Timer]\nOnCalendar=daily\nUnit=kubelet.service\n"
+	wantOne(t, "a timer that starts the kubelet", cfgWith(t, nil, []any{map[string]any{"name": "t.timer", "contents": timer}}),
+		"$.systemd.units[0].contents", "Unit=", "kubelet.service", "line 3")
+	stop := "[Service]\nExecStart=/usr/bin/true\n[Unit]\nConflicts=containerd.service\n"
+	wantOne(t, "a drop-in of another unit, as a file", cfgWith(t, [][2]string{{systemdDir + "/app.service.d/10.conf", stop}}, nil),
+		"$.storage.files[0].contents", "app.service may not name containerd.service in Conflicts=")
+	wantOne(t, "a drop-in of another unit", cfgWith(t, nil, []any{map[string]any{"name": "app.path",
+		"dropins": []any{map[string]any{"name": "10.conf", "contents": "[Path]\nUnit=drover-agent.service\n"}}}}),
+		"$.systemd.units[0].dropins[0].contents", "Unit=", "drover-agent.service")
+	ordering := "[Unit]\nAfter=kubelet.service containerd.service\nBefore=drover-agent.service\nWants=kubelet.service\nRequires=containerd.service\n" +
+		"[Service]\nExecStart=/usr/bin/true\n[Install]\nWantedBy=multi-user.target\n"
+	wantNone(t, "ordering and pulling in", cfgWith(t, nil, []any{map[string]any{"name": "app.service", "contents": ordering}}))
+	wantOne(t, "a unit file given remotely", []byte(`{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"`+systemdDir+
+		`/app.timer","contents":{"source":"https://x.test/t","verification":{"hash":"sha256-`+strings.Repeat("0", 64)+`"}}}]}}`),
+		"$.storage.files[0].contents", "must be given inline")
+}
+
+// TestProtectedDropinAllowlist: a drop-in of kubelet.service or
+// containerd.service may set only the listed directives.
+func TestProtectedDropinAllowlist(t *testing.T) {
+	dropin := func(unit, text string) []byte {
+		return cfgWith(t, nil, []any{map[string]any{"name": unit, "dropins": []any{map[string]any{"name": "10.conf", "contents": text}}}})
+	}
+	at := "$.systemd.units[0].dropins[0].contents"
+	for _, tc := range []struct{ unit, text, word string }{
+		{kubeletUnit, "[Service]\nExecStartPre=/bin/sh -c 'sed -i s/readOnlyPort:.0/readOnlyPort: 10255/ /etc/kubernetes/kubelet-config.yaml'\n", "ExecStartPre="},
+		{kubeletUnit, "[Service]\nExecStartPost=/var/lib/x/run\n", "ExecStartPost="},
+		{containerdUnit, "[Service]\nExecStop=/var/lib/x/run\n", "ExecStop="},
+		{kubeletUnit, "[Service]\nEnvironment=LD_PRELOAD=/var/lib/x/x.so\n", "LD_PRELOAD"},
+		{kubeletUnit, "[Service]\nEnvironment=GODEBUG=x509sha1=1\n", "GODEBUG"},
+		{containerdUnit, "[Service]\nEnvironmentFile=/var/lib/x/env\n", "EnvironmentFile="},
+		{kubeletUnit, "[Unit]\nWants=x.service\n", "Wants="},
+		{kubeletUnit, "[Service]\nPrivateTmp=yes\n", "PrivateTmp="},
+		{kubeletUnit, "[Service]\nBindPaths=/var/lib/x:/etc/kubernetes\n", "BindPaths="},
+		{containerdUnit, "[Service]\nUser=nobody\n", "User="},
+	} {
+		wantOne(t, tc.unit+" "+tc.word, dropin(tc.unit, tc.text), at, "drop-in may not set", tc.word)
+	}
+	wantNone(t, "limits and a proxy", dropin(kubeletUnit, "[Unit]\nDescription=x\n[Service]\nMemoryMax=4G\nCPUQuota=200%\nTasksMax=8192\n"+
+		"LimitNOFILE=1048576\nNice=-5\nOOMScoreAdjust=-900\nRestartSec=5\nEnvironment=\"HTTPS_PROXY=http://p.example:3128\" NO_PROXY=.svc,10.0.0.0/8\n"))
+}
