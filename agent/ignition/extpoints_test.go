@@ -136,3 +136,37 @@ func TestProtectedDropinAllowlist(t *testing.T) {
 	wantNone(t, "limits and a proxy", dropin(kubeletUnit, "[Unit]\nDescription=x\n[Service]\nMemoryMax=4G\nCPUQuota=200%\nTasksMax=8192\n"+
 		"LimitNOFILE=1048576\nNice=-5\nOOMScoreAdjust=-900\nRestartSec=5\nEnvironment=\"HTTPS_PROXY=http://p.example:3128\" NO_PROXY=.svc,10.0.0.0/8\n"))
 }
+
+// TestSysctlSecuritySet: a sysctl.d file may set what workloads need but
+// no key of the node's security set, however sysctl.d lets it be written.
+func TestSysctlSecuritySet(t *testing.T) {
+	const f = sysctlDir + "/90-app.conf"
+	at := "$.storage.files[0].contents"
+	for _, tc := range []struct{ text, key string }{
+		{"kernel.unprivileged_bpf_disabled = 0\n", "kernel.unprivileged_bpf_disabled"},
+		{"vm.max_map_count=262144\nkernel.kptr_restrict=0\n", "line 2 sets kernel.kptr_restrict"},
+		{"kernel/yama/ptrace_scope = 0\n", "kernel.yama.ptrace_scope"},
+		{"-kernel.core_pattern = |/var/lib/x/run %p\n", "kernel.core_pattern"},
+		{"  ; a comment\n# another\nfs.protected_regular = 0\n", "line 3 sets fs.protected_regular"},
+		{"fs.suid_dumpable=2\n", "fs.suid_dumpable"},
+		{"net.ipv4.ip_forward = 0\n", "net.ipv4.ip_forward"},
+		{"net/bridge/bridge-nf-call-iptables = 0\n", "net.bridge.bridge-nf-call-iptables"},
+		{"vm.panic_on_oom = 1\n", "vm.panic_on_oom"},
+		{"vm.overcommit_memory = 2\n", "vm.overcommit_memory"},
+		{"kernel.panic_on_warn = 1\n", "kernel.panic_on_warn"},
+		{"kernel.modprobe = /var/lib/x/modprobe\n", "kernel.modprobe"},
+		{"kernel.kexec_load_disabled = 0\n", "kernel.kexec_load_disabled"},
+		{"user.max_user_namespaces = 0\n", "user.max_user_namespaces"},
+		{"kernel.* = 0\n", "kernel.*"},
+		{"fs.protected_* = 0\n", "fs.protected_*"},
+		{"fs.binfmt_misc.register = :x:M::MZ::/var/lib/x/run:\n", "fs.binfmt_misc.register"},
+	} {
+		wantOne(t, tc.key, cfgWith(t, [][2]string{{f, tc.text}}, nil), at, f, tc.key, "node's security set")
+	}
+	wantNone(t, "workload settings", cfgWith(t, [][2]string{{f, "vm.max_map_count = 262144\nnet.core.somaxconn=4096\n" +
+		"net.ipv4.conf.*.rp_filter = 0\nfs.inotify.max_user_watches=1048576\nkernel.pid_max = 4194304\n-net.ipv4.conf.all.accept_local = 1\n"}}, nil))
+	wantOne(t, "an image file's name", cfgWith(t, [][2]string{{sysctlDir + "/99-protect-links.conf", "vm.max_map_count = 1\n"}}, nil),
+		"$.storage.files[0].path", "replace the image's sysctl.d file")
+	wantOne(t, "a link", []byte(`{"ignition":{"version":"3.5.0"},"storage":{"links":[{"path":"`+sysctlDir+`/50-x.conf","target":"/dev/null"}]}}`),
+		"$.storage.links[0].path", "link in /etc/sysctl.d")
+}
