@@ -3,6 +3,7 @@ package ignition
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/coreos/ignition/v2/config/util"
@@ -31,6 +32,10 @@ type extensionPoint struct {
 	except  []string // trees below pattern that belong to the node
 	what    string   // what it is for
 	checked string   // what the policy checks in what is written there
+	// tmpfiles: a tmpfiles.d line may act there too. Only where nothing
+	// is checked in the contents: a line could write a unit, a drop-in or
+	// a sysctl.d file the checks of those never read.
+	tmpfiles bool
 }
 
 const (
@@ -46,9 +51,9 @@ func extensionPoints() []extensionPoint {
 	return []extensionPoint{
 		{pattern: nodeconfig.Path, what: "the node file: cluster, kubelet and containerd settings",
 			checked: "agent/nodeconfig: the schema, and the settings it may not lower (see Fields)"},
-		{pattern: "/etc/containerd/certs.d", tree: true, what: "registry hosts (hosts.toml) and their CA certificates",
+		{pattern: "/etc/containerd/certs.d", tree: true, tmpfiles: true, what: "registry hosts (hosts.toml) and their CA certificates",
 			checked: "nothing: containerd reads them as data"},
-		{pattern: "/etc/cni/net.d", tree: true, what: "CNI network configuration, for a network add-on that does not write its own",
+		{pattern: "/etc/cni/net.d", tree: true, tmpfiles: true, what: "CNI network configuration, for a network add-on that does not write its own",
 			checked: "nothing: the plugins it names are the image's, in the read-only /opt/cni/bin"},
 		{pattern: systemdDir, tree: true, what: "new units, their drop-ins, enable links and masks; drop-ins of kubelet.service and containerd.service",
 			checked: "every unit and drop-in: no lifecycle dependency on a protected unit (below); kubelet and containerd drop-ins: only the directives below; drover-* units and their drop-ins: refused"},
@@ -61,19 +66,19 @@ func extensionPoints() []extensionPoint {
 		{pattern: modulesLoadDir + "/*.conf", what: "kernel modules to load at boot",
 			checked: "nothing: only the image's modules, in the read-only /usr/lib/modules, can load"},
 		{pattern: tmpfilesDir + "/*.conf", what: "directories, files and links for applications at boot",
-			checked: "every line: it may create or change only what user-data may write (this table) or something under /run or /tmp, and nothing protected; inline contents only"},
-		{pattern: "/etc/opt", tree: true, what: "configuration and scripts of the config's own units (/etc/opt/<app>), rebuilt at every boot",
+			checked: "every line: it may act only on the rows marked \"tmpfiles.d\" and on /tmp (x and X lines anywhere; d, v, q, Q and e without mode, owner or age on a directory above such a row), and on nothing protected; inline contents only"},
+		{pattern: "/etc/opt", tree: true, tmpfiles: true, what: "configuration and scripts of the config's own units (/etc/opt/<app>), rebuilt at every boot",
 			checked: "nothing: no service of the image reads /etc/opt"},
 		{pattern: "/etc/hosts", what: "static host names", checked: "nothing"},
 		{pattern: "/etc/localtime", what: "the time zone, as a link into /usr/share/zoneinfo", checked: "a link must point into the read-only /usr"},
 		{pattern: "/var/lib/kubelet/config.json", what: "image pull credentials the kubelet reads", checked: "nothing"},
-		{pattern: "/var/lib", tree: true, except: nodeVarDirs, what: "application state, scripts and data (/var/lib/<app>)",
+		{pattern: "/var/lib", tree: true, tmpfiles: true, except: nodeVarDirs, what: "application state, scripts and data (/var/lib/<app>)",
 			checked: "not the node's own directories: " + strings.Join(nodeVarDirs, ", ")},
-		{pattern: "/var/log", tree: true, except: []string{"/var/log/journal"}, what: "application logs (/var/log/<app>)",
+		{pattern: "/var/log", tree: true, tmpfiles: true, except: []string{"/var/log/journal"}, what: "application logs (/var/log/<app>)",
 			checked: "not /var/log/journal"},
-		{pattern: "/var/cache", tree: true, what: "application caches", checked: "nothing"},
-		{pattern: "/var/opt", tree: true, what: "state of add-on packages", checked: "nothing"},
-		{pattern: "/var/tmp", tree: true, what: "temporary files that survive a reboot", checked: "nothing"},
+		{pattern: "/var/cache", tree: true, tmpfiles: true, what: "application caches", checked: "nothing"},
+		{pattern: "/var/opt", tree: true, tmpfiles: true, what: "state of add-on packages", checked: "nothing"},
+		{pattern: "/var/tmp", tree: true, tmpfiles: true, what: "temporary files that survive a reboot", checked: "nothing"},
 	}
 }
 
@@ -188,4 +193,41 @@ func insteadOf(p string) string {
 		}
 	}
 	return "keep application files in /var/lib/<app> and node settings in the node file (" + nodeconfig.Path + "), or ship them in the image recipe"
+}
+
+// tmpfilesPlaces are where a tmpfiles.d line may act besides the rows
+// marked tmpfiles: /tmp, which user-data cannot write but an application
+// may want a directory in at boot.
+var tmpfilesPlaces = []extensionPoint{{pattern: "/tmp", tree: true}}
+
+// tmpfilesMayAct reports whether every path p (clean, absolute, maybe a
+// glob) can match lies where a tmpfiles.d line may act: the literal
+// directory before the first wildcard must be in such a place, and no
+// directory the place excepts may be reachable through the wildcard.
+func tmpfilesMayAct(p string) bool {
+	pc := components(p)
+	k := slices.IndexFunc(pc, hasMeta)
+	for _, e := range append(extensionPoints(), tmpfilesPlaces...) {
+		if !e.tmpfiles && e.pattern != "/tmp" {
+			continue
+		}
+		if k < 0 {
+			if e.covers(p) {
+				return true
+			}
+			continue
+		}
+		base := "/" + strings.Join(pc[:k], "/")
+		if !e.tree || !e.covers(base) || base == e.pattern && k == 0 {
+			continue
+		}
+		reaches := slices.ContainsFunc(e.except, func(x string) bool {
+			xc := components(x)
+			return len(pc) >= len(xc) && componentsOverlap(pc[:len(xc)], xc) || len(pc) < len(xc) && componentsOverlap(pc, xc[:len(pc)])
+		})
+		if !reaches {
+			return true
+		}
+	}
+	return false
 }
