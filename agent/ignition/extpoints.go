@@ -114,6 +114,18 @@ func extensionPointOf(p string) (extensionPoint, bool) {
 	return extensionPoint{}, false
 }
 
+// isTreeRoot reports whether p is the directory of a tree extension
+// point: the image's, which what is below it relies on (/var/log holds
+// the journal), so its mode and owner are not user-data's.
+func isTreeRoot(p string) bool {
+	for _, e := range extensionPoints() {
+		if e.tree && e.pattern == p {
+			return true
+		}
+	}
+	return false
+}
+
 func holdsExtensionPoint(p string) bool {
 	for _, e := range extensionPoints() {
 		if e.holds(p) {
@@ -166,8 +178,8 @@ func checkExtensionPoints(cfg types.Config, c *collector) {
 		if _, ok := s.holding(p); ok {
 			continue // checkProtected
 		}
-		if _, ok := extensionPointOf(p); !ok && holdsExtensionPoint(p) && underWritable(p) {
-			c.addf([]any{"storage", "directories", i}, "changing the mode or owner of %q is refused: it is the image's directory above an extension point, not an extension point itself — leave mode, user and group unset", d.Path)
+		if (isTreeRoot(p) || holdsExtensionPoint(p)) && underWritable(p) {
+			c.addf([]any{"storage", "directories", i}, "changing the mode or owner of %q is refused: it is the image's directory at or above an extension point, and what is below relies on it — leave mode, user and group unset", d.Path)
 		}
 	}
 }

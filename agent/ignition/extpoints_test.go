@@ -88,11 +88,19 @@ const nodeFileOK = "/etc/opt/placeholder" // an accepted first entry, so the ref
 // TestLifecycleDependencies: every unit type and drop-in may order itself
 // around the node's units but may name none in a lifecycle setting.
 func TestLifecycleDependencies(t *testing.T) {
-	for _, k := range lifecycleKeys {
+	// Listed here, not taken from lifecycleKeys, so that a key dropped
+	// from the code fails this test.
+	keys := []string{"Conflicts", "PartOf", "BindsTo", "Requisite", "OnSuccess", "OnFailure", "PropagatesStopTo",
+		"StopPropagatedFrom", "PropagatesReloadTo", "ReloadPropagatedFrom", "JoinsNamespaceOf", "Upholds", "UpheldBy",
+		"Unit", "Service", "Sockets", "Alias", "Also", "BindTo", "PropagateReloadTo", "PropagateReloadFrom", "RequisiteOverridable"}
+	if len(keys) != len(lifecycleKeys) {
+		t.Errorf("lifecycleKeys has %d keys, the test %d: add the new one here", len(lifecycleKeys), len(keys))
+	}
+	for _, k := range keys {
 		for _, target := range []string{kubeletUnit, containerdUnit, "drover-agent.service", "drover-agent"} {
-			text := "[Unit]\n" + k.key + "=other.service " + target + "\n"
+			text := "[Unit]\n" + k + "=other.service " + target + "\n"
 			data := cfgWith(t, nil, []any{map[string]any{"name": "x.timer", "contents": text}})
-			wantOne(t, k.key+" "+target, data, "$.systemd.units[0].contents", "x.timer may not name", "in "+k.key+"=")
+			wantOne(t, k+" "+target, data, "$.systemd.units[0].contents", "x.timer may not name", "in "+k+"=")
 		}
 	}
 	timer := "[Timer]\nOnCalendar=daily\nUnit=kubelet.service\n"
@@ -160,6 +168,9 @@ func TestSysctlSecuritySet(t *testing.T) {
 		{"kernel.* = 0\n", "kernel.*"},
 		{"fs.protected_* = 0\n", "fs.protected_*"},
 		{"fs.binfmt_misc.register = :x:M::MZ::/var/lib/x/run:\n", "fs.binfmt_misc.register"},
+		// Two globs: neither matches the other ('*' stops at the '/' an
+		// interface name's dot becomes), but their literal prefixes meet.
+		{"fs/protected_a.b* = 0\n", "fs.protected_a/b*"},
 	} {
 		wantOne(t, tc.key, cfgWith(t, [][2]string{{f, tc.text}}, nil), at, f, tc.key, "node's security set")
 	}
@@ -169,4 +180,20 @@ func TestSysctlSecuritySet(t *testing.T) {
 		"$.storage.files[0].path", "replace the image's sysctl.d file")
 	wantOne(t, "a link", []byte(`{"ignition":{"version":"3.5.0"},"storage":{"links":[{"path":"`+sysctlDir+`/50-x.conf","target":"/dev/null"}]}}`),
 		"$.storage.links[0].path", "link in /etc/sysctl.d")
+}
+
+// TestExtensionPointDirectories: a directory entry may make sure an image
+// directory at or above an extension point exists, but not change its
+// mode or owner.
+func TestExtensionPointDirectories(t *testing.T) {
+	dirs := func(ds ...any) []byte {
+		data, err := json.Marshal(map[string]any{"ignition": map[string]any{"version": "3.5.0"}, "storage": map[string]any{"directories": ds}})
+		must(t, err)
+		return data
+	}
+	for _, p := range []string{"/etc/cni", "/var/log", "/etc/opt"} {
+		wantOne(t, p, dirs(map[string]any{"path": p, "mode": 0o777}), "$.storage.directories[0]", "changing the mode or owner of", p)
+	}
+	wantNone(t, "existence only", dirs(map[string]any{"path": "/etc/cni"}, map[string]any{"path": "/var/log"}, map[string]any{"path": "/var/lib/app", "mode": 0o700}))
+	wantOne(t, "not above one", dirs(map[string]any{"path": "/etc/app"}), "$.storage.directories[0].path", "not an extension point of the node")
 }
