@@ -155,6 +155,10 @@ func checkExtensionPoints(cfg types.Config, c *collector) {
 			}
 			p = q // /var/run/x is /run/x on the node
 		}
+		if n.link && isTreeRoot(p) {
+			c.addf(n.at, "%q would make the directory of an extension point a link: what is written there would land where the link points — give files in it instead", n.path)
+			continue
+		}
 		if _, ok := extensionPointOf(p); ok {
 			continue
 		}

@@ -197,3 +197,20 @@ func TestExtensionPointDirectories(t *testing.T) {
 	wantNone(t, "existence only", dirs(map[string]any{"path": "/etc/cni"}, map[string]any{"path": "/var/log"}, map[string]any{"path": "/var/lib/app", "mode": 0o700}))
 	wantOne(t, "not above one", dirs(map[string]any{"path": "/etc/app"}), "$.storage.directories[0].path", "not an extension point of the node")
 }
+
+// TestExtensionPointLinks: a link may not replace the directory of an
+// extension point, and a unit may not be a link to a file outside the unit
+// directories, where the unit checks do not read it.
+func TestExtensionPointLinks(t *testing.T) {
+	links := func(ls ...any) []byte {
+		data, err := json.Marshal(map[string]any{"ignition": map[string]any{"version": "3.5.0"}, "storage": map[string]any{"links": ls}})
+		must(t, err)
+		return data
+	}
+	wantOne(t, "a tree root", links(map[string]any{"path": "/etc/opt", "target": "/etc/ld.so.conf.d"}), "$.storage.links[0].path", "directory of an extension point a link")
+	wantOne(t, "a linked unit", links(map[string]any{"path": systemdDir + "/app.timer", "target": "/etc/opt/app/app.timer"}),
+		"$.storage.links[0].target", "a link in /etc/systemd/system may point only")
+	wantNone(t, "masks, image units and aliases", links(map[string]any{"path": systemdDir + "/a.service", "target": "/dev/null"},
+		map[string]any{"path": systemdDir + "/multi-user.target.wants/b.service", "target": "/usr/lib/systemd/system/b.service"},
+		map[string]any{"path": systemdDir + "/c.service", "target": "a.service"}))
+}

@@ -16,6 +16,7 @@ func checkKubeletDropins(cfg *Config, c *collector) {
 	aliases := unitAliases(cfg.Ignition.Storage.Links, links)
 	checkDropins(cfg, aliases, c)
 	checkUnitDependencies(cfg, aliases, c)
+	checkUnitLinks(cfg, links, aliases, c)
 	checkSysctl(cfg, c)
 	checkTmpfiles(cfg, links, aliases, c)
 }

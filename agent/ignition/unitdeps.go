@@ -5,6 +5,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/coreos/ignition/v2/config/util"
 )
 
 // A unit of the config may order itself around the node's own units and
@@ -82,6 +84,28 @@ func checkUnitDependencies(cfg *Config, aliases map[string]string, c *collector)
 			continue
 		}
 		checkUnitText(unit, string(cfg.files[i].final(nil)), names, at, c)
+	}
+}
+
+// checkUnitLinks refuses a symbolic link in /etc/systemd/system that
+// points anywhere but the image's read-only /usr, /dev/null (a mask) or
+// /etc/systemd/system itself (aliases, enable links): systemd would read
+// the unit it points to as a linked unit file, and the checks above read
+// only units given in the config.
+func checkUnitLinks(cfg *Config, links resolver, aliases map[string]string, c *collector) {
+	dropins := newDropinIndex(aliases)
+	for i, l := range cfg.Ignition.Storage.Links {
+		if l.Target == nil || util.IsTrue(l.Hard) || !path.IsAbs(l.Path) || !underDir(path.Clean(l.Path), systemdDir) {
+			continue
+		}
+		t := links.resolve(linkTarget(path.Clean(l.Path), *l.Target))
+		if t == "/dev/null" || underDir(t, "/usr") || underDir(t, systemdDir) || !underWritable(t) {
+			continue // !underWritable: checkProtected refuses the target
+		}
+		if _, _, ok := dropins.of(path.Clean(l.Path)); ok {
+			continue // checkDropinNode refuses a link among a guarded unit's drop-ins
+		}
+		c.addf([]any{"storage", "links", i, "target"}, "%q: a link in %s may point only into %s, the image's /usr or /dev/null; systemd would read %s as a unit no check reads — give the unit as a file in %s", *l.Target, systemdDir, systemdDir, t, systemdDir)
 	}
 }
 
