@@ -51,15 +51,11 @@ func checkDropins(cfg *Config, aliases map[string]string, c *collector) {
 		at := []any{"storage", "files", i, "contents"}
 		fc := cfg.files[i]
 		if !fc.complete() {
-			c.addf(at, "a %s drop-in must be given inline (a data: URL or systemd.units dropins), so that it can be checked against %s — inline it", g.name, checkedList(g.name))
+			c.addf(at, "a %s drop-in must be given inline (a data: URL or systemd.units dropins), so that it can be checked against the directives its drop-ins may set (docs/node-config.md) — inline it", g.name)
 			continue
 		}
 		checkDropinText(g.name, string(fc.final(nil)), at, c)
 	}
-}
-
-func checkedList(string) string {
-	return "the directives its drop-ins may set (docs/node-config.md)"
 }
 
 func checkDropinText(unit, text string, at []any, c *collector) {
