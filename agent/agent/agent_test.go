@@ -149,7 +149,7 @@ func userData(t testing.TB, extra string) []byte {
 		"ignition": map[string]any{"version": "3.4.0"},
 		"storage": map[string]any{"files": []any{
 			map[string]any{"path": NodeFile, "mode": 0o600, "contents": map[string]any{"source": "data:," + url.PathEscape(node)}},
-			map[string]any{"path": "/etc/motd", "mode": 0o644, "contents": map[string]any{"source": "data:," + url.PathEscape(extra)}},
+			map[string]any{"path": "/etc/opt/motd", "mode": 0o644, "contents": map[string]any{"source": "data:," + url.PathEscape(extra)}},
 		}},
 	}
 	b, _ := json.Marshal(cfg)
@@ -260,7 +260,7 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 	}
 	// The config writes no unit: no daemon-reload.
 	checkCalls(t, r.sd.Calls, "start containerd.service", "start systemd-resolved.service", "start systemd-timesyncd.service", "start kubelet.service")
-	for _, p := range []string{"/etc/motd", "/etc/containerd/config.toml", "/etc/containerd/certs.d/100.64.0.2:5000/hosts.toml", "/etc/kubernetes/kubelet-config.yaml", "/etc/default/kubelet", StoredConfig} {
+	for _, p := range []string{"/etc/opt/motd", "/etc/containerd/config.toml", "/etc/containerd/certs.d/100.64.0.2:5000/hosts.toml", "/etc/kubernetes/kubelet-config.yaml", "/etc/default/kubelet", StoredConfig} {
 		if !fileExists(filepath.Join(r.root, p)) {
 			t.Errorf("%s not written", p)
 		}
@@ -353,7 +353,7 @@ func TestChangedUserDataFailsClosed(t *testing.T) {
 	if !errors.Is(err, ErrImmutable) {
 		t.Fatalf("want ErrImmutable, got %v", err)
 	}
-	if fileExists(filepath.Join(r.root, "/etc/motd")) || fileExists(filepath.Join(r.root, NodeFile)) {
+	if fileExists(filepath.Join(r.root, "/etc/opt/motd")) || fileExists(filepath.Join(r.root, NodeFile)) {
 		t.Error("a file was applied although the user-data was refused")
 	}
 	for _, c := range r.sd.Calls {
@@ -388,7 +388,7 @@ func TestLaterBootWaitsForTheMetadata(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.agent().Run(context.Background()) }()
 	time.Sleep(300 * time.Millisecond)
-	if fileExists(filepath.Join(r.root, "/etc/motd")) {
+	if fileExists(filepath.Join(r.root, "/etc/opt/motd")) {
 		t.Error("the stored config was applied before the metadata answered")
 	}
 	if len(r.sd.Calls) != 0 {
@@ -398,7 +398,7 @@ func TestLaterBootWaitsForTheMetadata(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
 	}
-	if !fileExists(filepath.Join(r.root, "/etc/motd")) {
+	if !fileExists(filepath.Join(r.root, "/etc/opt/motd")) {
 		t.Error("the confirmed config was not applied once the metadata answered")
 	}
 
@@ -411,7 +411,7 @@ func TestLaterBootWaitsForTheMetadata(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "fetching user-data from fake: GET user-data: 500") || !strings.Contains(err.Error(), "never falls back") {
 		t.Fatalf("want the metadata failure, got %v", err)
 	}
-	if fileExists(filepath.Join(r.root, "/etc/motd")) || r.sd.Called("start kubelet.service") || r.sd.Called("start containerd.service") {
+	if fileExists(filepath.Join(r.root, "/etc/opt/motd")) || r.sd.Called("start kubelet.service") || r.sd.Called("start containerd.service") {
 		t.Errorf("applied or started without the metadata: calls %v", r.sd.Calls)
 	}
 	st, _ := status.Read(r.root)
@@ -485,17 +485,17 @@ func TestDriftIsReported(t *testing.T) {
 	if d := CheckDrift(r.root, a.watch.list()); len(d) != 0 {
 		t.Fatalf("drift right after apply: %v", d)
 	}
-	os.WriteFile(filepath.Join(r.root, "/etc/motd"), []byte("edited"), 0o644)
+	os.WriteFile(filepath.Join(r.root, "/etc/opt/motd"), []byte("edited"), 0o644)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	a.Guard(ctx, 10*time.Millisecond)
-	if len(r.api.events) != 1 || !strings.Contains(r.api.events[0], "/etc/motd contents") {
+	if len(r.api.events) != 1 || !strings.Contains(r.api.events[0], "/etc/opt/motd contents") {
 		t.Errorf("events %v", r.api.events)
 	}
 	if len(r.api.conds) != 1 || r.api.conds[0].Status != "True" {
 		t.Errorf("conditions %+v", r.api.conds)
 	}
-	if !strings.Contains(strings.Join(r.log, "\n"), "DRIFT: local change to what the node is meant to hold: /etc/motd contents") {
+	if !strings.Contains(strings.Join(r.log, "\n"), "DRIFT: local change to what the node is meant to hold: /etc/opt/motd contents") {
 		t.Errorf("console:\n%s", strings.Join(r.log, "\n"))
 	}
 }
@@ -645,7 +645,7 @@ func TestRemoteContentsFetchedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	files := cfg["storage"].(map[string]any)["files"].([]any)
-	cfg["storage"].(map[string]any)["files"] = append(files, map[string]any{"path": "/etc/app.conf",
+	cfg["storage"].(map[string]any)["files"] = append(files, map[string]any{"path": "/etc/opt/app.conf",
 		"contents": map[string]any{"source": "https://files.example.test/app.conf",
 			"verification": map[string]any{"hash": "sha256-" + hex.EncodeToString(sum[:])}}})
 	data, _ := json.Marshal(cfg)
@@ -657,8 +657,8 @@ func TestRemoteContentsFetchedOnce(t *testing.T) {
 		if err := a.Run(context.Background()); err != nil {
 			t.Fatalf("boot %d: %v", boot, err)
 		}
-		if got, _ := os.ReadFile(filepath.Join(r.root, "etc/app.conf")); string(got) != string(body) {
-			t.Fatalf("boot %d: /etc/app.conf = %q", boot, got)
+		if got, _ := os.ReadFile(filepath.Join(r.root, "etc/opt/app.conf")); string(got) != string(body) {
+			t.Fatalf("boot %d: /etc/opt/app.conf = %q", boot, got)
 		}
 		os.RemoveAll(filepath.Join(r.root, "etc")) // /etc is rebuilt at boot
 	}

@@ -91,8 +91,9 @@ func (w *watchList) baselineGuard(root string) {
 }
 
 // rewrote re-records a watched path the agent itself wrote over after
-// apply (the hostname step writes /etc/hostname, which the config may
-// give too); a path the config does not manage stays unwatched.
+// apply (the hostname step writes /etc/hostname, which the config could
+// give before it was judged by extension points and cannot now); a path
+// the config does not manage stays unwatched.
 func (w *watchList) rewrote(root, p string) {
 	w.mu.Lock()
 	i := slices.IndexFunc(w.paths, func(x Watched) bool { return x.Path == p })

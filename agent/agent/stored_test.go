@@ -171,7 +171,7 @@ func TestStateOnVarDecidesNothing(t *testing.T) {
 		if st, _ := status.Read(r.root); st.State != "joined" || !strings.Contains(st.Error, StoredConfig) {
 			t.Errorf("%s: status %q %q, want joined with the drift named", round.name, st.State, st.Error)
 		}
-		if motd, _ := os.ReadFile(filepath.Join(r.root, "/etc/motd")); string(motd) != "v1" {
+		if motd, _ := os.ReadFile(filepath.Join(r.root, "/etc/opt/motd")); string(motd) != "v1" {
 			t.Errorf("%s: the user-data's file not applied: %q", round.name, motd)
 		}
 		if got, _ := os.ReadFile(filepath.Join(r.root, StoredConfig)); string(got) != string(redacted) {
@@ -211,7 +211,7 @@ func TestNoUserDataOnAProvisionedNodeFailsClosed(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "has no user-data now") {
 		t.Fatalf("want a refusal, got %v", err)
 	}
-	if fileExists(filepath.Join(r.root, "/etc/motd")) || len(r.sd.Calls) != 0 {
+	if fileExists(filepath.Join(r.root, "/etc/opt/motd")) || len(r.sd.Calls) != 0 {
 		t.Errorf("applied or started without the user-data: calls %v", r.sd.Calls)
 	}
 	if st, _ := status.Read(r.root); st.State != "failed" || !strings.Contains(st.Error, "has no user-data now") {

@@ -139,20 +139,20 @@ func TestTokenPlace(t *testing.T) {
 		{name: "symbolic link to the node file", ud: withToken(t, "", nil, []any{map[string]any{"path": "/var/lib/app/node.yaml", "target": NodeFile}}, nil)},
 		{name: "plain copy", ud: withToken(t, "", []any{file("/var/lib/app/token", "data:,"+token)}, nil, nil),
 			at: "$.storage.files[2].contents", want: "/var/lib/app/token would hold the bootstrap token's secret (plain)"},
-		{name: "base64 copy", ud: withToken(t, "", []any{file("/etc/app/env", "data:,T%3D"+base64.StdEncoding.EncodeToString([]byte(token)))}, nil, nil),
-			at: "$.storage.files[2].contents", want: "/etc/app/env would hold the bootstrap token's secret (base64 at 2 → plain)"},
-		{name: "percent-encoded copy", ud: withToken(t, "", []any{file("/etc/app/url", b64("https://x.test/?t="+escapeAll(token)))}, nil, nil),
-			at: "$.storage.files[2].contents", want: "/etc/app/url would hold the bootstrap token's secret (percent-encoded at 0 → plain)"},
-		{name: "gzip data URL", ud: withToken(t, "", []any{file("/etc/app/env", "data:;base64,"+base64.StdEncoding.EncodeToString(gz), "contents", map[string]any{"compression": "gzip", "source": "data:;base64," + base64.StdEncoding.EncodeToString(gz)})}, nil, nil),
-			at: "$.storage.files[2].contents", want: "/etc/app/env would hold the bootstrap token's secret (plain)"},
+		{name: "base64 copy", ud: withToken(t, "", []any{file("/etc/opt/app/env", "data:,T%3D"+base64.StdEncoding.EncodeToString([]byte(token)))}, nil, nil),
+			at: "$.storage.files[2].contents", want: "/etc/opt/app/env would hold the bootstrap token's secret (base64 at 2 → plain)"},
+		{name: "percent-encoded copy", ud: withToken(t, "", []any{file("/etc/opt/app/url", b64("https://x.test/?t="+escapeAll(token)))}, nil, nil),
+			at: "$.storage.files[2].contents", want: "/etc/opt/app/url would hold the bootstrap token's secret (percent-encoded at 0 → plain)"},
+		{name: "gzip data URL", ud: withToken(t, "", []any{file("/etc/opt/app/env", "data:;base64,"+base64.StdEncoding.EncodeToString(gz), "contents", map[string]any{"compression": "gzip", "source": "data:;base64," + base64.StdEncoding.EncodeToString(gz)})}, nil, nil),
+			at: "$.storage.files[2].contents", want: "/etc/opt/app/env would hold the bootstrap token's secret (plain)"},
 		{name: "gzip file", ud: withToken(t, "", []any{file("/var/lib/app/env.gz", "data:;base64,"+base64.StdEncoding.EncodeToString(gz))}, nil, nil),
 			at: "$.storage.files[2].contents", want: "/var/lib/app/env.gz would hold the bootstrap token's secret (gzip at 0 → plain)"},
-		{name: "appended to an image file", ud: withToken(t, "", []any{map[string]any{"path": "/etc/environment", "append": []any{map[string]any{"source": b64("T=" + base64.StdEncoding.EncodeToString([]byte(token)) + "\n")}}}}, nil, nil),
-			at: "$.storage.files[2].append[0]", want: "/etc/environment would hold the bootstrap token's secret (base64 at 2 → plain)"},
+		{name: "appended to an image file", ud: withToken(t, "", []any{map[string]any{"path": "/etc/hosts", "append": []any{map[string]any{"source": b64("T=" + base64.StdEncoding.EncodeToString([]byte(token)) + "\n")}}}}, nil, nil),
+			at: "$.storage.files[2].append[0]", want: "/etc/hosts would hold the bootstrap token's secret (base64 at 2 → plain)"},
 		{name: "unit", ud: withToken(t, "", nil, nil, []any{map[string]any{"name": "join.service", "contents": "[Service]\nEnvironment=TOKEN=" + token + "\n"}}),
 			at: "$.systemd.units[0].contents", want: "the unit /etc/systemd/system/join.service holds the bootstrap token's secret (plain)"},
-		{name: "drop-in", ud: withToken(t, "", nil, nil, []any{map[string]any{"name": "containerd.service", "dropins": []any{map[string]any{"name": "10-t.conf", "contents": "[Service]\nEnvironment=T=" + base64.StdEncoding.EncodeToString([]byte(token)) + "\n"}}}}),
-			at: "$.systemd.units[0].dropins[0].contents", want: "the drop-in /etc/systemd/system/containerd.service.d/10-t.conf holds the bootstrap token's secret (base64 at 24 → plain)"},
+		{name: "drop-in", ud: withToken(t, "", nil, nil, []any{map[string]any{"name": "containerd.service", "dropins": []any{map[string]any{"name": "10-t.conf", "contents": "[Service]\nEnvironment=NO_PROXY=" + base64.StdEncoding.EncodeToString([]byte(token)) + "\n"}}}}),
+			at: "$.systemd.units[0].dropins[0].contents", want: "the drop-in /etc/systemd/system/containerd.service.d/10-t.conf holds the bootstrap token's secret (base64 at 31 → plain)"},
 		{name: "remote contents", ud: withToken(t, "", []any{map[string]any{"path": "/var/lib/app/join.env", "contents": map[string]any{"source": "https://files.example.test/join.env", "verification": map[string]any{"hash": remoteHash}}}}, nil, nil),
 			at: "$.storage.files[2].contents", want: "/var/lib/app/join.env would hold the bootstrap token's secret (plain)"},
 		{name: "remote contents, not fetched (validate --offline)", noFetcher: true, ud: withToken(t, "", []any{map[string]any{"path": "/var/lib/app/join.env", "contents": map[string]any{"source": "https://files.example.test/join.env", "verification": map[string]any{"hash": remoteHash}}}}, nil, nil)},
@@ -163,9 +163,9 @@ func TestTokenPlace(t *testing.T) {
 		{name: "hard link to the node file", ud: withToken(t, "", nil, []any{map[string]any{"path": "/var/lib/app/node.yaml", "target": NodeFile, "hard": true}}, nil),
 			at: "$.storage.links[0]", want: "the hard link /var/lib/app/node.yaml to /etc/drover/node.yaml names the data of the node file /etc/drover/node.yaml: the agent redacts the token by replacing that file, and the link would keep the old data, token included"},
 		{name: "hard link through a symbolic link", ud: withToken(t, "", nil, []any{
-			map[string]any{"path": "/etc/app", "target": "drover"},
-			map[string]any{"path": "/var/lib/keep", "target": "/etc/app/node.yaml", "hard": true}}, nil),
-			at: "$.storage.links[1]", want: "the hard link /var/lib/keep to /etc/app/node.yaml (through symbolic links, /etc/drover/node.yaml) names the data of the node file"},
+			map[string]any{"path": "/etc/opt/app", "target": "../drover"},
+			map[string]any{"path": "/var/lib/keep", "target": "/etc/opt/app/node.yaml", "hard": true}}, nil),
+			at: "$.storage.links[1]", want: "the hard link /var/lib/keep to /etc/opt/app/node.yaml (through symbolic links, /etc/drover/node.yaml) names the data of the node file"},
 		{name: "hard link to a hard link", ud: withToken(t, "", nil, []any{
 			map[string]any{"path": "/var/lib/b", "target": "/var/lib/a", "hard": true},
 			map[string]any{"path": "/var/lib/a", "target": NodeFile, "hard": true}}, nil),
@@ -203,7 +203,7 @@ func TestTokenPlace(t *testing.T) {
 // TestTokenPlaceJoinedNode: the stored config of a joined node carries the
 // redacted token; "redacted" elsewhere is not a secret to place.
 func TestTokenPlaceJoinedNode(t *testing.T) {
-	ud := withToken(t, "", []any{file("/etc/app/note", "data:,"+nodeconfig.RedactedSecret)}, nil, nil)
+	ud := withToken(t, "", []any{file("/etc/opt/app/note", "data:,"+nodeconfig.RedactedSecret)}, nil, nil)
 	red, err := ignition.Redact(ud, tokenSecret, nodeconfig.RedactedSecret, nil)
 	if err != nil || !red.Changed {
 		t.Fatal(red.Changed, err)

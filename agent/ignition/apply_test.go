@@ -18,13 +18,13 @@ const replacing = `{"ignition":{"version":"3.5.0"},
  "storage":{
   "directories":[{"path":"/var/lib/existing","mode":448,"group":{"id":1000}},{"path":"/var/lib/new/deep","mode":488}],
   "files":[
-   {"path":"/etc/hostname","contents":{"source":"data:,node-1%0A"}},
+   {"path":"/etc/opt/hostname","contents":{"source":"data:,node-1%0A"}},
    {"path":"/etc/hosts","append":[{"source":"data:,10.0.0.5%20registry%0A"}]},
-   {"path":"/etc/image/default.toml","mode":384,"user":{"name":"app"}},
-   {"path":"/etc/new/dir/file","contents":{"source":"data:,new"},"mode":493}],
+   {"path":"/etc/opt/image/default.toml","mode":384,"user":{"name":"app"}},
+   {"path":"/etc/opt/new/dir/file","contents":{"source":"data:,new"},"mode":493}],
   "links":[
    {"path":"/etc/systemd/system/multi-user.target.wants/old.service","target":"/etc/systemd/system/old.service"},
-   {"path":"/var/lib/new/hard","target":"/etc/new/dir/file","hard":true}]},
+   {"path":"/var/lib/new/hard","target":"/etc/opt/new/dir/file","hard":true}]},
  "systemd":{"units":[
   {"name":"gone.service","enabled":false},
   {"name":"old.service","contents":"[Service]\nExecStart=/bin/true\n"},
@@ -80,17 +80,17 @@ func TestApplyEffects(t *testing.T) {
 	if got := read("etc/hosts"); got != "127.0.0.1 localhost\n10.0.0.5 registry\n" {
 		t.Errorf("/etc/hosts = %q", got)
 	}
-	if got := read("etc/hostname"); got != "node-1\n" {
-		t.Errorf("/etc/hostname = %q", got)
+	if got := read("etc/opt/hostname"); got != "node-1\n" {
+		t.Errorf("/etc/opt/hostname = %q", got)
 	}
-	if got := read("etc/image/default.toml"); got != "image default\n" || mode("etc/image/default.toml").Perm() != 0o600 {
-		t.Errorf("kept file: %q %v", got, mode("etc/image/default.toml"))
+	if got := read("etc/opt/image/default.toml"); got != "image default\n" || mode("etc/opt/image/default.toml").Perm() != 0o600 {
+		t.Errorf("kept file: %q %v", got, mode("etc/opt/image/default.toml"))
 	}
 	for p, want := range map[string]fs.FileMode{
 		"var/lib/existing":               fs.ModeDir | 0o700,
 		"var/lib/new":                    fs.ModeDir | 0o755, // implicit parent
 		"var/lib/new/deep":               fs.ModeDir | 0o750,
-		"etc/new/dir/file":               0o755,
+		"etc/opt/new/dir/file":           0o755,
 		"etc/systemd/system/app.service": 0o644,
 	} {
 		if got := mode(p); got != want {
@@ -102,7 +102,7 @@ func TestApplyEffects(t *testing.T) {
 			t.Errorf("%s still there (%v)", gone, err)
 		}
 	}
-	a, err := os.Stat(filepath.Join(root, "etc/new/dir/file"))
+	a, err := os.Stat(filepath.Join(root, "etc/opt/new/dir/file"))
 	must(t, err)
 	b, err := os.Stat(filepath.Join(root, "var/lib/new/hard"))
 	must(t, err)
@@ -214,9 +214,9 @@ func TestApplyOwners(t *testing.T) {
 	_, err := Apply(plan, root)
 	must(t, err)
 	for p, want := range map[string][2]int{
-		"etc/image/default.toml": {1000, 0},
-		"var/lib/existing":       {0, 1000},
-		"etc/hostname":           {0, 0},
+		"etc/opt/image/default.toml": {1000, 0},
+		"var/lib/existing":           {0, 1000},
+		"etc/opt/hostname":           {0, 0},
 	} {
 		fi, err := os.Lstat(filepath.Join(root, p))
 		must(t, err)

@@ -84,7 +84,7 @@ func bombs(t testing.TB) map[string]struct {
 	gz := gzip64MiB(t)
 	var files, appends []any
 	for i := range 64 {
-		files = append(files, map[string]any{"path": fmt.Sprintf("/etc/app/big-%d", i), "contents": gzData(gz)})
+		files = append(files, map[string]any{"path": fmt.Sprintf("/etc/opt/app/big-%d", i), "contents": gzData(gz)})
 		appends = append(appends, gzData(gz))
 	}
 	return map[string]struct {
@@ -92,7 +92,7 @@ func bombs(t testing.TB) map[string]struct {
 		at   string
 	}{
 		"files":   {userData(t, files, nil), "$.storage.files[2].contents"},
-		"appends": {userData(t, []any{map[string]any{"path": "/etc/app/log", "append": appends}}, nil), "$.storage.files[0].append[2]"},
+		"appends": {userData(t, []any{map[string]any{"path": "/etc/opt/app/log", "append": appends}}, nil), "$.storage.files[0].append[2]"},
 	}
 }
 
@@ -215,8 +215,8 @@ func TestBudgetShared(t *testing.T) {
 	remote := map[string]any{"source": "https://files.example.test/big.gz", "compression": "gzip",
 		"verification": map[string]any{"hash": "sha256-" + hex.EncodeToString(sum[:])}}
 	opts := Options{Fetcher: MapFetcher{"https://files.example.test/big.gz": gz}}
-	local := map[string]any{"path": "/etc/app/local", "contents": gzData(gz)}
-	atBudget := []any{local, map[string]any{"path": "/etc/app/remote", "append": []any{remote}}}
+	local := map[string]any{"path": "/etc/opt/app/local", "contents": gzData(gz)}
+	atBudget := []any{local, map[string]any{"path": "/etc/opt/app/remote", "append": []any{remote}}}
 	unit := []any{map[string]any{"name": "a.service", "contents": "x"}}
 	cases := []struct {
 		name  string
@@ -226,8 +226,8 @@ func TestBudgetShared(t *testing.T) {
 	}{
 		{"local and remote at exactly 128 MiB", atBudget, nil, ""},
 		{"a unit of one byte more, counted before the remote content", atBudget, unit, "$.storage.files[1].append[0]"},
-		{"two local at 128 MiB and a unit", []any{local, map[string]any{"path": "/etc/app/local2", "contents": gzData(gz)}}, unit, "$.systemd.units[0].contents"},
-		{"a third resource, remote", append(atBudget[:2:2], map[string]any{"path": "/etc/app/third", "contents": remote}), nil, "$.storage.files[2].contents"},
+		{"two local at 128 MiB and a unit", []any{local, map[string]any{"path": "/etc/opt/app/local2", "contents": gzData(gz)}}, unit, "$.systemd.units[0].contents"},
+		{"a third resource, remote", append(atBudget[:2:2], map[string]any{"path": "/etc/opt/app/third", "contents": remote}), nil, "$.storage.files[2].contents"},
 	}
 	for _, c := range cases {
 		ps := Validate(userData(t, c.files, c.units), opts)
@@ -247,7 +247,7 @@ func TestRedactBudget(t *testing.T) {
 	gz := gzip64MiB(t)
 	files := []any{}
 	for i := range 3 {
-		files = append(files, map[string]any{"path": fmt.Sprintf("/etc/app/big-%d", i), "contents": gzData(gz)})
+		files = append(files, map[string]any{"path": fmt.Sprintf("/etc/opt/app/big-%d", i), "contents": gzData(gz)})
 	}
 	_, err := Redact(userData(t, files, nil), "secret", "REDACTED", nil)
 	if !errors.Is(err, errOverBudget) {

@@ -53,12 +53,12 @@ func newRoot(t testing.TB) string {
 	t.Helper()
 	root := t.TempDir()
 	files := map[string]string{
-		"etc/passwd":             "root:x:0:0:root:/root:/usr/sbin/nologin\napp:x:1000:1000::/var/lib/app:/usr/sbin/nologin\n",
-		"etc/group":              "root:x:0:\napp:x:1000:\n",
-		"etc/hostname":           "image\n",
-		"etc/hosts":              "127.0.0.1 localhost\n",
-		"etc/image/default.toml": "image default\n",
-		"var/lib/existing/data":  "keep me\n",
+		"etc/passwd":                 "root:x:0:0:root:/root:/usr/sbin/nologin\napp:x:1000:1000::/var/lib/app:/usr/sbin/nologin\n",
+		"etc/group":                  "root:x:0:\napp:x:1000:\n",
+		"etc/opt/hostname":           "image\n",
+		"etc/hosts":                  "127.0.0.1 localhost\n",
+		"etc/opt/image/default.toml": "image default\n",
+		"var/lib/existing/data":      "keep me\n",
 	}
 	for name, data := range files {
 		p := filepath.Join(root, name)

@@ -16,7 +16,15 @@
 //	Apply    the steps under a root prefix, atomically per file, undone
 //	         as a whole if any step fails
 //
-// The policy includes the node's protected surface (protected.go): what
+// The policy is an allowlist (extpoints.go): one table of the extension
+// points user-data may write, what each is for and what is checked in it;
+// everything else is "not an extension point of the node". Inside it the
+// checks read what is written: the drop-ins of kubelet.service and
+// containerd.service against a directive allowlist (dropinallow.go), every
+// unit for lifecycle dependencies on the node's own units (unitdeps.go),
+// sysctl.d keys against the node's security set (sysctl.go).
+//
+// The policy also includes the node's protected surface (protected.go): what
 // user-data may not write, replace or link to because the node's
 // guarantees rest on it. It follows systemd's own rules rather than a
 // list of paths: every unit search directory, drop-in directories by

@@ -21,7 +21,7 @@ func gzipped(t testing.TB, b []byte) []byte {
 // it is refused, by Validate (drover validate) and Prepare (the agent)
 // alike, since both read it through the one decoder.
 func TestOneLayerOfGzip(t *testing.T) {
-	cfg := []byte(`{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/motd","contents":{"source":"data:,hi"}}]}}`)
+	cfg := []byte(`{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/opt/motd","contents":{"source":"data:,hi"}}]}}`)
 	if ps := Validate(gzipped(t, cfg), Options{}); len(ps) != 0 {
 		t.Errorf("gzip once: %q", lines(ps))
 	}
@@ -46,7 +46,7 @@ func TestOneLayerOfGzip(t *testing.T) {
 // as plain JSON, which Parse reads again.
 func TestRedactGzipConfig(t *testing.T) {
 	const secret = "0123456789abcdef"
-	cfg := []byte(`{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/a","contents":{"source":"data:,t%3A%20abcdef.` + secret + `"}}]},` +
+	cfg := []byte(`{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/opt/a","contents":{"source":"data:,t%3A%20abcdef.` + secret + `"}}]},` +
 		`"systemd":{"units":[{"name":"x.service","contents":"[Service]\nEnvironment=T=` + secret + `\n"}]}}`)
 	red, err := Redact(gzipped(t, cfg), secret, "redacted", nil)
 	must(t, err)

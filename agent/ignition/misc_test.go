@@ -56,8 +56,8 @@ func TestValidateOffline(t *testing.T) {
 		t.Fatalf("problems: %q", lines(ps))
 	}
 	joined := strings.Join(seen, " ")
-	if !strings.Contains(joined, "/etc/drover/node.yaml") || strings.Contains(joined, "/etc/motd") || strings.Contains(joined, "/etc/hosts") {
-		t.Errorf("Extra saw %q: want node.yaml, not the unfetched /etc/motd or the appended /etc/hosts", seen)
+	if !strings.Contains(joined, "/etc/drover/node.yaml") || strings.Contains(joined, "/etc/opt/motd") || strings.Contains(joined, "/etc/hosts") {
+		t.Errorf("Extra saw %q: want node.yaml, not the unfetched /etc/opt/motd or the appended /etc/hosts", seen)
 	}
 	// Prepare without a Fetcher cannot plan the unfetched contents.
 	if _, err := Prepare(context.Background(), data, Options{}); err == nil || !strings.Contains(err.Error(), "have not been fetched") {
@@ -103,15 +103,15 @@ func TestHTTPFetcher(t *testing.T) {
 	}
 
 	// The whole agent path with a real HTTP server.
-	cfg := `{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"/etc/app.conf","contents":{"source":"` + srv.URL +
+	cfg := `{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"/etc/opt/app.conf","contents":{"source":"` + srv.URL +
 		`/ok","verification":{"hash":"sha256-f4e0ac0e3e6eac559ce2427b4a3f8419cef8821bf96b2ea429f2aac70401fd5b"}}}]}}`
 	plan, err := Prepare(ctx, []byte(cfg), Options{Fetcher: f})
 	must(t, err)
 	root := newRoot(t)
 	_, err = Apply(plan, root)
 	must(t, err)
-	if b, err := os.ReadFile(root + "/etc/app.conf"); err != nil || string(b) != "listen = 8080\n" {
-		t.Errorf("/etc/app.conf: %q %v", b, err)
+	if b, err := os.ReadFile(root + "/etc/opt/app.conf"); err != nil || string(b) != "listen = 8080\n" {
+		t.Errorf("/etc/opt/app.conf: %q %v", b, err)
 	}
 }
 

@@ -29,18 +29,18 @@ func TestPlanGolden(t *testing.T) {
 // the pure order (parents first) and Keep for files without contents.
 func TestPlanSteps(t *testing.T) {
 	data := []byte(`{"ignition":{"version":"3.5.0"},"storage":{
-		"files":[{"path":"/etc/a/b/c","contents":{"source":"data:,c"}},{"path":"/etc/a/top","contents":{"source":"data:,t"},"mode":384},{"path":"/etc/keep"}],
-		"directories":[{"path":"/var/x/y"},{"path":"/var/x","mode":448}]}}`)
+		"files":[{"path":"/etc/opt/a/b/c","contents":{"source":"data:,c"}},{"path":"/etc/opt/a/top","contents":{"source":"data:,t"},"mode":384},{"path":"/etc/opt/keep"}],
+		"directories":[{"path":"/var/lib/x/y"},{"path":"/var/lib/x","mode":448}]}}`)
 	cfg, err := Parse(data)
 	must(t, err)
 	plan, err := Plan(cfg)
 	must(t, err)
 	want := []string{
-		"directory /var/x mode 0700",
-		"directory /var/x/y mode 0755 if created",
-		"file /etc/keep keep contents or create empty mode 0644 if created",
-		"file /etc/a/top 1 bytes sha256 e3b98a4da31a127d4bde6e43033f66ba274cab0eb7eb1c70ec41402bf6273dd8 mode 0600",
-		"file /etc/a/b/c 1 bytes sha256 2e7d2c03a9507ae265ecf5b5356885a53393a2029d241394997265a1a25aefc6 mode 0644",
+		"directory /var/lib/x mode 0700",
+		"directory /var/lib/x/y mode 0755 if created",
+		"file /etc/opt/keep keep contents or create empty mode 0644 if created",
+		"file /etc/opt/a/top 1 bytes sha256 e3b98a4da31a127d4bde6e43033f66ba274cab0eb7eb1c70ec41402bf6273dd8 mode 0600",
+		"file /etc/opt/a/b/c 1 bytes sha256 2e7d2c03a9507ae265ecf5b5356885a53393a2029d241394997265a1a25aefc6 mode 0644",
 	}
 	if len(plan.Steps) != len(want) {
 		t.Fatalf("got %d steps:\n%s", len(plan.Steps), plan)
@@ -59,7 +59,7 @@ func TestPlanNeedsResolve(t *testing.T) {
 	must(t, err)
 	cfg, err := Parse(data)
 	must(t, err)
-	if _, err := Plan(cfg); err == nil || err.Error() != "ignition config refused: $.storage.files[0]: contents of /etc/app.conf have not been fetched — call Resolve with a Fetcher before Plan" {
+	if _, err := Plan(cfg); err == nil || err.Error() != "ignition config refused: $.storage.files[0]: contents of /etc/opt/app.conf have not been fetched — call Resolve with a Fetcher before Plan" {
 		t.Fatalf("Plan before Resolve: %v", err)
 	}
 	must(t, Resolve(context.Background(), cfg, testFetcher))

@@ -40,6 +40,7 @@ func checkPolicy(cfg types.Config, c *collector) {
 	checkUnits(cfg.Systemd.Units, c)
 	checkCollisions(cfg, c)
 	checkProtected(cfg, c)
+	checkExtensionPoints(cfg, c)
 }
 
 const (

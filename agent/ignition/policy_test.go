@@ -52,7 +52,7 @@ func TestPolicyVerdicts(t *testing.T) {
 		},
 		{
 			name: "a file below a storage link is left to Ignition",
-			cfg:  `"storage": {"links": [{"path": "/etc/app", "target": "/var/lib/x"}], "files": [{"path": "/etc/app/conf", "contents": {"source": "data:,x"}}]}`,
+			cfg:  `"storage": {"links": [{"path": "/etc/opt/app", "target": "/var/lib/x"}], "files": [{"path": "/etc/opt/app/conf", "contents": {"source": "data:,x"}}]}`,
 			want: []string{`$.storage.files[0]: file path includes link in config`},
 		},
 		{
@@ -60,8 +60,8 @@ func TestPolicyVerdicts(t *testing.T) {
 			cfg: `"storage": {"files": [{"path": "/etc/systemd/system/containerd.service.d/x.conf", "contents": {"source": "https://x.test/c", "verification": {"hash": "` + zeroHash + `"}}},
 {"path": "/etc/systemd/system/kubelet.service.d/x.conf", "contents": {"source": "https://x.test/k", "verification": {"hash": "` + zeroHash + `"}}}]}`,
 			want: []string{
-				`$.storage.files[0].contents: a containerd.service drop-in must be given inline (a data: URL or systemd.units dropins), so that it can be checked for ExecStart= and EnvironmentFile= — inline it`,
-				`$.storage.files[1].contents: a kubelet.service drop-in must be given inline (a data: URL or systemd.units dropins), so that it can be checked for ExecStart=, EnvironmentFile= and KUBELET_ARGS — inline it`,
+				`$.storage.files[0].contents: a containerd.service drop-in must be given inline (a data: URL or systemd.units dropins), so that it can be checked against the directives its drop-ins may set (docs/node-config.md) — inline it`,
+				`$.storage.files[1].contents: a kubelet.service drop-in must be given inline (a data: URL or systemd.units dropins), so that it can be checked against the directives its drop-ins may set (docs/node-config.md) — inline it`,
 			},
 		},
 		{

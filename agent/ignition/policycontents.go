@@ -15,14 +15,18 @@ func checkKubeletDropins(cfg *Config, c *collector) {
 	links := nodeResolver(cfg.Ignition.Storage.Links)
 	aliases := unitAliases(cfg.Ignition.Storage.Links, links)
 	checkDropins(cfg, aliases, c)
+	checkUnitDependencies(cfg, aliases, c)
+	checkUnitLinks(cfg, links, aliases, c)
+	checkSysctl(cfg, c)
 	checkTmpfiles(cfg, links, aliases, c)
 }
 
-// checkDropins refuses drop-ins of the checked units that set what their
-// drop-ins may not (checkedKeys: for the kubelet ExecStart=,
-// EnvironmentFile= and an Environment= setting KUBELET_ARGS, with which a
-// drop-in could pass --anonymous-auth=true or --read-only-port, the flags
-// the node file may not set). Drop-ins given as storage files are judged
+// checkDropins refuses drop-ins of the checked units that set anything
+// but the directives of dropinDirectives; checkedKeys words the refusal
+// of the settings with which a drop-in would undo a guarantee (for the
+// kubelet ExecStart=, EnvironmentFile= and an Environment= setting
+// KUBELET_ARGS, with which it could pass --anonymous-auth=true or
+// --read-only-port, the flags the node file may not set). Drop-ins given as storage files are judged
 // by their inline contents; remote ones are refused, since the policy
 // judges the config before anything is fetched.
 func checkDropins(cfg *Config, aliases map[string]string, c *collector) {
@@ -47,18 +51,11 @@ func checkDropins(cfg *Config, aliases map[string]string, c *collector) {
 		at := []any{"storage", "files", i, "contents"}
 		fc := cfg.files[i]
 		if !fc.complete() {
-			c.addf(at, "a %s drop-in must be given inline (a data: URL or systemd.units dropins), so that it can be checked for %s — inline it", g.name, checkedList(g.name))
+			c.addf(at, "a %s drop-in must be given inline (a data: URL or systemd.units dropins), so that it can be checked against the directives its drop-ins may set (docs/node-config.md) — inline it", g.name)
 			continue
 		}
 		checkDropinText(g.name, string(fc.final(nil)), at, c)
 	}
-}
-
-func checkedList(unit string) string {
-	if unit == kubeletUnit {
-		return "ExecStart=, EnvironmentFile= and KUBELET_ARGS"
-	}
-	return "ExecStart= and EnvironmentFile="
 }
 
 func checkDropinText(unit, text string, at []any, c *collector) {

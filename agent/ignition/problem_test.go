@@ -43,12 +43,12 @@ func TestProblemLines(t *testing.T) {
 	cfg := "{\"ignition\": {\"version\": \"3.5.0\"},\n" +
 		"\"storage\": {\"files\": [\n" +
 		"  {\"path\": \"/usr/a\"},\n" +
-		"\t{\"path\": \"/etc/b\", \"mode\": \"x\"}]}}"
+		"\t{\"path\": \"/etc/opt/b\", \"mode\": \"x\"}]}}"
 	var got []string
 	for _, p := range Validate([]byte(cfg), Options{}) {
 		got = append(got, fmt.Sprintf("%s %d:%d", p.Path, p.Line, p.Column))
 	}
-	want := []string{"$.storage.files[1].mode 4:29"}
+	want := []string{"$.storage.files[1].mode 4:33"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("type error: got %q, want %q", got, want)
 	}

@@ -123,14 +123,11 @@ func unitSurface() []guarded {
 	)
 }
 
-// Of the other directories that root services read from /etc, the policy
-// guards the generators and sysusers.d (above) and reads tmpfiles.d
-// (tmpfiles.go). The others were judged not to reach the surface by
-// themselves: binfmt.d registers interpreters for binary formats, and
-// modules-load.d loads the image's modules (nothing is written); sysctl.d
-// writes kernel settings under /proc/sys, udev's rules.d and modprobe.d
-// can run commands; these act as root, as a user unit does by design, and
-// what they change is seen by the drift guard, not by a path check.
+// Of the other directories that root services read from /etc, none is
+// written unless extensionPoints lists it: sysctl.d (its keys checked
+// against the security set, sysctl.go), modules-load.d (the image's
+// modules only) and tmpfiles.d (tmpfiles.go); binfmt.d, udev's rules.d,
+// modprobe.d and the rest are refused as not extension points.
 const (
 	whyGenerators     = "generators run as root at every daemon-reload and write units into /run/systemd/generator*, where no check reaches"
 	insteadGenerators = "ship generators in the image recipe; give units and drop-ins as files"

@@ -29,10 +29,10 @@ func TestRedact(t *testing.T) {
 	ohash := "sha256-" + hex.EncodeToString(osum[:])
 	must(t, cache.Save(ohash, other))
 	cfg := `{"ignition":{"version":"3.1.0"},"storage":{"files":[` +
-		`{"path":"/etc/a","mode":420,"contents":{"source":"data:,token%3A%20abcdef.` + secret + `"}},` +
-		`{"path":"/etc/b","contents":{"compression":"gzip","source":"data:;base64,` + base64.StdEncoding.EncodeToString(z.Bytes()) + `"}},` +
-		`{"path":"/etc/c","contents":{"source":"https://x.test/c","verification":{"hash":"` + hash + `"}}},` +
-		`{"path":"/etc/d","contents":{"source":"https://x.test/d","verification":{"hash":"` + ohash + `"}},"append":[{"source":"data:,x` + secret + `"}]}]},` +
+		`{"path":"/etc/opt/a","mode":420,"contents":{"source":"data:,token%3A%20abcdef.` + secret + `"}},` +
+		`{"path":"/etc/opt/b","contents":{"compression":"gzip","source":"data:;base64,` + base64.StdEncoding.EncodeToString(z.Bytes()) + `"}},` +
+		`{"path":"/etc/opt/c","contents":{"source":"https://x.test/c","verification":{"hash":"` + hash + `"}}},` +
+		`{"path":"/etc/opt/d","contents":{"source":"https://x.test/d","verification":{"hash":"` + ohash + `"}},"append":[{"source":"data:,x` + secret + `"}]}]},` +
 		`"systemd":{"units":[{"name":"x.service","contents":"[Service]\nEnvironment=T=` + secret + `\n"}]}}`
 	red, err := Redact([]byte(cfg), secret, "redacted", cache)
 	must(t, err)
@@ -57,8 +57,8 @@ func TestRedact(t *testing.T) {
 	root := newRoot(t)
 	_, err = Apply(plan, root)
 	must(t, err)
-	for p, want := range map[string]string{"etc/a": "token: abcdef.redacted", "etc/b": "token: abcdef.redacted\n",
-		"etc/c": "remote abcdef.redacted\n", "etc/d": "no secret here\nxredacted",
+	for p, want := range map[string]string{"etc/opt/a": "token: abcdef.redacted", "etc/opt/b": "token: abcdef.redacted\n",
+		"etc/opt/c": "remote abcdef.redacted\n", "etc/opt/d": "no secret here\nxredacted",
 		"etc/systemd/system/x.service": "[Service]\nEnvironment=T=redacted\n"} {
 		if b, _ := os.ReadFile(filepath.Join(root, p)); string(b) != want {
 			t.Errorf("/%s = %q, want %q", p, b, want)

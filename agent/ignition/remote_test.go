@@ -16,7 +16,7 @@ import (
 
 func remoteConfig(url string, body []byte) string {
 	sum := sha256.Sum256(body)
-	return `{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"/etc/app.conf","contents":{"source":"` + url +
+	return `{"ignition":{"version":"3.5.0"},"storage":{"files":[{"path":"/etc/opt/app.conf","contents":{"source":"` + url +
 		`","verification":{"hash":"sha256-` + hex.EncodeToString(sum[:]) + `"}}}]}}`
 }
 
@@ -40,8 +40,8 @@ func TestRemoteContentsFetchedOnce(t *testing.T) {
 		root := newRoot(t)
 		_, err = Apply(plan, root)
 		must(t, err)
-		if b, _ := os.ReadFile(filepath.Join(root, "etc/app.conf")); string(b) != string(body) {
-			t.Fatalf("/etc/app.conf = %q", b)
+		if b, _ := os.ReadFile(filepath.Join(root, "etc/opt/app.conf")); string(b) != string(body) {
+			t.Fatalf("/etc/opt/app.conf = %q", b)
 		}
 	}
 	boot()

@@ -40,7 +40,7 @@ func TestPlanStart(t *testing.T) {
 		unit("image.service", "", &yes, false), // shipped in the image: wanted by multi-user.target
 		unit("kubelet.service", "", nil, false),
 	}
-	units[len(units)-1].(map[string]any)["dropins"] = []any{map[string]any{"name": "10-x.conf", "contents": "[Service]\nEnvironment=X=1\n"}}
+	units[len(units)-1].(map[string]any)["dropins"] = []any{map[string]any{"name": "10-x.conf", "contents": "[Service]\nEnvironment=NO_PROXY=x\n"}}
 	data, err := json.Marshal(map[string]any{"ignition": map[string]any{"version": "3.4.0"}, "systemd": map[string]any{"units": units}})
 	must(t, err)
 	cfg, err := Parse(data)

@@ -78,14 +78,20 @@ func TestForbiddenSetting(t *testing.T) {
 		{kubeletUnit, "[Service]\nUnsetEnvironment=KUBELET_ARGS", "KUBELET_ARGS (UnsetEnvironment=)"},
 		{kubeletUnit, "[Service]\nBindReadOnlyPaths=/var/lib/x/c.yaml:/etc/kubernetes/kubelet-config.yaml", "BindReadOnlyPaths="},
 		{kubeletUnit, "[Service]\nRootDirectory=/var/lib/x", "RootDirectory="},
-		{kubeletUnit, "[Service]\nEnvironment=FOO=bar", ""},
-		{kubeletUnit, "[Service]\nEnvironment=KUBELET_EXTRA_ARGS=--v=2", ""},
-		{kubeletUnit, "[Service]\nUnsetEnvironment=FOO", ""},
+		{kubeletUnit, "[Service]\nEnvironment=FOO=bar", "FOO (Environment=)"},
+		{kubeletUnit, "[Service]\nEnvironment=KUBELET_EXTRA_ARGS=--v=2", "KUBELET_EXTRA_ARGS (Environment=)"},
+		{kubeletUnit, "[Service]\nUnsetEnvironment=FOO", "UnsetEnvironment="},
 		{kubeletUnit, "[Service]\n# ExecStart=/usr/bin/kubelet " + bad, ""},
-		{kubeletUnit, "[Unit]\nAfter=network-online.target", ""},
+		{kubeletUnit, "[Unit]\nAfter=network-online.target", "After="},
+		{kubeletUnit, "[Service]\nExecStartPre=/bin/sh -c 'sed -i s/x/y/ /etc/kubernetes/kubelet-config.yaml'", "ExecStartPre="},
+		{kubeletUnit, "[Service]\nEnvironment=\"HTTPS_PROXY=http://p:3128\" NO_PROXY=.svc\nMemoryMax=2G\n", ""},
+		{kubeletUnit, "[Service]\nEnvironment=HTTPS_PROXY=http://p:3128 LD_PRELOAD=/var/lib/x.so", "LD_PRELOAD (Environment=)"},
+		{kubeletUnit, "[Service]\nEnvironment=", "an empty Environment="},
+		{kubeletUnit, "[Unit]\nMemoryMax=1G", "MemoryMax="},
 		{containerdUnit, "[Service]\nExecStart=\nExecStart=/usr/bin/containerd --config /var/lib/x/config.toml", "ExecStart="},
 		{containerdUnit, "[Service]\r\nEnvironmentFile=/var/lib/x/env", "EnvironmentFile="},
-		{containerdUnit, "[Service]\nLimitNOFILE=1048576\nEnvironment=KUBELET_ARGS=x", ""},
+		{containerdUnit, "[Service]\nLimitNOFILE=1048576\nEnvironment=KUBELET_ARGS=x", "KUBELET_ARGS (Environment=)"},
+		{containerdUnit, "[Service]\nLimitNOFILE=1048576\nNice=-5\n", ""},
 		{"app.service", "[Service]\nExecStart=/x", ""},
 	} {
 		k, ok := forbiddenSetting(tc.unit, tc.in)
@@ -126,7 +132,7 @@ func TestUnitAliases(t *testing.T) {
 		link("/etc/systemd/system/b.service", "/usr/lib/systemd/system/drover-agent.service"),
 		link("/etc/systemd/system/masked.service", "/dev/null"),
 		link("/etc/systemd/system/multi-user.target.wants/kubelet.service", "/usr/lib/systemd/system/kubelet.service"),
-		link("/etc/app/kubelet.service", "/usr/lib/systemd/system/kubelet.service"),
+		link("/etc/opt/app/kubelet.service", "/usr/lib/systemd/system/kubelet.service"),
 		link("/etc/systemd/system/kubelet.service", "/usr/lib/systemd/system/kubelet.service"), // self
 		link("/etc/systemd/system/run.service", "/var/run/systemd/system/containerd.service"),
 	}
@@ -165,9 +171,9 @@ func TestDropinOf(t *testing.T) {
 
 func TestResolver(t *testing.T) {
 	r := nodeResolver([]types.Link{
-		link("/etc/app/state", "/var/lib/app"),
-		link("/etc/app/up", "../../var/lib"),
-		link("/etc/app/loop", "/etc/app/loop"),
+		link("/etc/opt/app/state", "/var/lib/app"),
+		link("/etc/opt/app/up", "../../../var/lib"),
+		link("/etc/opt/app/loop", "/etc/opt/app/loop"),
 	})
 	for _, tc := range []struct{ in, want, parent string }{
 		{"/var/run/systemd/system.control/x", "/run/systemd/system.control/x", ""},
@@ -178,10 +184,10 @@ func TestResolver(t *testing.T) {
 		{"/etc-evil/x", "/etc-evil/x", ""},
 		{"/variable/run/x", "/variable/run/x", ""},
 		{"/var/runner/x", "/var/runner/x", ""},
-		{"/etc/app/state/../drover/config.ign", "/var/lib/drover/config.ign", ""},
-		{"/etc/app/up/drover", "/var/lib/drover", ""},
+		{"/etc/opt/app/state/../drover/config.ign", "/var/lib/drover/config.ign", ""},
+		{"/etc/opt/app/up/drover", "/var/lib/drover", ""},
 		{"/etc/resolv.conf", "/run/systemd/resolve/stub-resolv.conf", "/etc/resolv.conf"},
-		{"/etc/app/loop/x", "/etc/app/loop/x", ""}, // a loop stops after 40 hops
+		{"/etc/opt/app/loop/x", "/etc/opt/app/loop/x", ""}, // a loop stops after 40 hops
 	} {
 		parent := tc.parent
 		if parent == "" {
@@ -198,7 +204,7 @@ func TestResolver(t *testing.T) {
 
 func TestTmpfilesEntries(t *testing.T) {
 	in := "# comment\n\nf+ /var/lib/a 0644 root root - hello world\r" +
-		"L \"/var/lib/with space\" - - - - /etc/x\n" +
+		"L \"/var/lib/with space\" - - - - /etc/opt/x\n" +
 		"w /var/lib/b\\x2fc - - - - -\n" +
 		"d /var/lib/d\n" +
 		"?bad /x\n" +
@@ -211,7 +217,7 @@ func TestTmpfilesEntries(t *testing.T) {
 	}
 	want := []string{
 		`3 f /var/lib/a 0644 root root - "hello world"`,
-		`4 L /var/lib/with space - - - - "/etc/x"`,
+		`4 L /var/lib/with space - - - - "/etc/opt/x"`,
 		`5 w /var/lib/b/c - - - - ""`,
 		`6 d /var/lib/d     ""`,
 	}
@@ -245,7 +251,7 @@ func TestExpandSpecifiers(t *testing.T) {
 // TestTmpfilesJudge: one line each, refused (with the protected path it
 // names) or accepted.
 func TestTmpfilesJudge(t *testing.T) {
-	links := []types.Link{link("/etc/app/state", "/var/lib/app"), link("/etc/systemd/system/kube.service", "kubelet.service")}
+	links := []types.Link{link("/etc/opt/app/state", "/var/lib/app"), link("/etc/systemd/system/kube.service", "kubelet.service")}
 	r := nodeResolver(links)
 	j := tmpfilesJudge{guard: tmpfilesGuard(unitAliases(links, r)), links: r}
 	for _, tc := range []struct{ line, names string }{
@@ -265,7 +271,7 @@ func TestTmpfilesJudge(t *testing.T) {
 		{"f /etc/systemd/system/kube.service.d/x.conf - - - - x", "/etc/systemd/system/kube.service.d"},
 		{"f /etc/tmpfiles.d/more.conf - - - - x", "/etc/tmpfiles.d"},
 		{"f /etc/sysusers.d/x.conf - - - - u x", "/etc/sysusers.d"},
-		{"f /etc/app/state/../drover/config.ign - - - - x", "/var/lib/drover"},
+		{"f /etc/opt/app/state/../drover/config.ign - - - - x", "/var/lib/drover"},
 		{"R /var/lib", "/var/lib/drover"},
 		{"Z / 0777", "/etc/passwd"},
 		{"d /var/lib/kubelet 0777 - - -", "/var/lib/kubelet"},
@@ -273,12 +279,21 @@ func TestTmpfilesJudge(t *testing.T) {
 		{"L+ /etc/kubernetes - - - - /var/lib/x", "/etc/kubernetes"},
 		{"d /var/lib/myapp 0755 root root -", ""},
 		{"f /var/lib/drover-evil/x - - - - y", ""},
-		{"f /variable/lib/drover/config.ign - - - - y", ""},
-		{"f /etc-evil/shadow - - - - y", ""},
+		{"f /variable/lib/drover/config.ign - - - - y", "not a place tmpfiles.d lines may act on"},
+		{"f /etc-evil/shadow - - - - y", "not a place tmpfiles.d lines may act on"},
+		{"w /proc/sys/kernel/kptr_restrict - - - - 0", "not a place tmpfiles.d lines may act on"},
+		{"f /etc/sysctl.d/90-x.conf - - - - kernel.kptr_restrict=0", "not a place tmpfiles.d lines may act on"},
+		{"f /etc/systemd/system/x.timer - - - - [Timer]\\nUnit=kubelet.service", "not a place tmpfiles.d lines may act on"},
+		{"f /run/systemd/system.conf.d/x.conf - - - - [Manager]", "not a place tmpfiles.d lines may act on"},
+		{"f /var/lib/containerd/x - - - - y", "not a place tmpfiles.d lines may act on"},
+		{"d /var/log/j* 0777 - - -", "not a place tmpfiles.d lines may act on"},
+		{"f /var/lib/myapp/%H.conf - - - - y", ""},
+		{"d /tmp/app 1777 - - -", ""},
+		{"d /etc/opt/app/conf.d 0755 - - -", ""},
 		{"d /var/lib - - - -", ""},
 		{"x /var/lib/kubelet", ""},
 		{"L /var/lib/myapp/link - - - - ../myapp/data", ""},
-		{"f /run/app/%H.conf - - - - y", ""},
+		{"f /run/app/%H.conf - - - - y", "not a place tmpfiles.d lines may act on"},
 		{"f relative - - - - y", ""},
 	} {
 		entries, errs := tmpfilesEntries(tc.line)

@@ -203,6 +203,9 @@ func (j tmpfilesJudge) problem(e tmpfilesEntry) string {
 	if msg := j.judgePath(p, e.path, unknown, "it would act on", !holdingSafe(e)); msg != "" {
 		return at + msg
 	}
+	if msg := j.allowed(e, p); msg != "" {
+		return at + msg
+	}
 	if e.arg == "" || (e.typ != 'L' && e.typ != 'C') {
 		return ""
 	}
@@ -223,6 +226,40 @@ func (j tmpfilesJudge) problem(e tmpfilesEntry) string {
 		return at + msg
 	}
 	return ""
+}
+
+// allowed is the allowlist of tmpfiles.d lines (tmpfilesMayAct): a
+// line may act only where user-data may write and nothing reads what is
+// written as configuration, wherever the node's links take the path.
+// Excluding from cleaning (x, X) keeps things as they are, anywhere;
+// making sure a directory exists is allowed on the directories above
+// such a place.
+func (j tmpfilesJudge) allowed(e tmpfilesEntry, p string) string {
+	if e.typ == 'x' || e.typ == 'X' {
+		return ""
+	}
+	for _, cand := range j.links.candidates(p) {
+		if tmpfilesMayAct(cand) || holdingSafe(e) && holdsTmpfilesPlace(cand) {
+			continue
+		}
+		where := ""
+		if cand != path.Clean(p) {
+			where = fmt.Sprintf(" (%q on the node)", cand)
+		}
+		return fmt.Sprintf("it would act on %q%s, which is not a place tmpfiles.d lines may act on (docs/node-config.md, What user-data may change) — keep what the line makes in /var/lib/<app>, or give the unit RuntimeDirectory= for a directory in /run", e.path, where)
+	}
+	return ""
+}
+
+// holdsTmpfilesPlace reports whether p is a directory above a place where
+// tmpfiles.d lines may act.
+func holdsTmpfilesPlace(p string) bool {
+	for _, e := range append(extensionPoints(), tmpfilesPlaces...) {
+		if (e.tmpfiles || e.pattern == "/tmp") && (e.holds(p) || p == "/" && e.pattern != "/") {
+			return true
+		}
+	}
+	return false
 }
 
 // judgePath checks one path (which may hold wildcards) where the node

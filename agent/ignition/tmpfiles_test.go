@@ -75,12 +75,12 @@ func TestTmpfilesHolding(t *testing.T) {
 // config makes is judged where the link leads, also when the wildcard is
 // the last component.
 func TestTmpfilesGlobThroughLink(t *testing.T) {
-	links := []types.Link{link("/etc/app/st", "/var/lib/drover")}
+	links := []types.Link{link("/etc/opt/app/st", "/var/lib/drover")}
 	j := tmpfilesJudge{guard: tmpfilesGuard(nil), links: nodeResolver(links)}
 	for _, tc := range []struct{ line, want string }{
-		{"R /etc/app/s?", `line 1 (R /etc/app/s?): it would act on "/etc/app/s?" ("/var/lib/drover" on the node); /var/lib/drover is protected`},
-		{"r /etc/app/s*/config.ign", `line 1 (r /etc/app/s*/config.ign): it would act on "/etc/app/s*/config.ign" ("/var/lib/drover/config.ign" on the node); /var/lib/drover is protected`},
-		{"R /etc/app/x?", ""},
+		{"R /etc/opt/app/s?", `line 1 (R /etc/opt/app/s?): it would act on "/etc/opt/app/s?" ("/var/lib/drover" on the node); /var/lib/drover is protected`},
+		{"r /etc/opt/app/s*/config.ign", `line 1 (r /etc/opt/app/s*/config.ign): it would act on "/etc/opt/app/s*/config.ign" ("/var/lib/drover/config.ign" on the node); /var/lib/drover is protected`},
+		{"R /etc/opt/app/x?", ""},
 	} {
 		entries, _ := tmpfilesEntries(tc.line)
 		got := j.problem(entries[0])

@@ -213,7 +213,8 @@ func cunescapeLoose(s string) string {
 	return b.String()
 }
 
-// A checkedKey is a unit setting a drop-in of a checked unit may not make.
+// A checkedKey is a unit setting a drop-in of a checked unit may not make,
+// with the reason the refusal gives; dropinAllowed refuses the rest.
 type checkedKey struct {
 	key string
 	// about reports whether the value matters: nil means any value.
@@ -239,7 +240,8 @@ func mentionsKubeletArgs(v string) bool {
 var namespaceKeys = []string{"RootDirectory", "RootImage", "BindPaths", "BindReadOnlyPaths",
 	"TemporaryFileSystem", "MountImages", "ExtensionImages", "ExtensionDirectories"}
 
-// checkedKeys lists, per checked unit, what its drop-ins may not set.
+// checkedKeys lists, per checked unit, the settings its drop-ins may not
+// make that are refused with their own reason; nil for an unchecked unit.
 func checkedKeys(unit string) []checkedKey {
 	var out []checkedKey
 	switch unit {
@@ -266,9 +268,10 @@ func checkedKeys(unit string) []checkedKey {
 }
 
 // forbiddenSetting returns the first setting of a drop-in text that
-// unit's drop-ins may not make. Sections are not looked at: a key in the
-// wrong section is a mistake systemd ignores, and refusing it costs
-// nothing.
+// unit's drop-ins may not make: first the settings checkedKeys names with
+// their own reasons, then anything dropinAllowed does not list. Sections
+// are looked at only by the allowlist: a key outside the section it is
+// listed for is refused, which costs a correct drop-in nothing.
 //
 // Besides systemd's reading, every line is also read on its own, split at
 // any line ending and trimmed of any space, as the policy did before it
@@ -276,12 +279,10 @@ func checkedKeys(unit string) []checkedKey {
 // systemd joins to the one before it, say).
 func forbiddenSetting(unit, text string) (checkedKey, bool) {
 	keys := checkedKeys(unit)
-	settings := unitSettings(text)
-	for _, l := range strings.FieldsFunc(text, func(r rune) bool { return r == '\n' || r == '\r' || r == 0 }) {
-		if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok {
-			settings = append(settings, unitSetting{key: k, value: v})
-		}
+	if len(keys) == 0 {
+		return checkedKey{}, false
 	}
+	settings := readSettings(text)
 	for _, s := range settings {
 		for _, k := range keys {
 			if strings.TrimSpace(s.key) == k.key && (k.about == nil || k.about(s.value)) {
@@ -289,5 +290,26 @@ func forbiddenSetting(unit, text string) (checkedKey, bool) {
 			}
 		}
 	}
+	for _, s := range settings {
+		if k, bad := dropinAllowed(s); bad {
+			return k, true
+		}
+	}
 	return checkedKey{}, false
+}
+
+// readSettings is every setting of a unit text as systemd reads it, then
+// every line read on its own (section anySection): see forbiddenSetting.
+func readSettings(text string) []unitSetting {
+	settings := unitSettings(text)
+	for _, l := range strings.FieldsFunc(text, func(r rune) bool { return r == '\n' || r == '\r' || r == 0 }) {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.ContainsRune("#;[", rune(l[0])) {
+			continue // a comment or a section: systemd sets nothing there
+		}
+		if k, v, ok := strings.Cut(l, "="); ok {
+			settings = append(settings, unitSetting{key: k, value: v, section: anySection})
+		}
+	}
+	return settings
 }

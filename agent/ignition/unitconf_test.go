@@ -4,7 +4,9 @@ import "testing"
 
 // TestForbiddenSettingSpellings: KUBELET_ARGS is found however a drop-in
 // spells it with systemd's escapes, also when the escape is the last thing
-// in the value, and an escape cut short or malformed is taken literally.
+// in the value, and an escape cut short or malformed is taken literally:
+// such a name is refused by the allowlist of variables instead, as any
+// variable but the proxy ones is.
 func TestForbiddenSettingSpellings(t *testing.T) {
 	const refused = "KUBELET_ARGS (Environment=)"
 	for _, tc := range []struct{ in, want string }{
@@ -15,12 +17,12 @@ func TestForbiddenSettingSpellings(t *testing.T) {
 		{`Environment=KUBELET\_ARGS=x`, refused},
 		{`Environment='KUBELET_ARGS=x'`, refused},
 		{`Environment="KUBELET_"'ARGS'=x`, refused},
-		{`Environment=KUBELET_ARG\x5`, ""},
-		{`Environment=KUBELET_ARG\xZZ`, ""},
-		{`Environment=KUBELET_ARG\u005`, ""},
-		{`Environment=KUBELET_ARG\12`, ""},
-		{`Environment=KUBELET_ARG\9`, ""},
-		{`Environment=A=b\`, ""},
+		{`Environment=KUBELET_ARG\x5`, "KUBELET_ARGx5 (Environment=)"},
+		{`Environment=KUBELET_ARG\xZZ`, "KUBELET_ARGxZZ (Environment=)"},
+		{`Environment=KUBELET_ARG\u005`, "KUBELET_ARGu005 (Environment=)"},
+		{`Environment=KUBELET_ARG\12`, "KUBELET_ARG12 (Environment=)"},
+		{`Environment=KUBELET_ARG\9`, "KUBELET_ARG9 (Environment=)"},
+		{`Environment=A=b\`, "A (Environment=)"},
 	} {
 		k, ok := forbiddenSetting(kubeletUnit, "[Service]\n"+tc.in)
 		if (ok && k.show != tc.want) || (!ok && tc.want != "") {

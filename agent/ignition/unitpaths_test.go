@@ -56,13 +56,13 @@ func TestUnitAliasChainBound(t *testing.T) {
 func TestResolverHopBound(t *testing.T) {
 	var links []types.Link
 	for i := range 41 {
-		links = append(links, link(fmt.Sprintf("/etc/c/l%d", i), fmt.Sprintf("l%d", i+1)))
+		links = append(links, link(fmt.Sprintf("/etc/opt/c/l%d", i), fmt.Sprintf("l%d", i+1)))
 	}
-	r := nodeResolver(append(links, link("/etc/c/l41", "/var/lib/x")))
-	if got := r.resolve("/etc/c/l2"); got != "/var/lib/x" {
+	r := nodeResolver(append(links, link("/etc/opt/c/l41", "/var/lib/x")))
+	if got := r.resolve("/etc/opt/c/l2"); got != "/var/lib/x" {
 		t.Errorf("40 links: resolve = %q, want /var/lib/x", got)
 	}
-	if got := r.resolve("/etc/c/l1"); got != "/etc/c/l41" {
-		t.Errorf("41 links: resolve = %q, want /etc/c/l41 (not followed)", got)
+	if got := r.resolve("/etc/opt/c/l1"); got != "/etc/opt/c/l41" {
+		t.Errorf("41 links: resolve = %q, want /etc/opt/c/l41 (not followed)", got)
 	}
 }

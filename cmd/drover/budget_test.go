@@ -47,7 +47,7 @@ func TestValidateBudgetBomb(t *testing.T) {
 	}
 	js, err := json.Marshal(map[string]any{
 		"ignition": map[string]any{"version": "3.5.0"},
-		"storage":  map[string]any{"files": []any{map[string]any{"path": "/etc/app/log", "append": appends}}},
+		"storage":  map[string]any{"files": []any{map[string]any{"path": "/etc/opt/app/log", "append": appends}}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -198,9 +198,9 @@ func TestValidateRemoteDestinations(t *testing.T) {
 		return map[string]any{"source": url, "verification": map[string]any{"hash": "sha256-" + strings.Repeat("0", 64)}}
 	}
 	files := []any{
-		map[string]any{"path": "/etc/a", "contents": source("http://" + l.Addr().String() + "/a")},
-		map[string]any{"path": "/etc/b", "contents": source("http://100.100.100.200/latest/user-data")},
-		map[string]any{"path": "/etc/c", "contents": source("http://169.254.169.254/latest/meta-data/")},
+		map[string]any{"path": "/etc/opt/a", "contents": source("http://" + l.Addr().String() + "/a")},
+		map[string]any{"path": "/etc/opt/b", "contents": source("http://100.100.100.200/latest/user-data")},
+		map[string]any{"path": "/etc/opt/c", "contents": source("http://169.254.169.254/latest/meta-data/")},
 	}
 	write := func(name string, files []any) string {
 		b, _ := json.Marshal(map[string]any{"ignition": map[string]any{"version": "3.5.0"}, "storage": map[string]any{"files": files}})
@@ -212,16 +212,16 @@ func TestValidateRemoteDestinations(t *testing.T) {
 	}
 	// The private source only where it is refused: with the flag, validate
 	// would connect to it.
-	withPrivate := write("private.ign", append(files[:3:3], map[string]any{"path": "/etc/d", "contents": source("http://10.255.255.1/d")}))
+	withPrivate := write("private.ign", append(files[:3:3], map[string]any{"path": "/etc/opt/d", "contents": source("http://10.255.255.1/d")}))
 	for _, args := range [][]string{{"validate", withPrivate}, {"validate", "--allow-private-sources", write("public.ign", files)}} {
 		out, errOut, code := drover(t, args...)
 		if code != 1 {
 			t.Fatalf("%v: exit %d, want 1\n%s%s", args, code, out, errOut)
 		}
 		for _, want := range []string{
-			"$.storage.files[0].contents.source: fetching contents of /etc/a failed: GET http://" + l.Addr().String() + "/a: ",
+			"$.storage.files[0].contents.source: fetching contents of /etc/opt/a failed: GET http://" + l.Addr().String() + "/a: ",
 			"refused to connect to 127.0.0.1: it is a loopback address",
-			"$.storage.files[1].contents.source: fetching contents of /etc/b failed: GET http://100.100.100.200/latest/user-data: ",
+			"$.storage.files[1].contents.source: fetching contents of /etc/opt/b failed: GET http://100.100.100.200/latest/user-data: ",
 			"refused to connect to 100.100.100.200: it is the ECS instance metadata service",
 			"refused to connect to 169.254.169.254: it is a link-local address",
 		} {
@@ -236,7 +236,7 @@ func TestValidateRemoteDestinations(t *testing.T) {
 		}
 	}
 	out, _, _ := drover(t, "validate", withPrivate)
-	private := "$.storage.files[3].contents.source: fetching contents of /etc/d failed: GET http://10.255.255.1/d: Get \"http://10.255.255.1/d\": dial tcp 10.255.255.1:80: refused to connect to 10.255.255.1: it is a private address (RFC 1918); private addresses are fetched from only with --allow-private-sources"
+	private := "$.storage.files[3].contents.source: fetching contents of /etc/opt/d failed: GET http://10.255.255.1/d: Get \"http://10.255.255.1/d\": dial tcp 10.255.255.1:80: refused to connect to 10.255.255.1: it is a private address (RFC 1918); private addresses are fetched from only with --allow-private-sources"
 	if !strings.Contains(out, private) {
 		t.Errorf("the private source is not refused naming the flag:\n%s", out)
 	}

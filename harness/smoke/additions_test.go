@@ -42,7 +42,7 @@ func ignitionPaths(t *testing.T, ud []byte) (files, units []string) {
 // section at all.
 func TestUserDataAdditions(t *testing.T) {
 	const bare = `{"ignition":{"version":"3.4.0"}}`
-	const full = `{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/own.conf"}]},"systemd":{"units":[{"name":"own.service"}]}}`
+	const full = `{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/opt/own.conf"}]},"systemd":{"units":[{"name":"own.service"}]}}`
 	for _, tc := range []struct {
 		name       string
 		add        func([]byte) ([]byte, error)
@@ -52,9 +52,9 @@ func TestUserDataAdditions(t *testing.T) {
 		{"smoke units, bare", WithSmokeUnits, bare,
 			EvidenceScript + " " + SysctlFile, OneshotUnit + " " + LongUnit + " " + TimerUnit + " " + TimerService + " kubelet.service"},
 		{"smoke units, kept", WithSmokeUnits, full,
-			"/etc/own.conf " + EvidenceScript + " " + SysctlFile, "own.service " + OneshotUnit + " " + LongUnit + " " + TimerUnit + " " + TimerService + " kubelet.service"},
+			"/etc/opt/own.conf " + EvidenceScript + " " + SysctlFile, "own.service " + OneshotUnit + " " + LongUnit + " " + TimerUnit + " " + TimerService + " kubelet.service"},
 		{"guarantee override, bare", GuaranteeUserData, bare, OverrideSource, OverrideUnit},
-		{"guarantee override, kept", GuaranteeUserData, full, "/etc/own.conf " + OverrideSource, "own.service " + OverrideUnit},
+		{"guarantee override, kept", GuaranteeUserData, full, "/etc/opt/own.conf " + OverrideSource, "own.service " + OverrideUnit},
 	} {
 		ud, err := tc.add([]byte(tc.in))
 		if err != nil {

@@ -26,7 +26,7 @@ import (
 // may not write. Only the agent's check of the running node can catch it.
 const (
 	OverrideUnit   = "smoke-override.service"
-	OverrideSource = "/etc/drover-smoke/50-smoke-override.conf"
+	OverrideSource = "/etc/opt/drover-smoke/50-smoke-override.conf"
 	OverrideDropIn = "/etc/systemd/system.control/kubelet.service.d/50-smoke-override.conf"
 	overrideText   = "[Service]\nExecStart=\nExecStart=/usr/bin/kubelet $KUBELET_ARGS --anonymous-auth=true --authorization-mode=AlwaysAllow --read-only-port=10255\n"
 )

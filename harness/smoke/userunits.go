@@ -20,17 +20,20 @@ import (
 // in; the long-running one then execs sleep, so its PID stays alive.
 const (
 	EvidenceDir    = "lib/drover-smoke"
-	EvidenceScript = "/etc/drover-smoke/evidence.sh"
+	EvidenceScript = "/etc/opt/drover-smoke/evidence.sh"
 	OneshotUnit    = "smoke-oneshot.service"
 	LongUnit       = "smoke-long.service"
 	TimerUnit      = "smoke-tick.timer"
 	TimerService   = "smoke-tick.service"
 )
 
-// The kubelet.service drop-in's setting.
+// The kubelet.service drop-in's setting. A kubelet drop-in may set only
+// the proxy variables in Environment= (agent/ignition's directive
+// allowlist), so the smoke marks the kubelet with a NO_PROXY entry no
+// request ever matches.
 const (
-	DropinEnv   = "DROVER_SMOKE_DROPIN"
-	DropinValue = "applied-before-start"
+	DropinEnv   = "NO_PROXY"
+	DropinValue = "applied-before-start.drover-smoke.invalid"
 )
 
 // A sysctl.d file of the launch template's: systemd-sysctl reads
@@ -127,7 +130,7 @@ type Evidence struct {
 	BootID string                   `json:"bootId"`
 	Runs   map[string][]EvidenceRun `json:"runs"`
 	Units  map[string]UnitState     `json:"units"`
-	// KubeletEnv is DROVER_SMOKE_DROPIN in the running kubelet's
+	// KubeletEnv is NO_PROXY (DropinEnv) in the running kubelet's
 	// environment; nil: not set.
 	KubeletEnv  *string  `json:"kubeletEnv"`
 	MaxMapCount string   `json:"maxMapCount"`

@@ -50,7 +50,7 @@ type evidenceReport struct {
 	BootID string               `json:"bootId"` // /proc/sys/kernel/random/boot_id now
 	Runs   map[string][]run     `json:"runs"`   // file name -> its lines
 	Units  map[string]unitState `json:"units"`
-	// KubeletEnv is the value of DROVER_SMOKE_DROPIN in the running
+	// KubeletEnv is the value of NO_PROXY (smoke.DropinEnv) in the running
 	// kubelet's environment (/proc/<pid>/environ): set only if the
 	// user-data's drop-in was loaded before systemd started it.
 	KubeletEnv *string `json:"kubeletEnv"`
@@ -118,7 +118,7 @@ func evidence(dir string, units []string) evidenceReport {
 		}
 		r.Runs[e.Name()] = runs
 	}
-	if r.KubeletEnv, err = processEnv("kubelet", "DROVER_SMOKE_DROPIN"); err != nil {
+	if r.KubeletEnv, err = processEnv("kubelet", "NO_PROXY"); err != nil {
 		r.Errors = append(r.Errors, err.Error())
 	}
 	if b, err := os.ReadFile("/proc/sys/vm/max_map_count"); err != nil {
