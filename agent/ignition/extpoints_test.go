@@ -112,6 +112,23 @@ func TestLifecycleDependencies(t *testing.T) {
 	wantOne(t, "a drop-in of another unit", cfgWith(t, nil, []any{map[string]any{"name": "app.path",
 		"dropins": []any{map[string]any{"name": "10.conf", "contents": "[Path]\nUnit=drover-agent.service\n"}}}}),
 		"$.systemd.units[0].dropins[0].contents", "Unit=", "drover-agent.service")
+	// Every setting that names a protected unit is named, each once
+	// (readSettings reads each setting twice).
+	many := "[Unit]\nConflicts=drover-agent.service\nPartOf=kubelet.service\nBindsTo=containerd.service kubelet.service\n"
+	ps := Validate(cfgWith(t, nil, []any{map[string]any{"name": "m.service", "contents": many}}), Options{})
+	var said []string
+	for _, p := range ps {
+		said = append(said, p.Message)
+	}
+	for _, w := range []string{"drover-agent.service in Conflicts= (line 2)", "kubelet.service in PartOf= (line 3)",
+		"containerd.service in BindsTo= (line 4)", "kubelet.service in BindsTo= (line 4)"} {
+		if n := strings.Count(strings.Join(said, "\n"), w); n != 1 {
+			t.Errorf("%q said %d times in %q, want once", w, n, said)
+		}
+	}
+	if len(ps) != 4 {
+		t.Errorf("%d problems, want 4: %v", len(ps), said)
+	}
 	ordering := "[Unit]\nAfter=kubelet.service containerd.service\nBefore=drover-agent.service\nWants=kubelet.service\nRequires=containerd.service\n" +
 		"[Service]\nExecStart=/usr/bin/true\n[Install]\nWantedBy=multi-user.target\n"
 	wantNone(t, "ordering and pulling in", cfgWith(t, nil, []any{map[string]any{"name": "app.service", "contents": ordering}}))

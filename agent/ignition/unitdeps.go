@@ -122,6 +122,10 @@ func protectedUnitNames(aliases map[string]string) map[string]string {
 }
 
 func checkUnitText(unit, text string, names map[string]string, at []any, c *collector) {
+	// readSettings reads each setting twice (as systemd would, and line by
+	// line): each key naming each protected unit is one problem, the
+	// first reading's, which has the line.
+	seen := map[string]bool{}
 	for _, s := range readSettings(text) {
 		key := strings.TrimSpace(s.key)
 		i := slices.IndexFunc(lifecycleKeys, func(k struct{ key, does string }) bool { return k.key == key })
@@ -134,9 +138,10 @@ func checkUnitText(unit, text string, names map[string]string, at []any, c *coll
 				n += ".service" // systemd's default suffix for a bare name
 			}
 			g, ok := names[n]
-			if !ok {
+			if !ok || seen[key+"="+n] {
 				continue
 			}
+			seen[key+"="+n] = true
 			line := ""
 			if s.line > 0 {
 				line = fmt.Sprintf(" (line %d)", s.line)
@@ -146,7 +151,7 @@ func checkUnitText(unit, text string, names map[string]string, at []any, c *coll
 				also = " (another name of " + g + ")"
 			}
 			c.addf(at, "%s may not name %s%s in %s=%s: %s %s, which the node runs as it was built — order the unit with After= or Before=, or pull it in with Wants=, instead", unit, n, also, key, line, lifecycleKeys[i].does, g)
-			return
+			// each name in each setting once: all the author must remove
 		}
 	}
 }
