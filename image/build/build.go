@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -40,7 +41,13 @@ type Options struct {
 	// toolchain to build with); the manifest records the override.
 	PauseBins map[string]string
 	Version   string // builder version, for the manifest
-	Log       io.Writer
+	// BuilderSource is what is known of the source the builder itself was
+	// compiled from (never clean by default).
+	BuilderSource gomod.SourceState
+	// Release refuses, before any output is written, a build whose
+	// builder or own binaries are not from a known, clean commit.
+	Release bool
+	Log     io.Writer
 	// Signer, when set, signs the provenance statement into a DSSE
 	// envelope (<name>.provenance.dsse.json); see image/attest.
 	Signer dsse.Signer
@@ -122,6 +129,7 @@ func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
 	b := &builder{p: p, o: o, epoch: time.Unix(p.Lock.Epoch, 0).UTC(), tree: tree.New(), tmp: tmp, arch: a, changelogs: newChangelogFiles()}
 	b.tree.Prefer = p.Recipe.Prefer
 	b.man = newManifest(p, o.Version)
+	b.man.BuilderSource = o.BuilderSource.Known()
 
 	var fetched *sources.Fetched
 	var disk *diskResult
@@ -143,6 +151,20 @@ func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
 		{"image", func() (err error) { disk, err = b.image(ctx); return }},
 		{"formats", func() error { return b.formats(disk) }},
 		{"manifest", func() error { return b.writeManifest(disk) }},
+	}
+	if o.Release {
+		// Once the builder and every own binary are known, before anything
+		// is written: a release from an unknown or modified source stops.
+		at := slices.IndexFunc(steps, func(s struct {
+			name string
+			fn   func() error
+		}) bool {
+			return s.name == "sandbox image"
+		})
+		steps = slices.Insert(steps, at+1, struct {
+			name string
+			fn   func() error
+		}{"release check", b.man.checkRelease})
 	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {

@@ -82,7 +82,7 @@ func (b *builder) ownSource() string {
 		if o.Built == "override" {
 			return "override"
 		}
-		if o.Source != nil && (src == nil || o.Source.Dirty) {
+		if o.Source != nil && (src == nil || o.Source.Dirty()) {
 			src = o.Source
 		}
 	}

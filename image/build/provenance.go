@@ -93,7 +93,7 @@ func Provenance(m *Manifest, subjects []Subject) ([]byte, error) {
 	pred := &slsa.Provenance{
 		BuildDefinition: &slsa.BuildDefinition{BuildType: BuildType, ExternalParameters: ext, ResolvedDependencies: deps},
 		RunDetails: &slsa.RunDetails{
-			Builder:  &slsa.Builder{Id: BuilderID, Version: map[string]string{"drover": m.Builder}},
+			Builder:  &slsa.Builder{Id: BuilderID, Version: map[string]string{"drover": m.Builder, "sourceState": string(m.BuilderSource.Known())}},
 			Metadata: &slsa.BuildMetadata{InvocationId: m.BuildID},
 		},
 	}
