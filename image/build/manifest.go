@@ -246,9 +246,15 @@ func sha(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
+// LockSHA256 is the digest a build records for its lock (the manifest's
+// lockSHA256, the provenance's lock): the sha256 of the lock's canonical
+// form, without the comment header drover lock writes, so a lock whose
+// comments changed is the same input.
+func LockSHA256(l *lock.Lock) string { return sha(l.Format("")) }
+
 func newManifest(p *Plan, version string) *Manifest {
 	m := &Manifest{Schema: "drover.dev/manifest/v1", Name: p.Recipe.Name, Arch: p.Recipe.Arch, Builder: "drover " + version,
-		RecipeSHA256: p.Recipe.Digest(), LockSHA256: sha(p.Lock.Format("")), Epoch: p.Lock.Epoch,
+		RecipeSHA256: p.Recipe.Digest(), LockSHA256: LockSHA256(p.Lock), Epoch: p.Lock.Epoch,
 		Suites: p.Lock.Suites, URLs: p.Lock.URLs, Version: time.Unix(p.Lock.Epoch, 0).UTC().Format("20060102.150405")}
 	left := map[string]bool{}
 	for _, e := range p.Recipe.Exclude {
