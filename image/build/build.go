@@ -137,7 +137,13 @@ func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
 		name string
 		fn   func() error
 	}{
-		{"fetch", func() (err error) { fetched, err = sources.Fetch(ctx, p.Recipe, p.Lock, o.Sources); return }},
+		{"fetch", func() (err error) {
+			if fetched, err = sources.Fetch(ctx, p.Recipe, p.Lock, o.Sources); err != nil {
+				return err
+			}
+			b.man.Inputs = recipeInputs(p.Recipe, fetched.Keyrings)
+			return b.describeRecipeTree(ctx)
+		}},
 		{"assemble", func() error { return b.assemble(fetched) }},
 		{"package facts", func() error { return b.packageFacts(fetched) }},
 		{"go components", func() error { return b.goComponents(ctx) }},
@@ -228,7 +234,7 @@ func (b *builder) goComponents(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		env, err := b.goEnv()
+		env, err := b.goEnv(ctx)
 		if err != nil {
 			return err
 		}
@@ -272,6 +278,7 @@ func (b *builder) addFiles(f *sources.Fetched) error {
 			if data, err = os.ReadFile(filepath.Join(b.p.Recipe.Dir, rf.Source)); err != nil {
 				return fmt.Errorf("%s:%d: file %s: %w", rf.From, rf.Line, rf.Path, err)
 			}
+			b.man.Inputs = addInput(b.man.Inputs, InputFile{Name: inputName(b.p.Recipe, filepath.Join(b.p.Recipe.Dir, rf.Source)), Role: "file", SHA256: sha(data)})
 		}
 		if err := b.tree.Set(&tree.Node{Path: rf.Path, Kind: tree.Regular, Mode: rf.Mode, Data: data, Owner: "recipe"}); err != nil {
 			return err

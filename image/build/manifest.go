@@ -30,13 +30,19 @@ type Manifest struct {
 	BuilderSource gomod.SourceState `json:"builderSource"`
 	RecipeSHA256  string            `json:"recipeSHA256"`
 	LockSHA256    string            `json:"lockSHA256"`
-	Epoch         int64             `json:"epoch"`
-	Suites        []lock.Suite      `json:"suites"`
-	Distro        string            `json:"distro,omitempty"` // the image's os-release ID-VERSION_ID ("debian-13"): its packages' purl distro
-	Kernel        string            `json:"kernel"`
-	Cmdline       string            `json:"cmdline"`
-	RootHash      string            `json:"rootHash"`
-	Packages      []Package         `json:"packages"`
+	// RecipeTree, Inputs and Toolchain are what the provenance names as
+	// the source, the files read and the Go toolchain; manifests written
+	// before drover recorded them have none.
+	RecipeTree *RecipeTree      `json:"recipeTree,omitempty"`
+	Inputs     []InputFile      `json:"inputs,omitempty"`
+	Toolchain  *gomod.Toolchain `json:"toolchain,omitempty"`
+	Epoch      int64            `json:"epoch"`
+	Suites     []lock.Suite     `json:"suites"`
+	Distro     string           `json:"distro,omitempty"` // the image's os-release ID-VERSION_ID ("debian-13"): its packages' purl distro
+	Kernel     string           `json:"kernel"`
+	Cmdline    string           `json:"cmdline"`
+	RootHash   string           `json:"rootHash"`
+	Packages   []Package        `json:"packages"`
 	// Excluded and Removed are what the recipe leaves out (exclude:,
 	// remove:); Setuid lists every setuid/setgid file of the root.
 	Excluded      []ExcludedPackage `json:"excluded,omitempty"`

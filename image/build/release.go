@@ -25,8 +25,8 @@ func CheckReleaseBuilder(version string, state gomod.SourceState) error {
 	return nil
 }
 
-// checkRelease refuses a release whose builder or any of drover's own
-// binaries (drover-agent, drover-init, the sandbox image's pause) is not
+// checkRelease refuses a release whose builder, recipe directory or any
+// of drover's own binaries (drover-agent, drover-init, the sandbox image's pause) is not
 // built from a known, clean commit: an override or a tree without a commit
 // is unknown, a modified checkout is dirty.
 func (m *Manifest) checkRelease() error {
@@ -46,6 +46,9 @@ func (m *Manifest) checkRelease() error {
 		case o.Source.State.Known() != gomod.StateClean:
 			return fmt.Errorf("--release: %s is compiled from %s, source state %s (%s): %s", o.Path, o.Source, o.Source.State.Known(), stateWhy(o.Source.State.Known()), releaseFix)
 		}
+	}
+	if t := m.RecipeTree; t != nil && t.State.Known() != gomod.StateClean {
+		return fmt.Errorf("--release: the recipe directory %s is %s (commit %q: %s): %s", t.Dir, t.State.Known(), t.Commit, stateWhy(t.State.Known()), releaseFix)
 	}
 	return nil
 }

@@ -34,6 +34,12 @@ func TestCheckRelease(t *testing.T) {
 		{"dirty checkout", Manifest{Builder: "drover " + rev, BuilderSource: gomod.StateClean, Own: own(src(rev, gomod.StateDirty))}, "source state dirty"},
 		{"state not recorded", Manifest{Builder: "drover " + rev, BuilderSource: gomod.StateClean, Own: own(src(rev, ""))}, "source state unknown"},
 		{"override", Manifest{Builder: "drover " + rev, BuilderSource: gomod.StateClean, Own: own(OwnSource{Built: "override", From: "/tmp/agent"})}, "given binary (/tmp/agent)"},
+		{"recipe tree without .git", Manifest{Builder: "drover " + rev, BuilderSource: gomod.StateClean, Own: own(src(rev, gomod.StateClean)),
+			RecipeTree: &RecipeTree{Dir: "recipes", Tree: gomod.Tree{State: gomod.StateUnknown}}}, "the recipe directory recipes is unknown"},
+		{"dirty recipe tree", Manifest{Builder: "drover " + rev, BuilderSource: gomod.StateClean, Own: own(src(rev, gomod.StateClean)),
+			RecipeTree: &RecipeTree{Dir: "recipes", Tree: gomod.Tree{Commit: rev, State: gomod.StateDirty}}}, "the recipe directory recipes is dirty"},
+		{"clean recipe tree", Manifest{Builder: "drover " + rev, BuilderSource: gomod.StateClean, Own: own(src(rev, gomod.StateClean)),
+			RecipeTree: &RecipeTree{Dir: "recipes", Tree: gomod.Tree{Commit: rev, State: gomod.StateClean}}}, ""},
 		{"dirty pause", Manifest{Builder: "drover " + rev, BuilderSource: gomod.StateClean, Own: own(src(rev, gomod.StateClean)),
 			Sandbox: &SandboxImage{Pause: []OwnFile{{Path: "pause linux/arm64", OwnSource: src(rev, gomod.StateDirty)}}}}, "pause linux/arm64 is compiled from"},
 	} {

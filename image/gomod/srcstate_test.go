@@ -222,3 +222,33 @@ func TestDifferences(t *testing.T) {
 		t.Error("an unknown object format is accepted")
 	}
 }
+
+// TestDescribeTree: a recipe directory in a clean checkout names its
+// commit; a changed or added file makes it dirty; the same files copied
+// without .git are unknown, with the same digest of the files.
+func TestDescribeTree(t *testing.T) {
+	ctx := context.Background()
+	r := newGitRepo(t, "1.26")
+	head := r.git("rev-parse", "HEAD")
+	dir := filepath.Join(r.dir, "cmd")
+	clean, diff, err := DescribeTree(ctx, dir)
+	must(t, err)
+	if clean.Commit != head || clean.State != StateClean || clean.Files != 2 || len(diff) != 0 || len(clean.DirHash) != 64 {
+		t.Errorf("clean: %+v %q, want commit %s, clean, 2 files", clean, diff, head)
+	}
+
+	cp := t.TempDir()
+	must(t, os.CopyFS(cp, os.DirFS(dir)))
+	copied, _, err := DescribeTree(ctx, cp)
+	must(t, err)
+	if copied.Commit != "" || copied.State != StateUnknown || copied.DirHash != clean.DirHash {
+		t.Errorf("copy without .git: %+v, want no commit, unknown, dirHash %s", copied, clean.DirHash)
+	}
+
+	r.write("cmd/tiny/msg.txt", "planted\n")
+	dirty, diff, err := DescribeTree(ctx, dir)
+	must(t, err)
+	if dirty.Commit != head || dirty.State != StateDirty || len(diff) != 1 || dirty.DirHash == clean.DirHash {
+		t.Errorf("changed file: %+v %q, want dirty with one difference and another dirHash", dirty, diff)
+	}
+}
