@@ -51,9 +51,10 @@ The manifest, the SBOMs and the provenance name the builder by its version
 revision, else "dev") and record what is known of each source as clean,
 dirty or unknown: a tree without .git, or a git that fails, is unknown,
 never clean. --release refuses, before writing any output, a builder whose
-version is "dev" or whose source is not clean, and own binaries given with
---agent/--init or compiled from a dirty or unknown tree: build drover from a
-clean git checkout with make build and run bin/drover build --release there.
+version is "dev" or whose source is not clean, own binaries given with
+--agent/--init or compiled from a dirty or unknown tree, and a recipe
+directory that is not its commit's: build drover from a clean git checkout
+with make build and run bin/drover build --release there.
 
 The same recipe, lock and checkout give bit-identical images, whatever go is
 installed or GOTOOLCHAIN says: the lock's toolchain is fetched and used. Outputs appear
@@ -157,7 +158,7 @@ the recipe: run drover lock.`,
 	cmd.Flags().StringVarP(&out, "output", "o", "out", "output directory")
 	cmd.Flags().BoolVar(&plan, "plan", false, "print the plan and build nothing")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result (outputs, root hash, stage timings) as JSON")
-	cmd.Flags().BoolVar(&release, "release", false, "refuse the build unless drover and its own binaries come from a known, clean git commit (not \"dev\", not dirty, not unknown)")
+	cmd.Flags().BoolVar(&release, "release", false, "refuse the build unless drover, its own binaries and the recipe directory come from a known, clean git commit (not \"dev\", not dirty, not unknown)")
 	cmd.Flags().StringVar(&agentBin, "agent", "", "install this drover-agent binary instead of building it from the checkout (with --init; the manifest records the override)")
 	cmd.Flags().StringVar(&signKey, "sign-key", "", "sign the provenance with this ECDSA P-256 or Ed25519 private key (PEM) into <name>.provenance.dsse.json")
 	cmd.Flags().StringVar(&initBin, "init", "", "use this drover-init binary instead of building it from the checkout (with --agent)")

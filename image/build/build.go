@@ -111,6 +111,12 @@ func (b *builder) stage(name string, fn func() error) error {
 	return nil
 }
 
+// buildStep is one stage of Build, run and timed by name.
+type buildStep struct {
+	name string
+	fn   func() error
+}
+
 // Build runs the plan. Outputs are written into a temporary directory
 // inside OutDir and renamed into place at the end.
 func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
@@ -133,10 +139,7 @@ func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
 
 	var fetched *sources.Fetched
 	var disk *diskResult
-	steps := []struct {
-		name string
-		fn   func() error
-	}{
+	steps := []buildStep{
 		{"fetch", func() (err error) {
 			if fetched, err = sources.Fetch(ctx, p.Recipe, p.Lock, o.Sources); err != nil {
 				return err
@@ -161,16 +164,8 @@ func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
 	if o.Release {
 		// Once the builder and every own binary are known, before anything
 		// is written: a release from an unknown or modified source stops.
-		at := slices.IndexFunc(steps, func(s struct {
-			name string
-			fn   func() error
-		}) bool {
-			return s.name == "sandbox image"
-		})
-		steps = slices.Insert(steps, at+1, struct {
-			name string
-			fn   func() error
-		}{"release check", b.man.checkRelease})
+		at := slices.IndexFunc(steps, func(s buildStep) bool { return s.name == "sandbox image" })
+		steps = slices.Insert(steps, at+1, buildStep{"release check", b.man.checkRelease})
 	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {
