@@ -4,10 +4,15 @@ OUT       ?= out
 RECIPE    ?= recipes/ecs-node.yaml
 BIN       := bin
 # drover's version in its manifests, SBOMs and provenance: the commit, +dirty
-# when git sees changes (a label for the builder only: the image records the
-# exact state of what it compiles itself). Outside a checkout it is empty and
-# drover falls back to its build info, then to "dev".
-VERSION   ?= $(shell git rev-parse --verify -q HEAD 2>/dev/null)$(shell git status --porcelain 2>/dev/null | grep -q . && echo +dirty)
+# when git status lists any change. Stamped only when both git commands
+# succeed: outside a checkout, or when git fails (not installed, a checkout
+# it refuses), it is empty and drover falls back to its build info, then to
+# "dev" with its source state "unknown", which drover build --release
+# refuses. -ldflags and -buildvcs on the command line override any GOFLAGS,
+# so the stamp is this one whatever the environment says. -buildvcs=false:
+# the stamp is the version; VCS stamping would fail the build in a checkout
+# git refuses instead of leaving the version unknown.
+VERSION   ?= $(shell c=$$(git rev-parse --verify -q HEAD 2>/dev/null) && s=$$(git status --porcelain 2>/dev/null) && { test -z "$$s" && echo $$c || echo $$c+dirty; })
 GOFLAGS_BUILD := -trimpath -buildvcs=false -ldflags="-s -w -X main.version=$(VERSION)"
 # The test tiers run through gotestsum (pinned as a tool in go.mod): the
 # same output as go test, then every failed test's own output again at the

@@ -159,6 +159,9 @@ func documentedSteps(mirror string) []step {
 			"drover build recipes/ecs-node.yaml -o out/ --sign-key release.key", check: contains("out/ecs-node.provenance.dsse.json")},
 		{line: "drover verify --provenance --pub release.pub out/ecs-node.raw", covers: []string{"drover verify --provenance --pub release.pub out/ecs-node.raw"},
 			check: contains("signed provenance and its subjects")},
+		{line: "drover verify --provenance --pub release.pub --expect-lock recipes/ecs-node.yaml.lock out/ecs-node.raw",
+			covers: []string{"drover verify --provenance --pub release.pub --expect-lock recipes/ecs-node.yaml.lock out/ecs-node.raw"},
+			check:  contains("signed provenance and its subjects")},
 
 		// User-data: ca.crt and pool.yaml are written by the test.
 		{line: "drover userdata --server https://10.0.0.10:6443 --ca-file ca.crt --token abcdef.0123456789abcdef \\\n" +

@@ -21,7 +21,7 @@ import (
 func newBuildCmd(g *globals) *cobra.Command {
 	var out, agentBin, initBin, signKey string
 	var sb secureBootFlags
-	var plan, asJSON bool
+	var plan, asJSON, release bool
 	cmd := &cobra.Command{
 		Use:   "build RECIPE",
 		Short: "Build a bootable, verity-protected UEFI disk image from a recipe and its lock",
@@ -46,6 +46,16 @@ image of a recipe that pins one (sandbox.digest) is built from the same
 checkout (cmd/drover-pause, for amd64 and arm64, one OCI index) and must
 match the pin.
 
+The manifest, the SBOMs and the provenance name the builder by its version
+(the commit make build stamps, else its build info's module version or VCS
+revision, else "dev") and record what is known of each source as clean,
+dirty or unknown: a tree without .git, or a git that fails, is unknown,
+never clean. --release refuses, before writing any output, a builder whose
+version is "dev" or whose source is not clean, own binaries given with
+--agent/--init or compiled from a dirty or unknown tree, and a recipe
+directory that is not its commit's: build drover from a clean git checkout
+with make build and run bin/drover build --release there.
+
 The same recipe, lock and checkout give bit-identical images, whatever go is
 installed or GOTOOLCHAIN says: the lock's toolchain is fetched and used. Outputs appear
 only when the whole build succeeded. It refuses a lock that no longer matches
@@ -69,6 +79,11 @@ the recipe: run drover lock.`,
 			if plan {
 				fmt.Fprint(cmd.OutOrStdout(), p)
 				return nil
+			}
+			if release { // before the build: a builder that cannot release must not cost one
+				if err := build.CheckReleaseBuilder(version, builderSource); err != nil {
+					return err
+				}
 			}
 			o, err := g.options(len(l.Debs) > 0)
 			if err != nil {
@@ -98,7 +113,7 @@ the recipe: run drover lock.`,
 				return err
 			}
 			start := time.Now()
-			res, err := build.Build(cmd.Context(), p, build.Options{Sources: o, Source: src, AgentBin: agentBin, InitBin: initBin, Version: version, Log: g.log(), Signer: signer,
+			res, err := build.Build(cmd.Context(), p, build.Options{Sources: o, Source: src, AgentBin: agentBin, InitBin: initBin, Version: version, BuilderSource: builderSource, Release: release, Log: g.log(), Signer: signer,
 				SecureBoot: sbSigner, SecureBootEnroll: sb.enroll})
 			if err != nil {
 				return err
@@ -143,6 +158,7 @@ the recipe: run drover lock.`,
 	cmd.Flags().StringVarP(&out, "output", "o", "out", "output directory")
 	cmd.Flags().BoolVar(&plan, "plan", false, "print the plan and build nothing")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result (outputs, root hash, stage timings) as JSON")
+	cmd.Flags().BoolVar(&release, "release", false, "refuse the build unless drover, its own binaries and the recipe directory come from a known, clean git commit (not \"dev\", not dirty, not unknown)")
 	cmd.Flags().StringVar(&agentBin, "agent", "", "install this drover-agent binary instead of building it from the checkout (with --init; the manifest records the override)")
 	cmd.Flags().StringVar(&signKey, "sign-key", "", "sign the provenance with this ECDSA P-256 or Ed25519 private key (PEM) into <name>.provenance.dsse.json")
 	cmd.Flags().StringVar(&initBin, "init", "", "use this drover-init binary instead of building it from the checkout (with --agent)")

@@ -50,6 +50,10 @@ var notPathFlags = map[string][]string{
 	// rollout's --image is an image ID (m-…) or a file: it is read in
 	// this process, so left as given.
 	"rollout": {"scaling-group", "image", "region", "ecs-endpoint", "ess-endpoint"},
+	// verify reads --expect-lock and --expect-recipe in this process and
+	// names them in a mismatch as the user typed them ("from --expect-lock
+	// recipes/ecs-node.yaml.lock"); --expect-builder is an ID.
+	"verify": {"expect-lock", "expect-recipe", "expect-builder"},
 }
 
 // resolvePaths is the root command's PersistentPreRunE. Positional

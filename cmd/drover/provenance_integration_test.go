@@ -117,7 +117,7 @@ func TestSignedProvenance(t *testing.T) {
 				t.Errorf("%s: built %q, source %+v, toolchain %q", o.Path, o.Built, o.Source, o.GoVersion)
 			}
 		}
-		t.Logf("drover-agent: sha256 %s from %s@%s dirty=%v with %s", m.Own[0].SHA256, m.Own[0].Source.Module, m.Own[0].Source.Commit, m.Own[0].Source.Dirty, m.Own[0].GoVersion)
+		t.Logf("drover-agent: sha256 %s from %s@%s state=%s with %s", m.Own[0].SHA256, m.Own[0].Source.Module, m.Own[0].Source.Commit, m.Own[0].Source.State, m.Own[0].GoVersion)
 	})
 
 	for _, tc := range []struct {

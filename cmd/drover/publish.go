@@ -98,7 +98,7 @@ verify or publishing failed, 2 on usage errors.`,
 			}
 			log := newPublishLog(cmd.ErrOrStderr(), asJSON)
 			// The image is checked before anything talks to a cloud.
-			r, err := checkImage(ctx, req.Image, manifestPath, m, pub)
+			r, err := checkImage(ctx, req.Image, manifestPath, m, pub, verify.Expect{})
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}

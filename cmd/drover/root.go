@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,11 +22,18 @@ import (
 // version is what the manifest, the SBOMs and the provenance name the
 // builder by. A build may stamp it (-ldflags "-X main.version=v1.2.3", as
 // `make build` does from git); otherwise init reads it from the build info.
-var version = "dev"
+// builderSource is what is known of the source the builder was compiled
+// from: clean, dirty or unknown (never clean by default).
+var (
+	version       = "dev"
+	builderSource gomod.SourceState
+)
 
 func init() {
 	bi, _ := debug.ReadBuildInfo()
-	version = builderVersion(version, bi)
+	stamped := version
+	version = builderVersion(stamped, bi)
+	builderSource = builderState(stamped, bi)
 }
 
 // pseudoVersion matches the tail of a Go pseudo-version
@@ -69,6 +77,45 @@ func builderVersion(stamped string, bi *debug.BuildInfo) string {
 		return mod
 	}
 	return "dev"
+}
+
+// builderState is what the facts say about the source drover was compiled
+// from. Dirty when the version ends in +dirty or the build info recorded
+// vcs.modified=true. A stamp is `make build`'s word: it stamps a commit only when both
+// `git rev-parse HEAD` and `git status` ran, adding +dirty when status
+// listed anything (see the Makefile). Else the build info: a module
+// version the go command fetched (go install …@v1.2.3 or @commit) is the
+// module's zip, checked against go.sum's database, so clean; a checkout's
+// vcs.modified says clean or dirty. Anything else (go build
+// -buildvcs=false, go run, no build info) is unknown.
+func builderState(stamped string, bi *debug.BuildInfo) gomod.SourceState {
+	v := builderVersion(stamped, bi)
+	modified, revision := "", false
+	if bi != nil {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.modified":
+				modified = s.Value
+			case "vcs.revision":
+				revision = true
+			}
+		}
+	}
+	switch {
+	case v == "" || v == "dev":
+		return gomod.StateUnknown
+	case strings.HasSuffix(v, "+dirty") || modified == "true":
+		return gomod.StateDirty // whichever fact says so
+	case stamped != "" && stamped != "dev":
+		return gomod.StateClean
+	case modified == "false":
+		return gomod.StateClean
+	case revision:
+		return gomod.StateUnknown // a checkout that recorded no vcs.modified
+	case bi.Main.Version != "" && bi.Main.Version != "(devel)":
+		return gomod.StateClean // fetched by the go command as a module: no checkout to be dirty
+	}
+	return gomod.StateUnknown
 }
 
 // globals are the flags every command shares.

@@ -17,11 +17,13 @@ import (
 
 	"github.com/drover-os/drover/image/attest"
 	"github.com/drover-os/drover/image/build"
+	"github.com/drover-os/drover/image/lock"
+	"github.com/drover-os/drover/image/recipe"
 	"github.com/drover-os/drover/image/verify"
 )
 
 func newVerifyCmd() *cobra.Command {
-	var manifestPath, pubKey string
+	var manifestPath, pubKey, expectLock, expectRecipe, expectBuilder string
 	var asJSON, checkProvenance bool
 	cmd := &cobra.Command{
 		Use:   "verify IMAGE",
@@ -38,7 +40,14 @@ With --provenance it also checks the signed provenance beside the image
 (<name>.provenance.dsse.json) with the public key --pub: the DSSE signature,
 that <name>.provenance.json is the signed statement, and every subject's
 sha256 (the image files, the manifest and the SBOM) against the files beside
-the image.
+the image. The predicate must be drover's: buildDefinition.buildType
+https://drover.dev/build/v1 and runDetails.builder.id https://drover.dev/builder
+(or the ID --expect-builder gives). --expect-lock FILE and --expect-recipe
+FILE name the lock and recipe you expect the image to be built from: the
+provenance must record their sha256 (the lock's canonical form, without its
+comment header, as drover build records it) in resolvedDependencies and
+externalParameters. Each problem names the field, e.g.
+  provenance: predicate.buildDefinition.resolvedDependencies: lock sha256 …, want … (from --expect-lock recipes/ecs-node.yaml.lock)
 
 A qcow2 image cannot be read in place. With --provenance it is checked by
 its digest: the file's size and sha256 against the manifest's qcow2 entry,
@@ -53,7 +62,8 @@ errors (no manifest).`,
 		Example: `  drover verify out/ecs-node.raw
   drover verify --manifest release/ecs-node.manifest.json /mnt/copy/ecs-node.raw
   drover verify --json out/ecs-node.raw
-  drover verify --provenance --pub release.pub out/ecs-node.raw`,
+  drover verify --provenance --pub release.pub out/ecs-node.raw
+  drover verify --provenance --pub release.pub --expect-lock recipes/ecs-node.yaml.lock out/ecs-node.raw`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			image := args[0]
@@ -67,7 +77,11 @@ errors (no manifest).`,
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			r, err := checkImage(cmd.Context(), image, manifestPath, m, pub)
+			want, err := expectations(checkProvenance, expectLock, expectRecipe, expectBuilder)
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			r, err := checkImage(cmd.Context(), image, manifestPath, m, pub, want)
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
@@ -89,6 +103,9 @@ errors (no manifest).`,
 	cmd.Flags().StringVar(&manifestPath, "manifest", "", "manifest to check against (default: <name>.manifest.json beside the image)")
 	cmd.Flags().BoolVar(&checkProvenance, "provenance", false, "also check the signed provenance (<name>.provenance.dsse.json) and its subjects")
 	cmd.Flags().StringVar(&pubKey, "pub", "", "public key (PEM) the provenance must be signed with (with --provenance)")
+	cmd.Flags().StringVar(&expectLock, "expect-lock", "", "lock file the provenance must record as the build's lock, by sha256 (with --provenance)")
+	cmd.Flags().StringVar(&expectRecipe, "expect-recipe", "", "recipe file the provenance must record as the build's recipe, by sha256 (with --provenance)")
+	cmd.Flags().StringVar(&expectBuilder, "expect-builder", "", "builder ID the provenance's runDetails.builder.id must be (with --provenance; default "+build.BuilderID+")")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: {image, manifest, rootHash, ok, problems: [{part, message}], notReread}")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: 2, err: err} })
 	return cmd
@@ -117,7 +134,36 @@ func verifyInputs(manifestPath string, checkProvenance bool, pubKey string) (*bu
 	return m, nil, nil
 }
 
-func checkImage(ctx context.Context, image, manifestPath string, m *build.Manifest, pub dsse.Verifier) (verifyResult, error) {
+// expectations reads what --expect-lock, --expect-recipe and
+// --expect-builder say the signed provenance must record.
+func expectations(checkProvenance bool, lockPath, recipePath, builderID string) (verify.Expect, error) {
+	want := verify.Expect{BuilderID: builderID}
+	if !checkProvenance {
+		for _, f := range [][2]string{{"--expect-lock", lockPath}, {"--expect-recipe", recipePath}, {"--expect-builder", builderID}} {
+			if f[1] != "" {
+				return want, fmt.Errorf("%s is checked against the signed provenance: add --provenance --pub KEY.pub", f[0])
+			}
+		}
+		return want, nil
+	}
+	if lockPath != "" {
+		l, err := lock.Read(lockPath)
+		if err != nil {
+			return want, fmt.Errorf("--expect-lock %s: %w", lockPath, err)
+		}
+		want.Lock = &verify.Digest{SHA256: build.LockSHA256(l), From: lockPath}
+	}
+	if recipePath != "" {
+		r, err := recipe.Load(recipePath)
+		if err != nil {
+			return want, fmt.Errorf("--expect-recipe %s: %w", recipePath, err)
+		}
+		want.Recipe = &verify.Digest{SHA256: r.Digest(), From: recipePath}
+	}
+	return want, nil
+}
+
+func checkImage(ctx context.Context, image, manifestPath string, m *build.Manifest, pub dsse.Verifier, want verify.Expect) (verifyResult, error) {
 	format, err := verify.Format(image)
 	if err != nil {
 		return verifyResult{}, fmt.Errorf("reading image %s: %w", image, err)
@@ -126,9 +172,9 @@ func checkImage(ctx context.Context, image, manifestPath string, m *build.Manife
 	switch {
 	case format == verify.FormatQCOW2 && pub != nil:
 		r.notReread = verify.NotReread(m)
-		r.problems = verify.SignedDigest(ctx, image, manifestPath, m, pub)
+		r.problems = verify.SignedDigest(ctx, image, manifestPath, m, pub, want)
 	case pub != nil:
-		r.problems = append(verify.Verify(image, m), verify.Provenance(ctx, image, manifestPath, m, pub)...)
+		r.problems = append(verify.Verify(image, m), verify.Provenance(ctx, image, manifestPath, m, pub, want)...)
 	default:
 		r.problems = verify.Verify(image, m)
 	}

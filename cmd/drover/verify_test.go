@@ -17,12 +17,21 @@ import (
 
 	"github.com/drover-os/drover/image/attest"
 	"github.com/drover-os/drover/image/build"
+	"github.com/drover-os/drover/image/lock"
+	"github.com/drover-os/drover/image/recipe"
 )
 
 // qcow2Outputs writes the outputs of a signed build whose recipe asks only
 // for qcow2 (a stand-in qcow2: the magic and filler), and returns the
 // directory and the public key.
 func qcow2Outputs(t *testing.T) (dir, pub string) {
+	t.Helper()
+	return qcow2OutputsWith(t, nil)
+}
+
+// qcow2OutputsWith is qcow2Outputs with the manifest edited, when edit is
+// set, before the provenance is made from it.
+func qcow2OutputsWith(t *testing.T, edit func(*build.Manifest)) (dir, pub string) {
 	t.Helper()
 	dir = filepath.Join(t.TempDir(), "out")
 	os.Mkdir(dir, 0o755)
@@ -36,6 +45,9 @@ func qcow2Outputs(t *testing.T) (dir, pub string) {
 		Partitions: []build.Partition{{Index: 1, Name: "esp"}, {Index: 2, Name: "root"}, {Index: 3, Name: "root-verity"}},
 		ESP:        []build.ESPFile{{Path: "EFI/BOOT/BOOTX64.EFI"}, {Path: "EFI/Linux/drover.efi"}},
 		Images:     []build.ImageFile{{Format: "qcow2", File: "t.qcow2", Size: int64(len(qcow2)), SHA256: digest(qcow2)}}}
+	if edit != nil {
+		edit(m)
+	}
 	files := map[string][]byte{"t.qcow2": qcow2, "t.manifest.json": m.JSON(), "t.spdx.json": []byte("{}")}
 	var subjects []build.Subject
 	for _, n := range []string{"t.qcow2", "t.manifest.json", "t.spdx.json"} {
@@ -138,5 +150,48 @@ func TestVerifyTextWholeFile(t *testing.T) {
 		if b.String() != c.want {
 			t.Errorf("wholeFile %v:\n got %q\nwant %q", c.whole, b.String(), c.want)
 		}
+	}
+}
+
+// TestVerifyExpectations: --expect-lock, --expect-recipe and
+// --expect-builder hold the signed provenance to the lock, recipe and
+// builder the caller names; a mismatch names the field and the flag, and
+// the flags without --provenance are a usage error.
+func TestVerifyExpectations(t *testing.T) {
+	const lockPath, recipePath, otherLock = "../../recipes/minimal.yaml.lock", "../../recipes/minimal.yaml", "../../recipes/ecs-node.yaml.lock"
+	l, err := lock.Read(lockPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := recipe.Load(recipePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ol, err := lock.Read(otherLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, pub := qcow2OutputsWith(t, func(m *build.Manifest) { m.LockSHA256, m.RecipeSHA256 = build.LockSHA256(l), r.Digest() })
+	img := filepath.Join(dir, "t.qcow2")
+
+	stdout, errOut, code := drover(t, "verify", "--provenance", "--pub", pub, "--expect-lock", lockPath, "--expect-recipe", recipePath, "--expect-builder", build.BuilderID, img)
+	if code != 0 {
+		t.Errorf("the lock, recipe and builder built from: exit %d\n%s%s", code, stdout, errOut)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--expect-lock", otherLock}, "provenance: predicate.buildDefinition.resolvedDependencies: lock sha256 " + build.LockSHA256(l) + ", want " + build.LockSHA256(ol) + " (from --expect-lock " + otherLock + ")"},
+		{[]string{"--expect-recipe", "../../recipes/ecs-node.yaml"}, "provenance: predicate.buildDefinition.resolvedDependencies: recipe sha256 " + r.Digest() + ", want "},
+		{[]string{"--expect-builder", "https://ci.example.com/drover"}, `provenance: predicate.runDetails.builder.id is "` + build.BuilderID + `", want "https://ci.example.com/drover" (from --expect-builder)`},
+	} {
+		stdout, _, code := drover(t, append(append([]string{"verify", "--provenance", "--pub", pub}, tc.args...), img)...)
+		if code != 1 || !strings.Contains(stdout, tc.want) {
+			t.Errorf("%v: exit %d, want 1 and %q:\n%s", tc.args, code, tc.want, stdout)
+		}
+	}
+	if _, errOut, code := drover(t, "verify", "--expect-lock", lockPath, img); code != 2 || !strings.Contains(errOut, "--expect-lock is checked against the signed provenance: add --provenance --pub KEY.pub") {
+		t.Errorf("--expect-lock without --provenance: exit %d, want 2:\n%s", code, errOut)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -40,7 +41,13 @@ type Options struct {
 	// toolchain to build with); the manifest records the override.
 	PauseBins map[string]string
 	Version   string // builder version, for the manifest
-	Log       io.Writer
+	// BuilderSource is what is known of the source the builder itself was
+	// compiled from (never clean by default).
+	BuilderSource gomod.SourceState
+	// Release refuses, before any output is written, a build whose
+	// builder or own binaries are not from a known, clean commit.
+	Release bool
+	Log     io.Writer
 	// Signer, when set, signs the provenance statement into a DSSE
 	// envelope (<name>.provenance.dsse.json); see image/attest.
 	Signer dsse.Signer
@@ -104,6 +111,12 @@ func (b *builder) stage(name string, fn func() error) error {
 	return nil
 }
 
+// buildStep is one stage of Build, run and timed by name.
+type buildStep struct {
+	name string
+	fn   func() error
+}
+
 // Build runs the plan. Outputs are written into a temporary directory
 // inside OutDir and renamed into place at the end.
 func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
@@ -122,14 +135,18 @@ func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
 	b := &builder{p: p, o: o, epoch: time.Unix(p.Lock.Epoch, 0).UTC(), tree: tree.New(), tmp: tmp, arch: a, changelogs: newChangelogFiles()}
 	b.tree.Prefer = p.Recipe.Prefer
 	b.man = newManifest(p, o.Version)
+	b.man.BuilderSource = o.BuilderSource.Known()
 
 	var fetched *sources.Fetched
 	var disk *diskResult
-	steps := []struct {
-		name string
-		fn   func() error
-	}{
-		{"fetch", func() (err error) { fetched, err = sources.Fetch(ctx, p.Recipe, p.Lock, o.Sources); return }},
+	steps := []buildStep{
+		{"fetch", func() (err error) {
+			if fetched, err = sources.Fetch(ctx, p.Recipe, p.Lock, o.Sources); err != nil {
+				return err
+			}
+			b.man.Inputs = recipeInputs(p.Recipe, fetched.Keyrings)
+			return b.describeRecipeTree(ctx)
+		}},
 		{"assemble", func() error { return b.assemble(fetched) }},
 		{"package facts", func() error { return b.packageFacts(fetched) }},
 		{"go components", func() error { return b.goComponents(ctx) }},
@@ -143,6 +160,12 @@ func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
 		{"image", func() (err error) { disk, err = b.image(ctx); return }},
 		{"formats", func() error { return b.formats(disk) }},
 		{"manifest", func() error { return b.writeManifest(disk) }},
+	}
+	if o.Release {
+		// Once the builder and every own binary are known, before anything
+		// is written: a release from an unknown or modified source stops.
+		at := slices.IndexFunc(steps, func(s buildStep) bool { return s.name == "sandbox image" })
+		steps = slices.Insert(steps, at+1, buildStep{"release check", b.man.checkRelease})
 	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {
@@ -206,7 +229,7 @@ func (b *builder) goComponents(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		env, err := b.goEnv()
+		env, err := b.goEnv(ctx)
 		if err != nil {
 			return err
 		}
@@ -250,6 +273,7 @@ func (b *builder) addFiles(f *sources.Fetched) error {
 			if data, err = os.ReadFile(filepath.Join(b.p.Recipe.Dir, rf.Source)); err != nil {
 				return fmt.Errorf("%s:%d: file %s: %w", rf.From, rf.Line, rf.Path, err)
 			}
+			b.man.Inputs = addInput(b.man.Inputs, InputFile{Name: inputName(b.p.Recipe, filepath.Join(b.p.Recipe.Dir, rf.Source)), Role: "file", SHA256: sha(data)})
 		}
 		if err := b.tree.Set(&tree.Node{Path: rf.Path, Kind: tree.Regular, Mode: rf.Mode, Data: data, Owner: "recipe"}); err != nil {
 			return err

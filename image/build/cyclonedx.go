@@ -47,7 +47,7 @@ func cycloneDX(m *Manifest) ([]byte, error) {
 	bom.Metadata = &cdx.Metadata{
 		Timestamp: epochString(m.Epoch),
 		Tools: &cdx.ToolsChoice{Components: &[]cdx.Component{{Type: cdx.ComponentTypeApplication, Name: "drover",
-			Version: strings.TrimPrefix(m.Builder, "drover ")}}},
+			Version: strings.TrimPrefix(m.Builder, "drover "), Properties: props("drover:sourceState", string(m.BuilderSource.Known()))}}},
 		Component: &cdx.Component{BOMRef: imageRef, Type: cdx.ComponentTypePlatform, Name: m.Name, Version: m.Version,
 			Properties: props("drover:buildID", m.BuildID, "drover:rootHash", m.RootHash)},
 	}
@@ -115,14 +115,14 @@ func cycloneDX(m *Manifest) ([]byte, error) {
 	}
 	for _, o := range m.Own {
 		name := o.Path[strings.LastIndex(o.Path, "/")+1:]
-		commit, dirty := "", ""
+		commit, state := "", ""
 		if o.Source != nil {
-			commit, dirty = o.Source.Commit, fmt.Sprint(o.Source.Dirty)
+			commit, state = o.Source.Commit, string(o.Source.State.Known())
 		}
 		c := cdx.Component{BOMRef: "drover:" + name, Type: cdx.ComponentTypeApplication, Name: name,
 			Version: o.version(m.Builder), Hashes: sha(o.SHA256),
 			Properties: props("drover:install", o.Path, "drover:toolchain", o.GoVersion, "drover:built", o.Built,
-				"drover:commit", commit, "drover:dirty", dirty)}
+				"drover:commit", commit, "drover:sourceState", state)}
 		if err := binary(c, o.Deps); err != nil {
 			return nil, err
 		}

@@ -19,21 +19,30 @@ import (
 // Manifest describes an image completely enough to review a change
 // (`drover diff`) and to re-check the image (`drover verify`).
 type Manifest struct {
-	Schema       string       `json:"schema"`
-	Name         string       `json:"name"`
-	Arch         string       `json:"arch"` // Debian architecture: amd64, arm64
-	Version      string       `json:"version"`
-	BuildID      string       `json:"buildID"`
-	Builder      string       `json:"builder"`
-	RecipeSHA256 string       `json:"recipeSHA256"`
-	LockSHA256   string       `json:"lockSHA256"`
-	Epoch        int64        `json:"epoch"`
-	Suites       []lock.Suite `json:"suites"`
-	Distro       string       `json:"distro,omitempty"` // the image's os-release ID-VERSION_ID ("debian-13"): its packages' purl distro
-	Kernel       string       `json:"kernel"`
-	Cmdline      string       `json:"cmdline"`
-	RootHash     string       `json:"rootHash"`
-	Packages     []Package    `json:"packages"`
+	Schema  string `json:"schema"`
+	Name    string `json:"name"`
+	Arch    string `json:"arch"` // Debian architecture: amd64, arm64
+	Version string `json:"version"`
+	BuildID string `json:"buildID"`
+	Builder string `json:"builder"`
+	// BuilderSource is what is known of the source the builder was
+	// compiled from: clean, dirty or unknown.
+	BuilderSource gomod.SourceState `json:"builderSource"`
+	RecipeSHA256  string            `json:"recipeSHA256"`
+	LockSHA256    string            `json:"lockSHA256"`
+	// RecipeTree, Inputs and Toolchain are what the provenance names as
+	// the source, the files read and the Go toolchain; manifests written
+	// before drover recorded them have none.
+	RecipeTree *RecipeTree      `json:"recipeTree,omitempty"`
+	Inputs     []InputFile      `json:"inputs,omitempty"`
+	Toolchain  *gomod.Toolchain `json:"toolchain,omitempty"`
+	Epoch      int64            `json:"epoch"`
+	Suites     []lock.Suite     `json:"suites"`
+	Distro     string           `json:"distro,omitempty"` // the image's os-release ID-VERSION_ID ("debian-13"): its packages' purl distro
+	Kernel     string           `json:"kernel"`
+	Cmdline    string           `json:"cmdline"`
+	RootHash   string           `json:"rootHash"`
+	Packages   []Package        `json:"packages"`
 	// Excluded and Removed are what the recipe leaves out (exclude:,
 	// remove:); Setuid lists every setuid/setgid file of the root.
 	Excluded      []ExcludedPackage `json:"excluded,omitempty"`
@@ -169,7 +178,7 @@ type SandboxImage struct {
 }
 
 // OwnSource says where one of drover's binaries came from: built from the
-// checkout (its module, commit and dirty flag), or an override given with
+// checkout (its module, commit and source state), or an override given with
 // --agent/--init (its path on the build host).
 type OwnSource struct {
 	Built  string        `json:"built,omitempty"` // "source" or "override"
@@ -182,7 +191,7 @@ type OwnSource struct {
 func (o OwnFile) version(builder string) string {
 	if o.Source != nil && o.Source.Commit != "" {
 		v := o.Source.Commit
-		if o.Source.Dirty {
+		if o.Source.Dirty() {
 			v += "+dirty"
 		}
 		return v
@@ -243,9 +252,15 @@ func sha(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
+// LockSHA256 is the digest a build records for its lock (the manifest's
+// lockSHA256, the provenance's lock): the sha256 of the lock's canonical
+// form, without the comment header drover lock writes, so a lock whose
+// comments changed is the same input.
+func LockSHA256(l *lock.Lock) string { return sha(l.Format("")) }
+
 func newManifest(p *Plan, version string) *Manifest {
 	m := &Manifest{Schema: "drover.dev/manifest/v1", Name: p.Recipe.Name, Arch: p.Recipe.Arch, Builder: "drover " + version,
-		RecipeSHA256: p.Recipe.Digest(), LockSHA256: sha(p.Lock.Format("")), Epoch: p.Lock.Epoch,
+		RecipeSHA256: p.Recipe.Digest(), LockSHA256: LockSHA256(p.Lock), Epoch: p.Lock.Epoch,
 		Suites: p.Lock.Suites, URLs: p.Lock.URLs, Version: time.Unix(p.Lock.Epoch, 0).UTC().Format("20060102.150405")}
 	left := map[string]bool{}
 	for _, e := range p.Recipe.Exclude {

@@ -20,13 +20,16 @@ type ownBinary struct {
 // goEnv is the go command environment with the lock's toolchain: every Go
 // binary of the image is built by exactly that toolchain, whatever go is
 // installed or GOTOOLCHAIN the caller exported.
-func (b *builder) goEnv() (gomod.Env, error) {
+//
+// The first call records the toolchain's facts (where it came from, the
+// go binary's sha256) for the provenance.
+func (b *builder) goEnv(ctx context.Context) (gomod.Env, error) {
 	env := b.o.Sources.Go
 	if b.p.Lock.Toolchain == "" {
 		return env, fmt.Errorf("lock %s names no Go toolchain (it predates drover pinning one): run `drover lock %s`", b.p.Recipe.LockPath(), b.p.Recipe.Path)
 	}
 	env.Toolchain = b.p.Lock.Toolchain
-	return env, nil
+	return env, b.recordToolchain(ctx, env)
 }
 
 // droverBinaries builds drover-agent and drover-init from the checkout
@@ -50,7 +53,7 @@ func (b *builder) droverBinaries(ctx context.Context) error {
 			if b.o.Source == nil {
 				return fmt.Errorf("no checkout of %s to build %s from: run drover from its checkout, or pass --agent and --init", DroverModule, ob.dst)
 			}
-			env, err := b.goEnv()
+			env, err := b.goEnv(ctx)
 			if err != nil {
 				return err
 			}
@@ -82,7 +85,7 @@ func (b *builder) ownSource() string {
 		if o.Built == "override" {
 			return "override"
 		}
-		if o.Source != nil && (src == nil || o.Source.Dirty) {
+		if o.Source != nil && (src == nil || o.Source.Dirty()) {
 			src = o.Source
 		}
 	}

@@ -65,8 +65,8 @@ func TestDroverBinariesRefusals(t *testing.T) {
 // TestOwnSourceIsDirtyWhenAnyBinaryIs: os-release names the checkout once,
 // dirty when either binary was compiled from files that are not the commit's.
 func TestOwnSourceIsDirtyWhenAnyBinaryIs(t *testing.T) {
-	clean := &gomod.Source{Module: DroverModule, Commit: "c0ffee"}
-	dirty := &gomod.Source{Module: DroverModule, Commit: "c0ffee", Dirty: true}
+	clean := &gomod.Source{Module: DroverModule, Commit: "c0ffee", State: gomod.StateClean}
+	dirty := &gomod.Source{Module: DroverModule, Commit: "c0ffee", State: gomod.StateDirty}
 	for _, tc := range []struct {
 		agent, init *gomod.Source
 		want        string
@@ -79,7 +79,7 @@ func TestOwnSourceIsDirtyWhenAnyBinaryIs(t *testing.T) {
 		b.man.addOwn("/usr/bin/drover-agent", []byte("a"), OwnSource{Built: "source", Source: tc.agent})
 		b.man.addOwn("/usr/lib/drover/drover-init", []byte("i"), OwnSource{Built: "source", Source: tc.init})
 		if got := b.ownSource(); got != tc.want {
-			t.Errorf("agent dirty=%v, init dirty=%v: os-release source %q, want %q", tc.agent.Dirty, tc.init.Dirty, got, tc.want)
+			t.Errorf("agent dirty=%v, init dirty=%v: os-release source %q, want %q", tc.agent.Dirty(), tc.init.Dirty(), got, tc.want)
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"runtime"
 	"slices"
 	"strings"
 
@@ -15,6 +14,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/drover-os/drover/image/gomod"
 )
 
 // Provenance constants: the statement and predicate types, and the URIs
@@ -37,7 +38,11 @@ type Subject struct {
 // input: the recipe and lock, each Debian package by the .deb's sha256,
 // each Go module of every Go binary by its go.sum hash (dirHash: the h1
 // hash in hex, as the in-toto DigestSet spec defines it), drover's own
-// binaries, URL components, and the Go toolchain.
+// binaries, URL components, the Go toolchain (where it came from, the
+// sha256 of its go binary), the source (the recipe repository's commit,
+// digest gitCommit, and the recipe directory's files, digest dirHash, each
+// with its state: clean, dirty or unknown), and every recipe file, keyring
+// and file the recipe copies in, by sha256.
 func Provenance(m *Manifest, subjects []Subject) ([]byte, error) {
 	var subj []*intoto.ResourceDescriptor
 	for _, s := range subjects {
@@ -81,7 +86,17 @@ func Provenance(m *Manifest, subjects []Subject) ([]byte, error) {
 		deps = append(deps, &intoto.ResourceDescriptor{Name: u.Name, Uri: u.URL, Digest: map[string]string{"sha256": u.SHA256}})
 	}
 	for _, v := range slices.Sorted(maps.Keys(toolchains)) {
-		deps = append(deps, &intoto.ResourceDescriptor{Name: "go toolchain", Uri: "https://go.dev/dl/" + v + "." + runtime.GOOS + "-" + runtime.GOARCH + ".tar.gz"})
+		deps = append(deps, toolchainDescriptor(v, m.Toolchain))
+	}
+	src, err := sourceDescriptors(m.RecipeTree)
+	if err != nil {
+		return nil, err
+	}
+	deps = append(deps, src...)
+	for _, in := range m.Inputs {
+		rd := &intoto.ResourceDescriptor{Name: in.Name, Digest: map[string]string{"sha256": in.SHA256}}
+		rd.Annotations, _ = structpb.NewStruct(map[string]any{"role": in.Role})
+		deps = append(deps, rd)
 	}
 	ext, err := structpb.NewStruct(map[string]any{
 		"recipe": map[string]any{"name": m.Name, "sha256": m.RecipeSHA256},
@@ -93,7 +108,7 @@ func Provenance(m *Manifest, subjects []Subject) ([]byte, error) {
 	pred := &slsa.Provenance{
 		BuildDefinition: &slsa.BuildDefinition{BuildType: BuildType, ExternalParameters: ext, ResolvedDependencies: deps},
 		RunDetails: &slsa.RunDetails{
-			Builder:  &slsa.Builder{Id: BuilderID, Version: map[string]string{"drover": m.Builder}},
+			Builder:  &slsa.Builder{Id: BuilderID, Version: map[string]string{"drover": m.Builder, "sourceState": string(m.BuilderSource.Known())}},
 			Metadata: &slsa.BuildMetadata{InvocationId: m.BuildID},
 		},
 	}
@@ -153,4 +168,58 @@ func stableJSON(m proto.Message) ([]byte, error) {
 		return nil, err
 	}
 	return append(out, '\n'), nil
+}
+
+// toolchainDescriptor names the Go toolchain version v: where it came from
+// and the sha256 of the go binary that ran (t, recorded by the build), or,
+// for a version the build has no facts of (a manifest from before drover
+// recorded them), the version alone: never a download site it did not
+// come from.
+func toolchainDescriptor(v string, t *gomod.Toolchain) *intoto.ResourceDescriptor {
+	if t == nil || t.Version != v {
+		rd := &intoto.ResourceDescriptor{Name: "go toolchain " + v}
+		rd.Annotations, _ = structpb.NewStruct(map[string]any{"version": v})
+		return rd
+	}
+	ann := map[string]any{"version": v, "digest": "sha256 of bin/go"}
+	if t.ZipSHA256 != "" {
+		ann["moduleZipSHA256"] = t.ZipSHA256
+	}
+	rd := &intoto.ResourceDescriptor{Name: "go toolchain", Uri: t.URI, Digest: map[string]string{"sha256": t.GoSHA256}}
+	rd.Annotations, _ = structpb.NewStruct(ann)
+	return rd
+}
+
+// sourceDescriptors names the source of the build: the commit of the
+// recipe's repository (git+<repository>@<commit>, digest gitCommit), and the
+// recipe directory's files as read (digest dirHash), which is all there is
+// for a tree without a commit. Each carries the tree's state.
+func sourceDescriptors(t *RecipeTree) ([]*intoto.ResourceDescriptor, error) {
+	if t == nil {
+		return nil, nil
+	}
+	ann := map[string]any{"state": string(t.State.Known()), "dir": t.Dir}
+	var out []*intoto.ResourceDescriptor
+	if t.Commit != "" {
+		alg := "gitCommit"
+		if t.CommitFormat == "sha256" {
+			alg = "gitCommitSHA256" // in-toto's gitCommit is a SHA-1 id
+		}
+		rd := &intoto.ResourceDescriptor{Name: "source", Digest: map[string]string{alg: t.Commit}}
+		if t.Repository != "" {
+			rd.Uri = t.Repository + "@" + t.Commit
+		}
+		rd.Annotations, _ = structpb.NewStruct(ann)
+		out = append(out, rd)
+	}
+	rd := &intoto.ResourceDescriptor{Name: "recipe tree " + t.Dir, Digest: map[string]string{"dirHash": t.DirHash}}
+	ann["files"] = float64(t.Files)
+	rd.Annotations, _ = structpb.NewStruct(ann)
+	out = append(out, rd)
+	for _, d := range out {
+		if err := d.Validate(); err != nil {
+			return nil, fmt.Errorf("provenance: the source %s: %w", d.GetName(), err)
+		}
+	}
+	return out, nil
 }

@@ -29,7 +29,7 @@ func (b *builder) releaseNotes(ctx context.Context) ([]ReleaseNotes, error) {
 	if len(b.man.Go) == 0 {
 		return out, nil
 	}
-	env, err := b.goEnv()
+	env, err := b.goEnv(ctx)
 	if err != nil {
 		return nil, err
 	}

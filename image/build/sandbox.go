@@ -94,7 +94,7 @@ func (b *builder) pauseBinary(ctx context.Context, goarch string) ([]byte, OwnSo
 	if b.o.Source == nil {
 		return nil, OwnSource{}, fmt.Errorf("no checkout of %s to build the sandbox image's pause (%s) from: run drover from its checkout", DroverModule, PausePackage)
 	}
-	env, err := b.goEnv()
+	env, err := b.goEnv(ctx)
 	if err != nil {
 		return nil, OwnSource{}, err
 	}

@@ -292,7 +292,8 @@ func sbom(m *Manifest) ([]byte, error) {
 		DocumentName:      m.Name + "-" + m.Version,
 		DocumentNamespace: "https://drover.dev/spdx/" + m.Name + "/" + m.RootHash,
 		CreationInfo: &spdx.CreationInfo{Created: epochString(m.Epoch),
-			Creators: []common.Creator{{CreatorType: "Tool", Creator: strings.ReplaceAll(m.Builder, " ", "-")}}},
+			Creators:       []common.Creator{{CreatorType: "Tool", Creator: strings.ReplaceAll(m.Builder, " ", "-")}},
+			CreatorComment: "builder " + m.Builder + ", compiled from a source whose state is " + string(m.BuilderSource.Known())},
 	}
 	ids := map[string]bool{}
 	id := func(kind, name string) common.ElementID {
@@ -409,6 +410,9 @@ func sbom(m *Manifest) ([]byte, error) {
 			PackageSupplier: &common.Supplier{SupplierType: "Organization", Supplier: "drover"}}
 		if o.Module != "" {
 			bin.PackageComment = "Go binary of module " + o.Module + ", built with " + o.GoVersion
+		}
+		if o.Source != nil {
+			bin.PackageComment = strings.TrimPrefix(bin.PackageComment+"; compiled from "+o.Source.String()+", source state "+string(o.Source.State.Known()), "; ")
 		}
 		if err := goBinary(bin, o.Deps); err != nil {
 			return nil, err

@@ -15,22 +15,47 @@ type Source struct {
 	Dir    string `json:"-"`
 	Module string `json:"module"`
 	// Commit is the checked-out git commit (HEAD); empty when Dir is not a
-	// git checkout (a source tarball), which Dirty then cannot be judged for.
+	// git checkout (a source tarball, a copy) or git could not read it.
 	Commit string `json:"commit,omitempty"`
-	// Dirty is set when a file the binary is compiled from (source, embedded
-	// file, go.mod, go.sum) is not byte for byte the one in Commit's tree,
-	// whatever git's index, configuration or environment say (srcstate.go).
-	Dirty bool `json:"dirty"`
+	// State is StateDirty when a file the binary is compiled from (source,
+	// embedded file, go.mod, go.sum) is not byte for byte the one in
+	// Commit's tree, whatever git's index, configuration or environment say
+	// (srcstate.go); StateClean when every one is; StateUnknown when there
+	// is no commit to compare with. Never clean by default.
+	State SourceState `json:"state"`
 }
 
+// SourceState is what is known about a tree's files against its commit.
+type SourceState string
+
+// The source states. A manifest written before drover recorded the state
+// has none (""), which reads as StateUnknown.
+const (
+	StateClean   SourceState = "clean"
+	StateDirty   SourceState = "dirty"
+	StateUnknown SourceState = "unknown"
+)
+
+// Known returns s, or StateUnknown for an empty or unrecognised value.
+func (s SourceState) Known() SourceState {
+	switch s {
+	case StateClean, StateDirty:
+		return s
+	}
+	return StateUnknown
+}
+
+// Dirty reports whether a compiled file is known to differ from Commit's.
+func (s *Source) Dirty() bool { return s.State == StateDirty }
+
 // String is the form os-release and messages use: module@commit, with
-// +dirty for a modified checkout.
+// +dirty for a modified checkout, and unknown-commit when there is none.
 func (s *Source) String() string {
 	v := s.Commit
 	if v == "" {
 		v = "unknown-commit"
 	}
-	if s.Dirty {
+	if s.Dirty() {
 		v += "+dirty"
 	}
 	return s.Module + "@" + v

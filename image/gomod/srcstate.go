@@ -214,13 +214,16 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
-// sourceState describes src as compiled into pkg: its commit, and Dirty
-// with the reasons when any compiled file is not the commit's.
+// sourceState describes src as compiled into pkg: its commit, and
+// StateDirty with the reasons when any compiled file is not the commit's.
+// With no commit to compare with (no .git, git missing or failing) the
+// state is StateUnknown: the binaries' sha256 still names them, but nothing
+// says which source they are.
 func (g *goCmd) sourceState(ctx context.Context, src *Source, vars []string, pkg string) (*Source, []string, error) {
-	s := &Source{Dir: src.Dir, Module: src.Module}
+	s := &Source{Dir: src.Dir, Module: src.Module, State: StateUnknown}
 	tree, err := readCommitTree(ctx, src.Dir)
 	if err != nil || tree == nil {
-		return s, nil, err // tree == nil: not a git checkout, the binaries' sha256 still names them
+		return s, nil, err
 	}
 	files, err := g.compiledFiles(ctx, src.Dir, vars, pkg)
 	if err != nil {
@@ -230,6 +233,9 @@ func (g *goCmd) sourceState(ctx context.Context, src *Source, vars []string, pkg
 	if err != nil {
 		return nil, nil, err
 	}
-	s.Commit, s.Dirty = tree.commit, len(diff) > 0
+	s.Commit, s.State = tree.commit, StateClean
+	if len(diff) > 0 {
+		s.State = StateDirty
+	}
 	return s, diff, nil
 }

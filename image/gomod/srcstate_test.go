@@ -50,7 +50,7 @@ func newGitRepo(t *testing.T, lang string) gitRepo {
 }
 
 // TestSourceState: each trick that makes `git status` report a modified
-// checkout as clean still gives Dirty; a clean checkout, or one with a file
+// checkout as clean still gives StateDirty; a clean checkout, or one with a file
 // the build does not compile, is clean.
 func TestSourceState(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
@@ -138,23 +138,61 @@ func TestSourceState(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s.Dirty != tc.dirty || s.Commit != head || (len(diff) > 0) != tc.dirty {
-				t.Errorf("state %+v (differences %q), want commit %s, dirty=%v", s, diff, head, tc.dirty)
+			want := StateClean
+			if tc.dirty {
+				want = StateDirty
+			}
+			if s.State != want || s.Commit != head || (len(diff) > 0) != tc.dirty {
+				t.Errorf("state %+v (differences %q), want commit %s, %s", s, diff, head, want)
 			}
 			t.Logf("%s: %q", s, diff)
 		})
 	}
 }
 
-// TestSourceStateNotGit: a source tarball has no commit to compare with.
+// TestSourceStateNotGit: a source tarball has no commit to compare with,
+// and neither has a checkout copied without its .git, or one git cannot
+// read: each is StateUnknown, never clean.
 func TestSourceStateNotGit(t *testing.T) {
 	ctx := context.Background()
 	g, err := Env{WorkDir: t.TempDir()}.prepare(ctx)
 	must(t, err)
-	src := tinySource(t, g.version)
-	s, diff, err := g.sourceState(ctx, src, nil, "./cmd/tiny")
-	if err != nil || s.Commit != "" || s.Dirty || diff != nil {
-		t.Errorf("state %+v, %q, %v; want no commit, not dirty", s, diff, err)
+	lang, err := langVersion(g.version)
+	must(t, err)
+	copyWithoutGit := func(t *testing.T) string {
+		r := newGitRepo(t, lang)
+		dst := t.TempDir()
+		must(t, os.CopyFS(dst, os.DirFS(r.dir)))
+		must(t, os.RemoveAll(filepath.Join(dst, ".git")))
+		return dst
+	}
+	for _, tc := range []struct {
+		name string
+		dir  func(t *testing.T) string
+	}{
+		{"source tarball", func(t *testing.T) string { return tinySource(t, g.version).Dir }},
+		{"checkout copied without .git", copyWithoutGit},
+		{"git missing", func(t *testing.T) string {
+			r := newGitRepo(t, lang)
+			t.Setenv("PATH", t.TempDir()) // the go command g runs is already resolved
+			return r.dir
+		}},
+		{"git failing", func(t *testing.T) string {
+			r := newGitRepo(t, lang)
+			must(t, os.WriteFile(filepath.Join(r.dir, ".git", "HEAD"), []byte("garbage\n"), 0o644))
+			return r.dir
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &Source{Dir: tc.dir(t), Module: "example.com/own"}
+			s, diff, err := g.sourceState(ctx, src, nil, "./cmd/tiny")
+			if err != nil || s.Commit != "" || s.State != StateUnknown || diff != nil {
+				t.Errorf("state %+v, %q, %v; want no commit, state unknown", s, diff, err)
+			}
+			if s.String() != "example.com/own@unknown-commit" {
+				t.Errorf("String() = %q", s)
+			}
+		})
 	}
 }
 
@@ -182,5 +220,35 @@ func TestDifferences(t *testing.T) {
 	}
 	if _, err := blobID("md5", nil); err == nil {
 		t.Error("an unknown object format is accepted")
+	}
+}
+
+// TestDescribeTree: a recipe directory in a clean checkout names its
+// commit; a changed or added file makes it dirty; the same files copied
+// without .git are unknown, with the same digest of the files.
+func TestDescribeTree(t *testing.T) {
+	ctx := context.Background()
+	r := newGitRepo(t, "1.26")
+	head := r.git("rev-parse", "HEAD")
+	dir := filepath.Join(r.dir, "cmd")
+	clean, diff, err := DescribeTree(ctx, dir)
+	must(t, err)
+	if clean.Commit != head || clean.State != StateClean || clean.Files != 2 || len(diff) != 0 || len(clean.DirHash) != 64 {
+		t.Errorf("clean: %+v %q, want commit %s, clean, 2 files", clean, diff, head)
+	}
+
+	cp := t.TempDir()
+	must(t, os.CopyFS(cp, os.DirFS(dir)))
+	copied, _, err := DescribeTree(ctx, cp)
+	must(t, err)
+	if copied.Commit != "" || copied.State != StateUnknown || copied.DirHash != clean.DirHash {
+		t.Errorf("copy without .git: %+v, want no commit, unknown, dirHash %s", copied, clean.DirHash)
+	}
+
+	r.write("cmd/tiny/msg.txt", "planted\n")
+	dirty, diff, err := DescribeTree(ctx, dir)
+	must(t, err)
+	if dirty.Commit != head || dirty.State != StateDirty || len(diff) != 1 || dirty.DirHash == clean.DirHash {
+		t.Errorf("changed file: %+v %q, want dirty with one difference and another dirHash", dirty, diff)
 	}
 }

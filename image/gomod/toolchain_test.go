@@ -64,7 +64,7 @@ func TestFindSource(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/own\n\ngo 1.26\n"), 0o644)
 	os.MkdirAll(filepath.Join(dir, "recipes"), 0o755)
 	s, err := FindSource("example.com/own", filepath.Join(dir, "recipes"))
-	if err != nil || s.Dir != dir || s.Commit != "" || s.Dirty {
+	if err != nil || s.Dir != dir || s.Commit != "" || s.State != "" {
 		t.Fatalf("FindSource = %+v, %v; want the module root %s, not yet described", s, err, dir)
 	}
 	if _, err := FindSource("example.com/other", dir); err == nil || !strings.Contains(err.Error(), "pass --agent and --init") {

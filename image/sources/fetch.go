@@ -16,6 +16,9 @@ type Fetched struct {
 	Debs  map[string]string // package name -> path
 	URLs  map[string]string // component name -> path
 	Bytes int64
+	// Keyrings are the trust roots the suites' signatures were checked
+	// against, one per suite in lock order.
+	Keyrings []*TrustRoot
 }
 
 // Fetch downloads (or re-verifies in the cache) every .deb and URL file the
@@ -23,7 +26,8 @@ type Fetched struct {
 // It first refuses a lock whose suites were not signed by a key of the trust
 // root (CheckSigners): the .deb hashes are only as good as that signature.
 func Fetch(ctx context.Context, r *recipe.Recipe, l *lock.Lock, o Options) (*Fetched, error) {
-	if err := CheckSigners(r, l, o); err != nil {
+	roots, err := checkSigners(r, l, o)
+	if err != nil {
 		return nil, err
 	}
 	items := make([]fetch.Item, 0, len(l.Debs)+len(l.URLs))
@@ -41,7 +45,7 @@ func Fetch(ctx context.Context, r *recipe.Recipe, l *lock.Lock, o Options) (*Fet
 	if err != nil {
 		return nil, err
 	}
-	f := &Fetched{Debs: map[string]string{}, URLs: map[string]string{}}
+	f := &Fetched{Debs: map[string]string{}, URLs: map[string]string{}, Keyrings: roots}
 	for _, d := range l.Debs {
 		f.Debs[d.Name] = paths[d.SHA256]
 		f.Bytes += d.Size

@@ -18,8 +18,8 @@ import (
 // signed statement. Nothing inside the image is read: NotReread names what
 // only its sha256 vouches for. A digest checked against an unsigned
 // manifest proves nothing, hence no Digest without the provenance.
-func SignedDigest(ctx context.Context, imagePath, manifestPath string, m *build.Manifest, v dsse.Verifier) []Problem {
-	return append(digest(imagePath, m), Provenance(ctx, imagePath, manifestPath, m, v)...)
+func SignedDigest(ctx context.Context, imagePath, manifestPath string, m *build.Manifest, v dsse.Verifier, want Expect) []Problem {
+	return append(digest(imagePath, m), Provenance(ctx, imagePath, manifestPath, m, v, want)...)
 }
 
 func digest(imagePath string, m *build.Manifest) []Problem {

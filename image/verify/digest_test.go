@@ -17,7 +17,7 @@ func fakeQCOW2() []byte {
 }
 
 func (f *provFixture) checkDigest() []Problem {
-	return SignedDigest(context.Background(), f.image, f.manifest, f.m, f.pub)
+	return SignedDigest(context.Background(), f.image, f.manifest, f.m, f.pub, Expect{})
 }
 
 func TestSignedDigestAcceptsAQCOW2OnlyBuild(t *testing.T) {

@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 
+	slsa "github.com/in-toto/attestation/go/predicates/provenance/v1"
 	intoto "github.com/in-toto/attestation/go/v1"
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/drover-os/drover/image/attest"
 	"github.com/drover-os/drover/image/build"
@@ -18,6 +20,23 @@ import (
 // PartProvenance is the part a provenance problem is in.
 const PartProvenance = "provenance"
 
+// Expect is what the signed provenance must say beyond its signature and
+// subjects. The build type is always drover's (build.BuildType).
+type Expect struct {
+	// BuilderID is the runDetails.builder.id the provenance must name;
+	// empty means drover's own, build.BuilderID.
+	BuilderID string
+	// Lock and Recipe, when set, are digests the provenance must record
+	// as the build's inputs (drover verify --expect-lock, --expect-recipe).
+	Lock, Recipe *Digest
+}
+
+// Digest is an expected sha256 and where the caller took it from, for the
+// message when it is not the one recorded.
+type Digest struct {
+	SHA256, From string
+}
+
 // Provenance checks the signed provenance beside imagePath
 // (<name>.provenance.dsse.json) with the public key v: the DSSE signature,
 // that the unsigned statement beside it is the signed one byte for byte,
@@ -25,7 +44,11 @@ const PartProvenance = "provenance"
 // provenance predicate, and that every subject's file beside the image has
 // the sha256 it names — including the image itself and manifestPath, so a
 // manifest swapped for another cannot pass Verify either.
-func Provenance(ctx context.Context, imagePath, manifestPath string, m *build.Manifest, v dsse.Verifier) []Problem {
+//
+// The predicate must be drover's build type, name the builder want names
+// (drover's by default) and, for each digest want gives, record it in
+// resolvedDependencies and externalParameters (see checkPredicate).
+func Provenance(ctx context.Context, imagePath, manifestPath string, m *build.Manifest, v dsse.Verifier, want Expect) []Problem {
 	dir := filepath.Dir(imagePath)
 	envPath := filepath.Join(dir, m.Name+build.EnvelopeSuffix)
 	var ps []Problem
@@ -59,6 +82,10 @@ func Provenance(ctx context.Context, imagePath, manifestPath string, m *build.Ma
 	}
 	if s.GetPredicateType() != build.SLSAProvenanceType {
 		add("the signed statement's predicate type is %q, want %q", s.GetPredicateType(), build.SLSAProvenanceType)
+	} else {
+		for _, msg := range checkPredicate(s.GetPredicate(), want) {
+			add("%s", msg)
+		}
 	}
 	named := map[string]string{}
 	for _, sub := range s.GetSubject() {
@@ -86,4 +113,55 @@ func Provenance(ctx context.Context, imagePath, manifestPath string, m *build.Ma
 		}
 	}
 	return ps
+}
+
+// checkPredicate checks the SLSA predicate against want; each problem
+// names the field (predicate.…) and what to do.
+func checkPredicate(pred *structpb.Struct, want Expect) []string {
+	var out []string
+	raw, err := protojson.Marshal(pred)
+	var p slsa.Provenance
+	if err == nil {
+		err = protojson.Unmarshal(raw, &p)
+	}
+	if err != nil {
+		return []string{fmt.Sprintf("predicate: not an SLSA v1 provenance: %v", err)}
+	}
+	if got := p.GetBuildDefinition().GetBuildType(); got != build.BuildType {
+		out = append(out, fmt.Sprintf("predicate.buildDefinition.buildType is %q, want %q: the statement is not a drover build's", got, build.BuildType))
+	}
+	id, from := build.BuilderID, "drover's"
+	if want.BuilderID != "" {
+		id, from = want.BuilderID, "from --expect-builder"
+	}
+	if got := p.GetRunDetails().GetBuilder().GetId(); got != id {
+		out = append(out, fmt.Sprintf("predicate.runDetails.builder.id is %q, want %q (%s): the image was built by another builder; trust only the builder you expect", got, id, from))
+	}
+	ext := p.GetBuildDefinition().GetExternalParameters().GetFields()
+	for _, in := range []struct {
+		name, flag string
+		want       *Digest
+	}{{"lock", "--expect-lock", want.Lock}, {"recipe", "--expect-recipe", want.Recipe}} {
+		if in.want == nil {
+			continue
+		}
+		var dep *intoto.ResourceDescriptor
+		for _, d := range p.GetBuildDefinition().GetResolvedDependencies() {
+			if d.GetName() == in.name {
+				dep = d
+			}
+		}
+		switch got := dep.GetDigest()["sha256"]; {
+		case dep == nil:
+			out = append(out, fmt.Sprintf("predicate.buildDefinition.resolvedDependencies: no %s entry, want %s sha256 %s (from %s %s): the provenance does not say which %s was built",
+				in.name, in.name, in.want.SHA256, in.flag, in.want.From, in.name))
+		case got != in.want.SHA256:
+			out = append(out, fmt.Sprintf("predicate.buildDefinition.resolvedDependencies: %s sha256 %s, want %s (from %s %s): the image was built from another %s",
+				in.name, got, in.want.SHA256, in.flag, in.want.From, in.name))
+		}
+		if got := ext[in.name].GetStructValue().GetFields()["sha256"].GetStringValue(); got != in.want.SHA256 {
+			out = append(out, fmt.Sprintf("predicate.buildDefinition.externalParameters.%s.sha256 is %q, want %s (from %s %s)", in.name, got, in.want.SHA256, in.flag, in.want.From))
+		}
+	}
+	return out
 }

@@ -24,6 +24,7 @@ type provFixture struct {
 	dir, image, manifest string
 	pub                  dsse.Verifier
 	m                    *build.Manifest
+	want                 Expect // what check expects of the predicate
 }
 
 func writePEM(t *testing.T, path, typ string, der []byte) {
@@ -44,6 +45,8 @@ type outputs struct {
 	format          string
 	data            []byte
 	listed, subject bool
+	// edit, when set, changes the statement before it is signed.
+	edit func(st []byte) []byte
 }
 
 func newOutputs(t *testing.T, o outputs) *provFixture {
@@ -78,6 +81,9 @@ func newOutputs(t *testing.T, o outputs) *provFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if o.edit != nil {
+		st = o.edit(st)
+	}
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	der, _ := x509.MarshalPKCS8PrivateKey(priv)
 	pubDER, _ := x509.MarshalPKIXPublicKey(pub)
@@ -100,7 +106,7 @@ func newOutputs(t *testing.T, o outputs) *provFixture {
 }
 
 func (f *provFixture) check() []Problem {
-	return Provenance(context.Background(), f.image, f.manifest, f.m, f.pub)
+	return Provenance(context.Background(), f.image, f.manifest, f.m, f.pub, f.want)
 }
 
 // flip changes one byte in the middle of the file (or at off when >= 0).
@@ -188,5 +194,58 @@ func TestProvenanceRefusesAnotherKeyAndMissingEnvelope(t *testing.T) {
 	os.Remove(filepath.Join(f.dir, "t"+build.EnvelopeSuffix))
 	if ps := f.check(); len(ps) != 1 || !strings.Contains(ps[0].Message, "build with --sign-key") {
 		t.Errorf("no envelope: %v", ps)
+	}
+}
+
+// TestProvenanceChecksWhatItSays: a signed statement is not enough; it must
+// be drover's build type and builder, and record the lock and recipe the
+// caller expects, each problem naming the field and where the expected
+// value came from.
+func TestProvenanceChecksWhatItSays(t *testing.T) {
+	replace := func(old, new string) func([]byte) []byte {
+		return func(st []byte) []byte {
+			if !strings.Contains(string(st), old) {
+				t.Fatalf("statement has no %q to replace", old)
+			}
+			return []byte(strings.ReplaceAll(string(st), old, new))
+		}
+	}
+	lockOf := func(c string) *Digest { return &Digest{SHA256: strings.Repeat(c, 64), From: "recipes/t.yaml.lock"} }
+	for _, tc := range []struct {
+		name string
+		edit func([]byte) []byte
+		want Expect
+		msgs []string // "": no problem
+	}{
+		{"as built", nil, Expect{}, nil},
+		{"expected lock, recipe and builder", nil, Expect{BuilderID: build.BuilderID, Lock: lockOf("b"), Recipe: &Digest{SHA256: strings.Repeat("a", 64), From: "recipes/t.yaml"}}, nil},
+		{"another build type", replace(build.BuildType, "https://example.com/other/v1"), Expect{},
+			[]string{`predicate.buildDefinition.buildType is "https://example.com/other/v1", want "` + build.BuildType + `"`}},
+		{"another builder", replace(build.BuilderID, "https://example.com/builder"), Expect{},
+			[]string{`predicate.runDetails.builder.id is "https://example.com/builder", want "` + build.BuilderID + `" (drover's)`}},
+		{"not the expected builder", nil, Expect{BuilderID: "https://ci.example.com/drover"},
+			[]string{`predicate.runDetails.builder.id is "` + build.BuilderID + `", want "https://ci.example.com/drover" (from --expect-builder)`}},
+		{"another lock", nil, Expect{Lock: lockOf("d")}, []string{
+			"predicate.buildDefinition.resolvedDependencies: lock sha256 " + strings.Repeat("b", 64) + ", want " + strings.Repeat("d", 64) + " (from --expect-lock recipes/t.yaml.lock)",
+			"predicate.buildDefinition.externalParameters.lock.sha256 is \"" + strings.Repeat("b", 64) + "\", want " + strings.Repeat("d", 64)}},
+		{"another recipe", nil, Expect{Recipe: &Digest{SHA256: strings.Repeat("e", 64), From: "r.yaml"}}, []string{
+			"predicate.buildDefinition.resolvedDependencies: recipe sha256 " + strings.Repeat("a", 64) + ", want " + strings.Repeat("e", 64) + " (from --expect-recipe r.yaml)",
+			"predicate.buildDefinition.externalParameters.recipe.sha256"}},
+		{"no lock recorded", replace(`"name": "lock"`, `"name": "lock file"`), Expect{Lock: lockOf("b")},
+			[]string{"predicate.buildDefinition.resolvedDependencies: no lock entry, want lock sha256 " + strings.Repeat("b", 64) + " (from --expect-lock recipes/t.yaml.lock)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newOutputs(t, outputs{format: "raw", data: []byte("disk image bytes"), subject: true, edit: tc.edit})
+			f.want = tc.want
+			ps := f.check()
+			if len(ps) != len(tc.msgs) {
+				t.Fatalf("problems %v, want %d: %q", ps, len(tc.msgs), tc.msgs)
+			}
+			for i, p := range ps {
+				if p.Part != PartProvenance || !strings.HasPrefix(p.Message, tc.msgs[i]) {
+					t.Errorf("problem %d: %s: %s\nwant prefix %s", i, p.Part, p.Message, tc.msgs[i])
+				}
+			}
+		})
 	}
 }
