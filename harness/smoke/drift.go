@@ -32,24 +32,29 @@ func JudgeDrift(n *cluster.Node, events []cluster.Event, path string, what ...st
 	return nil
 }
 
-// JudgeDriftFound checks the API server's view of drift the agent found
-// at a path, by what it found there (got, as the report's "got …"): the
-// Node's DroverConfigDrift condition True naming both, and exactly one
-// ConfigDrift Event naming both (earlier reports of the same path, with
-// another finding, do not count).
-func JudgeDriftFound(n *cluster.Node, events []cluster.Event, path, got string) error {
-	c, ok := n.Conditions[DriftCondition]
-	if !ok || c.Status != "True" || !strings.Contains(c.Message, path) || !strings.Contains(c.Message, "got "+got) {
-		return fmt.Errorf("node %s condition %s = %+v (present %t), want True naming %s and got %s", n.Name, DriftCondition, c, ok, path, got)
+// JudgeStoredDrift checks the API server's view after a boot found the
+// agent's stored config not the user-data's: the Node's DroverConfigDrift
+// condition True, and exactly one ConfigDrift Event, naming the path with
+// what that boot found there — "contents (want the user-data's …, got
+// <got>)", got being the planted file's sha256 prefix or "missing". The
+// guard of the boot before, which saw the same file change, reports it
+// against its own record ("want <sha256>"): those Events do not count.
+func JudgeStoredDrift(n *cluster.Node, events []cluster.Event, path, got string) error {
+	found := func(msg string) bool {
+		return strings.Contains(msg, path+" contents (want the user-data's") && strings.Contains(msg, "got "+got+")")
 	}
-	found := 0
+	c, ok := n.Conditions[DriftCondition]
+	if !ok || c.Status != "True" || !found(c.Message) {
+		return fmt.Errorf("node %s condition %s = %+v (present %t), want True naming %s not the user-data's, got %s", n.Name, DriftCondition, c, ok, path, got)
+	}
+	count := 0
 	for _, e := range events {
-		if e.Reason == "ConfigDrift" && e.InvolvedKind == "Node" && e.Type == "Warning" && strings.Contains(e.Message, path) && strings.Contains(e.Message, "got "+got) {
-			found++
+		if e.Reason == "ConfigDrift" && e.InvolvedKind == "Node" && e.Type == "Warning" && found(e.Message) {
+			count++
 		}
 	}
-	if found != 1 {
-		return fmt.Errorf("%d ConfigDrift events about node %s name %s with got %s, want exactly 1", found, n.Name, path, got)
+	if count != 1 {
+		return fmt.Errorf("%d ConfigDrift events about node %s name %s not the user-data's with got %s, want exactly 1", count, n.Name, path, got)
 	}
 	return nil
 }

@@ -218,7 +218,7 @@ func (e *Env) judgeTamper(ctx context.Context, r *Report, in *Instance, what, go
 	s := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	err := e.waitNode(wctx, in, func(n *cluster.Node, ev []cluster.Event) error {
-		return JudgeDriftFound(n, ev, agent.StoredConfig, got)
+		return JudgeStoredDrift(n, ev, agent.StoredConfig, got)
 	})
 	cancel()
 	r.add(what+" reported: DroverConfigDrift and a ConfigDrift Event name "+agent.StoredConfig+" (got "+got+")", s, err, "")

@@ -138,35 +138,41 @@ func TestStoredConfigGot(t *testing.T) {
 	}
 }
 
-func TestJudgeDriftFound(t *testing.T) {
+func TestJudgeStoredDrift(t *testing.T) {
 	const path = "/var/lib/drover/config.ign"
-	msg := func(got string) string {
-		return "local change to what the node is meant to hold: " + path + " contents (want the user-data's, got " + got + ")"
+	// What a boot finds, and what the guard of the boot before saw.
+	found := func(got string) string {
+		return "local change to what the node is meant to hold: " + path + " contents (want the user-data's (sha256 ed33864401e9, token redacted), got " + got + ")"
 	}
-	n := &cluster.Node{Name: "n", Conditions: map[string]cluster.Condition{DriftCondition: {Status: "True", Message: msg("missing")}}}
-	ev := func(got string) cluster.Event {
-		return cluster.Event{Type: "Warning", Reason: "ConfigDrift", InvolvedKind: "Node", InvolvedName: "n", Message: msg(got)}
+	guard := func(got string) string {
+		return "local change to what the node is meant to hold: " + path + " contents (want e2a4585e9f96, got " + got + "); /var/lib/drover/config.sha256 presence (want present, got missing)"
 	}
-	// An Event of an earlier finding at the same path does not count.
-	if err := JudgeDriftFound(n, []cluster.Event{ev("0123456789ab"), ev("missing")}, path, "missing"); err != nil {
+	ev := func(msg string) cluster.Event {
+		return cluster.Event{Type: "Warning", Reason: "ConfigDrift", InvolvedKind: "Node", InvolvedName: "n", Message: msg}
+	}
+	n := &cluster.Node{Name: "n", Conditions: map[string]cluster.Condition{DriftCondition: {Status: "True", Message: found("missing")}}}
+	// The guard's Events of the boot before, of the same file and even the
+	// same finding, do not count.
+	if err := JudgeStoredDrift(n, []cluster.Event{ev(guard("0123456789ab")), ev(guard("missing")), ev(found("0123456789ab")), ev(found("missing"))}, path, "missing"); err != nil {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]struct {
 		cond string
 		ev   []cluster.Event
 	}{
-		"no event of this finding": {"True", []cluster.Event{ev("0123456789ab")}},
-		"two events":               {"True", []cluster.Event{ev("missing"), ev("missing")}},
-		"condition False":          {"False", []cluster.Event{ev("missing")}},
+		"only the guard's Event":    {"True", []cluster.Event{ev(guard("missing"))}},
+		"another finding's Event":   {"True", []cluster.Event{ev(found("0123456789ab"))}},
+		"two Events of the finding": {"True", []cluster.Event{ev(found("missing")), ev(found("missing"))}},
+		"condition False":           {"False", []cluster.Event{ev(found("missing"))}},
 	} {
-		n.Conditions[DriftCondition] = cluster.Condition{Status: c.cond, Message: msg("missing")}
-		if err := JudgeDriftFound(n, c.ev, path, "missing"); err == nil {
+		n.Conditions[DriftCondition] = cluster.Condition{Status: c.cond, Message: found("missing")}
+		if err := JudgeStoredDrift(n, c.ev, path, "missing"); err == nil {
 			t.Errorf("%s passed", name)
 		}
 	}
-	n.Conditions[DriftCondition] = cluster.Condition{Status: "True", Message: msg("0123456789ab")}
-	if err := JudgeDriftFound(n, []cluster.Event{ev("missing")}, path, "missing"); err == nil {
-		t.Error("a condition naming another finding passed")
+	n.Conditions[DriftCondition] = cluster.Condition{Status: "True", Message: guard("missing")}
+	if err := JudgeStoredDrift(n, []cluster.Event{ev(found("missing"))}, path, "missing"); err == nil {
+		t.Error("a condition of the guard's finding passed")
 	}
 }
 
