@@ -300,6 +300,7 @@ func TestGuardSurface(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each case has its own root
 			if c.root && !asRoot {
 				t.Skip("chown needs root")
 			}

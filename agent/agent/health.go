@@ -202,28 +202,42 @@ func (r *kernelReporter) add(f health.Finding) {
 }
 
 func (r *kernelReporter) run(ctx context.Context, found <-chan health.Finding) {
+	var retry <-chan time.Time // set while backing off
 	for {
-		wait := time.Duration(-1) // nothing to retry: wait for a finding
-		if len(r.pending) > 0 {
-			if err := r.flush(ctx); err != nil {
-				r.attempt++
-				wait = min(provider.Backoff(r.attempt, rand.Float64()), GuardPeriod)
-			} else {
-				r.attempt = 0
+		if retry == nil {
+			if wait, ok := r.deliver(ctx); ok {
+				retry = time.After(wait)
 			}
-		}
-		var retry <-chan time.Time
-		if wait >= 0 {
-			retry = time.After(wait)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case f := <-found:
+			// Queued; sent at once unless backing off: a finding in
+			// a loop must not turn the backoff into a flood.
 			r.add(f)
 		case <-retry:
+			retry = nil
 		}
 	}
+}
+
+// deliver flushes the queue; when the API server refused part of it, ok
+// and the wait before the next attempt: provider.Backoff from the first
+// attempt again after a flush that emptied the queue.
+func (r *kernelReporter) deliver(ctx context.Context) (wait time.Duration, ok bool) {
+	if len(r.pending) == 0 {
+		return 0, false
+	}
+	if err := r.flush(ctx); err != nil {
+		r.attempt++
+		if r.attempt == 1 {
+			r.note("health: reporting to the API server failed (retrying with backoff until it accepts): " + err.Error())
+		}
+		return min(provider.Backoff(r.attempt, rand.Float64()), GuardPeriod), true
+	}
+	r.attempt = 0
+	return 0, false
 }
 
 // flush sends the queue in order, dropping what the API server accepted.

@@ -73,8 +73,8 @@ func TestKernelFindingsReachTheNode(t *testing.T) {
 	// Past the interval, the next Event counts what was left out.
 	clock = clock.Add(eventEvery)
 	r.add(health.Finding{Event: "OOMKilling", Evidence: "Out of memory: Killed process 9 (x)"})
-	if err := r.flush(ctx); err != nil || !strings.HasSuffix(api.events[2], "(and 1 more OOMKilling since the last Event)") {
-		t.Errorf("third event %q, %v", api.events[2:], err)
+	if err := r.flush(ctx); err != nil || len(api.events) != 3 || !strings.HasSuffix(api.events[2], "(and 1 more OOMKilling since the last Event)") {
+		t.Errorf("events %q, %v: want a third that counts the one left out", api.events, err)
 	}
 }
 
