@@ -103,16 +103,16 @@ func (w *watchList) rewrote(root, p string) {
 	}
 	m := ignition.Managed{Path: p, Kind: "file"}
 	if fi, err := os.Lstat(root + p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		m.Kind, m.Target = "symlink", mustReadlink(root+p)
+		// A link that cannot be read (gone since the Lstat) stays
+		// recorded as a file with no digest: the next round reports
+		// whatever is there.
+		if t, err := os.Readlink(root + p); err == nil {
+			m.Kind, m.Target = "symlink", t
+		}
 	} else if data, err := os.ReadFile(root + p); err == nil {
 		m.SHA256 = digest(data)
 	}
 	w.add(root, m, "agent")
-}
-
-func mustReadlink(p string) string {
-	t, _ := os.Readlink(p)
-	return t
 }
 
 // checkSurface compares the protected surface with its baselines; the
