@@ -173,7 +173,7 @@ const (
 // privileged pod and returns its answer.
 func (e *Env) plant(ctx context.Context, r *Report, in *Instance, mode, what string, args ...string) (string, bool) {
 	s := time.Now()
-	msg, err := e.RunPod(ctx, in, "plant", registry.ProbeImage, append([]string{mode}, args...), true)
+	msg, err := e.RunPod(ctx, in, mode, registry.ProbeImage, append([]string{mode}, args...), true)
 	if err == nil {
 		err = JudgePlanted(msg)
 	}
@@ -213,8 +213,9 @@ func StoredConfigGot(msg string) string {
 // judgeTamper checks a boot after a plant: the drift reported on the
 // Node (condition and exactly one Event naming the stored config and what
 // the agent found there, got), and nothing planted ran (the evidence
-// file absent) or was written as a unit.
-func (e *Env) judgeTamper(ctx context.Context, r *Report, in *Instance, what, got, evidence string) {
+// file absent) or was written as a unit. Its probe pods are named after
+// pod (pods stay on the API server, so each round names its own).
+func (e *Env) judgeTamper(ctx context.Context, r *Report, in *Instance, what, pod, got, evidence string) {
 	s := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	err := e.waitNode(wctx, in, func(n *cluster.Node, ev []cluster.Event) error {
@@ -223,13 +224,13 @@ func (e *Env) judgeTamper(ctx context.Context, r *Report, in *Instance, what, go
 	cancel()
 	r.add(what+" reported: DroverConfigDrift and a ConfigDrift Event name "+agent.StoredConfig+" (got "+got+")", s, err, "")
 	s = time.Now()
-	msg, err := e.RunPod(ctx, in, "planted-ran", registry.ProbeImage, []string{"exists", "/var/" + evidence}, true)
+	msg, err := e.RunPod(ctx, in, pod+"-ran", registry.ProbeImage, []string{"exists", "/var/" + evidence}, true)
 	if err == nil {
 		err = JudgePlantedNotRun(msg)
 	}
 	r.add(what+": the planted unit did not run (/var/"+evidence+" absent)", s, err, msg)
 	s = time.Now()
-	msg, err = e.RunPod(ctx, in, "planted-unit", registry.ProbeImage, []string{"exists", "/etc/systemd/system/" + plantedUnit}, true)
+	msg, err = e.RunPod(ctx, in, pod+"-unit", registry.ProbeImage, []string{"exists", "/etc/systemd/system/" + plantedUnit}, true)
 	if err == nil {
 		err = JudgePlantedNotRun(msg)
 	}
@@ -259,7 +260,7 @@ func (e *Env) tamperReboot(ctx context.Context, r *Report, in *Instance, p Plan)
 	if !r.add("Ready again after the reboot without a stored config", s, err, "posted from boot "+in.BootID+", not "+prev) {
 		return
 	}
-	e.judgeTamper(ctx, r, in, "deleted stored config", "missing", plantedEvidence)
+	e.judgeTamper(ctx, r, in, "deleted stored config", "stored-deleted", "missing", plantedEvidence)
 	var res struct {
 		Contents string `json:"contents"`
 	}

@@ -222,7 +222,7 @@ func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan, boots
 	if !r.add("Ready again after the reboot", s, err, "the Node's Ready posted from boot "+in.BootID+", not "+first) {
 		return
 	}
-	e.judgeTamper(ctx, r, in, "edited stored config", StoredConfigGot(tampered), plantedEvidence)
+	e.judgeTamper(ctx, r, in, "edited stored config", "stored-edited", StoredConfigGot(tampered), plantedEvidence)
 	var probs []string
 	e.checkAllocatable(ctx, r, in, "after the reboot")
 	e.checkStorageAfterReboot(ctx, r, in, dataUUID)
