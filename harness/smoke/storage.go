@@ -2,11 +2,8 @@ package smoke
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +13,7 @@ import (
 
 	"github.com/drover-os/drover/harness/cluster"
 	"github.com/drover-os/drover/harness/registry"
+	"github.com/drover-os/drover/internal/filehash"
 )
 
 // The main smoke VM's data disks: an empty one, which the agent must use
@@ -112,16 +110,8 @@ func fsUUID(ctx context.Context, path string) (string, error) {
 }
 
 func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	sum, _, err := filehash.SHA256(path)
+	return sum, err
 }
 
 // firstBootName is the kernel's name for the i-th data disk (0-based) on

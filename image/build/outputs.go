@@ -20,6 +20,7 @@ import (
 	"github.com/drover-os/drover/image/attest"
 	"github.com/drover-os/drover/image/formats"
 	"github.com/drover-os/drover/image/gpt"
+	"github.com/drover-os/drover/internal/filehash"
 )
 
 // formats writes the qcow2 and vhd the recipe asks for, from the raw image.
@@ -136,16 +137,7 @@ const (
 )
 
 // FileSHA256 returns the hex sha256 and the size of the file at p.
-func FileSHA256(p string) (string, int64, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	return hex.EncodeToString(h.Sum(nil)), n, err
-}
+func FileSHA256(p string) (string, int64, error) { return filehash.SHA256(p) }
 
 // publish renames the finished outputs into the output directory. A raw
 // image the recipe did not ask for is still kept: it is what `drover run`

@@ -2,13 +2,11 @@ package gomod
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/drover-os/drover/internal/filehash"
 )
 
 // Toolchain is what a provenance says about the Go toolchain that built: its
@@ -66,14 +64,6 @@ func describeToolchain(version, goroot, modcache string) (*Toolchain, error) {
 }
 
 func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("reading %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	sum, _, err := filehash.SHA256(path)
+	return sum, err
 }
