@@ -582,7 +582,7 @@ func (e *rolloutEnv) refusedUserData(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := cfg["storage"].(map[string]any)
-	st["files"] = append(st["files"].([]any), map[string]any{"path": "/etc/kubernetes/token.txt",
+	st["files"] = append(st["files"].([]any), map[string]any{"path": "/etc/opt/app/token.txt",
 		"contents": map[string]any{"source": "data:," + e.cluster.BootstrapToken()}})
 	bad, err := json.Marshal(cfg)
 	if err != nil {
