@@ -302,7 +302,7 @@ func TestGuardSurface(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel() // each case has its own root
 			if c.root && !asRoot {
-				t.Skip("chown needs root")
+				t.Skip("chown needs root (CI runs as root, so CI runs this)")
 			}
 			root := surfaceRoot(t)
 			a := &Agent{env: Env{Root: root}}

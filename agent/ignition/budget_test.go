@@ -103,7 +103,7 @@ const budgetChildEnv = "DROVER_TEST_BUDGET_CHILD"
 func TestBudgetBombChild(t *testing.T) {
 	spec := os.Getenv(budgetChildEnv)
 	if spec == "" {
-		t.Skip("run by TestBudgetBomb")
+		return // not the child: TestBudgetBomb starts it with the spec set
 	}
 	// A regression must fail this test, not the machine: past 2 GiB of
 	// address space the child dies instead of inflating 4 GiB.
