@@ -1,6 +1,7 @@
 package qemu
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -174,5 +175,24 @@ func TestArgsDataDisks(t *testing.T) {
 	}
 	if a := testConfig().Args(false); slices.ContainsFunc(argValues(a, "-drive"), func(d string) bool { return strings.Contains(d, "id=data") }) {
 		t.Errorf("data drives without DataDisks: %q", a)
+	}
+}
+
+// A query-blockstats answer as QEMU 9 gives it for the boot disk (a
+// qcow2 overlay: the device's own counters at the top, the file's under
+// "parent"); the guest's reads are the top ones.
+const blockstatsReply = `[{"device": "disk0", "parent": {"stats": {"wr_bytes": 0, "rd_bytes": 7, "rd_operations": 1, "wr_operations": 0}, "node-name": "#block009", "driver-specific": {"driver": "file"}}, "stats": {"unmap_operations": 0, "wr_highest_offset": 0, "wr_bytes": 4096, "timed_stats": [], "account_invalid": true, "rd_bytes": 123731968, "rd_merged": 0, "rd_operations": 5012, "wr_operations": 2}, "node-name": "#block132"},
+ {"device": "data1", "stats": {"rd_bytes": 512, "rd_operations": 1, "wr_bytes": 0, "wr_operations": 0}}]`
+
+func TestParseBlockStats(t *testing.T) {
+	got, err := parseBlockStats(json.RawMessage(blockstatsReply), BootDisk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (BlockStats{ReadBytes: 123731968, ReadOps: 5012, WriteBytes: 4096, WriteOps: 2}); got != want {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	if _, err := parseBlockStats(json.RawMessage(blockstatsReply), "disk9"); err == nil || !strings.Contains(err.Error(), `"data1"`) {
+		t.Errorf("an unknown drive: %v, want an error naming the drives there are", err)
 	}
 }

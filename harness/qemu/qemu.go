@@ -9,6 +9,7 @@ package qemu
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -354,14 +355,14 @@ func (c *Config) Args(kvm bool) []string {
 	a = append(a,
 		"-drive", "if=pflash,format=raw,readonly=on,file="+c.OVMFCode,
 		"-drive", "if=pflash,format=raw,file="+filepath.Join(c.StateDir, "OVMF_VARS.fd"),
-		"-drive", "if=none,id=disk0,format=qcow2,file="+c.Overlay(),
+		"-drive", "if=none,id="+BootDisk+",format=qcow2,file="+c.Overlay(),
 		"-serial", "stdio", "-monitor", "none",
 		"-qmp", "unix:"+c.qmpPath()+",server=on,wait=off",
 	)
 	if c.NVMe {
-		a = append(a, "-device", "nvme,drive=disk0,serial=drover0")
+		a = append(a, "-device", "nvme,drive="+BootDisk+",serial=drover0")
 	} else {
-		a = append(a, "-device", "virtio-blk-pci,drive=disk0")
+		a = append(a, "-device", "virtio-blk-pci,drive="+BootDisk)
 	}
 	for i, f := range c.DataDisks {
 		id := fmt.Sprintf("data%d", i+1)
@@ -585,33 +586,88 @@ func (vm *VM) Resets() int {
 // qmpCommand runs QMP commands (JSON objects) in order, each answered
 // before the next; event lines in between are skipped.
 func (vm *VM) qmpCommand(cmds ...string) error {
+	_, err := vm.qmpQuery(cmds...)
+	return err
+}
+
+// qmpQuery is qmpCommand returning the last command's "return" value.
+func (vm *VM) qmpQuery(cmds ...string) (json.RawMessage, error) {
 	conn, err := net.DialTimeout("unix", vm.qmp, 5*time.Second)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	r := bufio.NewReader(conn)
 	if _, err := r.ReadString('\n'); err != nil { // greeting
-		return err
+		return nil, err
 	}
+	var last json.RawMessage
 	for _, c := range append([]string{`{"execute":"qmp_capabilities"}`}, cmds...) {
 		fmt.Fprintln(conn, c)
 		for {
-			reply, err := r.ReadString('\n')
+			line, err := r.ReadString('\n')
 			if err != nil {
-				return fmt.Errorf("QMP %s: %w", c, err)
+				return nil, fmt.Errorf("QMP %s: %w", c, err)
 			}
-			if strings.Contains(reply, `"event"`) {
+			var reply struct {
+				Event  string          `json:"event"`
+				Return json.RawMessage `json:"return"`
+			}
+			if json.Unmarshal([]byte(line), &reply) == nil && reply.Event != "" {
 				continue
 			}
-			if !strings.Contains(reply, `"return"`) {
-				return fmt.Errorf("QMP %s: %s", c, strings.TrimSpace(reply))
+			if reply.Return == nil {
+				return nil, fmt.Errorf("QMP %s: %s", c, strings.TrimSpace(line))
 			}
+			last = reply.Return
 			break
 		}
 	}
-	return nil
+	return last, nil
+}
+
+// BootDisk is the QEMU drive id of the instance's system disk.
+const BootDisk = "disk0"
+
+// BlockStats are a drive's I/O counters since QEMU started, as the guest
+// issued them (QMP query-blockstats, BlockDeviceStats): on ECS a system
+// disk created from a custom image fetches each block from the image's
+// snapshot on first read, so the bytes read until Ready are boot time
+// there.
+type BlockStats struct {
+	ReadBytes  int64 `json:"rd_bytes"`
+	ReadOps    int64 `json:"rd_operations"`
+	WriteBytes int64 `json:"wr_bytes"`
+	WriteOps   int64 `json:"wr_operations"`
+}
+
+// BlockStats returns the counters of the drive with QEMU id device (e.g.
+// BootDisk).
+func (vm *VM) BlockStats(device string) (BlockStats, error) {
+	raw, err := vm.qmpQuery(`{"execute":"query-blockstats"}`)
+	if err != nil {
+		return BlockStats{}, err
+	}
+	return parseBlockStats(raw, device)
+}
+
+func parseBlockStats(raw json.RawMessage, device string) (BlockStats, error) {
+	var all []struct {
+		Device string     `json:"device"`
+		Stats  BlockStats `json:"stats"`
+	}
+	if err := json.Unmarshal(raw, &all); err != nil {
+		return BlockStats{}, fmt.Errorf("QMP query-blockstats: %w", err)
+	}
+	var names []string
+	for _, d := range all {
+		if d.Device == device {
+			return d.Stats, nil
+		}
+		names = append(names, d.Device)
+	}
+	return BlockStats{}, fmt.Errorf("QMP query-blockstats: no drive %q among %q", device, names)
 }
 
 // SetLink sets the link of the VM's NIC up or down, as a cable pulled (or

@@ -62,6 +62,10 @@ type Instance struct {
 	// found it Ready: after a reboot, a Ready posted from that boot is
 	// not this boot's.
 	BootID string
+	// ReadAtReady is the system disk's counters when the agent said Ready
+	// on the console of the boot WaitJoined last waited for (QEMU's count
+	// starts again at each boot: Restart starts a new QEMU).
+	ReadAtReady qemu.BlockStats
 }
 
 // Boot starts a fresh instance of image with the given user-data and
@@ -123,6 +127,11 @@ func (e *Env) waitJoined(ctx context.Context, in *Instance, stop ...string) erro
 	}
 	if got != "] ready: ok" {
 		return fmt.Errorf("provisioning failed on the node: %s", lastMatch(in.VM.Log(), got))
+	}
+	// At once: what the node read until Ready, not what the checks read
+	// after it.
+	if in.ReadAtReady, err = in.VM.BlockStats(qemu.BootDisk); err != nil {
+		return fmt.Errorf("reading the system disk's counters at Ready: %w", err)
 	}
 	for {
 		n, err := e.Cluster.Node(ctx, in.NodeName)

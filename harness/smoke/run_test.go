@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/drover-os/drover/harness/cluster"
+	"github.com/drover-os/drover/harness/qemu"
 )
 
 // TestReadyFromNewBoot: a Node is joined from this boot only when Ready
@@ -34,5 +35,12 @@ func TestReadyFromNewBoot(t *testing.T) {
 		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("Node %+v after boot %q: %v, want %q", tc.n, tc.prev, err, tc.want)
 		}
+	}
+}
+
+func TestJoinDetailNamesTheBytesRead(t *testing.T) {
+	got := joinDetail("metadata: 30% errors", qemu.BlockStats{ReadBytes: 123731968, ReadOps: 5012})
+	if want := "metadata: 30% errors; system disk read until Ready: 118.0 MiB in 5012 requests"; got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }

@@ -13,8 +13,10 @@ import (
 	"github.com/drover-os/drover/agent/agent"
 	"github.com/drover-os/drover/agent/status"
 	"github.com/drover-os/drover/harness/cluster"
+	"github.com/drover-os/drover/harness/qemu"
 	"github.com/drover-os/drover/harness/registry"
 	"github.com/drover-os/drover/harness/timeline"
+	"github.com/drover-os/drover/internal/bytesize"
 )
 
 // Plan says which scenarios a smoke run covers.
@@ -96,7 +98,7 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	cancel()
 	r.Timelines["first boot"] = timeline.Parse(in.VM.Log())
 	stats := e.Metadata.Stats()
-	if !r.add("node joins and is Ready", start, err, p.Metadata.String()) {
+	if !r.add("node joins and is Ready", start, err, joinDetail(p.Metadata.String(), in.ReadAtReady)) {
 		return r
 	}
 	if p.Metadata.Configured() {
@@ -219,7 +221,7 @@ func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan, boots
 	cancel()
 	log := in.VM.Log()
 	r.Timelines["second boot"] = timeline.Parse(log)
-	if !r.add("Ready again after the reboot", s, err, "the Node's Ready posted from boot "+in.BootID+", not "+first) {
+	if !r.add("Ready again after the reboot", s, err, joinDetail("the Node's Ready posted from boot "+in.BootID+", not "+first, in.ReadAtReady)) {
 		return
 	}
 	e.judgeTamper(ctx, r, in, "edited stored config", "stored-edited", StoredConfigGot(tampered), plantedEvidence)
@@ -357,4 +359,14 @@ func JudgeRefusalStatus(st *status.Status, want string) error {
 		return fmt.Errorf("status file: state %q, error %q; want failed naming %s", state, msg, want)
 	}
 	return nil
+}
+
+// joinDetail adds to a join's detail what the node read from its system
+// disk until Ready: on ECS, boot time (issue 36).
+func joinDetail(detail string, read qemu.BlockStats) string {
+	d := fmt.Sprintf("system disk read until Ready: %s in %d requests", bytesize.Format(read.ReadBytes), read.ReadOps)
+	if detail == "" {
+		return d
+	}
+	return detail + "; " + d
 }
