@@ -152,7 +152,12 @@ func (b *builder) image(ctx context.Context) (*diskResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	espSize, _ := recipe.ParseSize(r.Image.ESPSize)
+	espSize, err := recipe.ParseSize(r.Image.ESPSize)
+	if err != nil {
+		// Validate checks it; a recipe built without Validate must not
+		// get a minimum-size ESP silently instead.
+		return nil, fmt.Errorf("%s: image.espSize: %w", r.Path, err)
+	}
 	if min := esp.MinSize(espFiles); espSize < min {
 		espSize = (min + 1<<20 - 1) &^ (1<<20 - 1)
 	}
