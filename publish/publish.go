@@ -219,6 +219,10 @@ func (pb *Publisher) importImage(ctx context.Context, p *Plan) (string, error) {
 		tags = append(tags, ecs.ImportImageTag{Key: t.Key, Value: t.Value})
 	}
 	req.Tag = &tags
+	// One token across the retries: a retry after an import that ECS
+	// started but whose answer was lost gets that import's ImageId instead
+	// of InvalidImageName.Duplicated.
+	req.ClientToken = aliyun.ClientToken()
 	var resp *ecs.ImportImageResponse
 	err := aliyun.Retry(ctx, "ImportImage "+p.ImageName+" in "+p.Region, func() (err error) {
 		resp, err = pb.Clients.ECS.ImportImage(req)

@@ -2,9 +2,7 @@ package rollout
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"sort"
 	"strconv"
@@ -301,7 +299,7 @@ func (a *Aliyun) SetMinSize(ctx context.Context, groupID string, n int) error {
 func (a *Aliyun) ScaleOut(ctx context.Context, groupID string, n int) error {
 	req := ess.CreateScaleWithAdjustmentRequest()
 	req.ScalingGroupId, req.AdjustmentType, req.AdjustmentValue = groupID, "QuantityChangeInCapacity", requests.NewInteger(n)
-	req.ClientToken = clientToken()
+	req.ClientToken = aliyun.ClientToken()
 	return a.change(ctx, fmt.Sprintf("ScaleWithAdjustment %s +%d", groupID, n), func() error {
 		_, err := a.ESS.ScaleWithAdjustment(req)
 		return err
@@ -312,7 +310,7 @@ func (a *Aliyun) ScaleOut(ctx context.Context, groupID string, n int) error {
 func (a *Aliyun) Remove(ctx context.Context, groupID string, ids []string, decrease bool) error {
 	req := ess.CreateRemoveInstancesRequest()
 	req.ScalingGroupId, req.InstanceId, req.DecreaseDesiredCapacity = groupID, &ids, requests.NewBoolean(decrease)
-	req.ClientToken = clientToken()
+	req.ClientToken = aliyun.ClientToken()
 	return a.change(ctx, fmt.Sprintf("RemoveInstances %s %v", groupID, ids), func() error {
 		_, err := a.ESS.RemoveInstances(req)
 		return err
@@ -401,10 +399,4 @@ func first(a, b string) string {
 		return a
 	}
 	return b
-}
-
-func clientToken() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -11,6 +11,8 @@ package aliyun
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -199,4 +201,15 @@ func Retry(ctx context.Context, what string, fn func() error) error {
 		case <-time.After(Backoff(n)):
 		}
 	}
+}
+
+// ClientToken returns a new idempotence token for one call, kept across its
+// retries: ECS and ESS act once on the same token with the same parameters
+// and answer the first call's result again (ECS, "How to ensure
+// idempotence"), so a retry after an answer lost on the way back does not
+// act twice. 32 hex characters: ASCII, within the 64 the APIs take.
+func ClientToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

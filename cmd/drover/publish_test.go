@@ -294,6 +294,27 @@ func TestPublishFailedImport(t *testing.T) {
 	}
 }
 
+// TestPublishImportAnswerLost: ECS starts the import and the answer is
+// lost (503); drover's retry carries the same ClientToken, so it gets the
+// started import's ImageId instead of InvalidImageName.Duplicated, and
+// there is one image.
+func TestPublishImportAnswerLost(t *testing.T) {
+	c := newCloud(t, 100*time.Millisecond)
+	c.srv.LoseAnswerNext("ImportImage", 1)
+	img := publishImage(t)
+	stdout, stderr, code := c.publish(t, img)
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr: %s\ncalls:\n%s", code, stderr, c.log.all())
+	}
+	if n := c.log.count("ecs ImportImage 503 ServiceUnavailable"); n != 1 {
+		t.Fatalf("%d ImportImage answers lost, want the 1 planted:\n%s", n, c.log.all())
+	}
+	ims := c.images(t, pubRegion)
+	if len(ims) != 1 || stdout != ims[0].ImageId+"\n" {
+		t.Fatalf("stdout %q, images of the build %+v: want the one import's ImageId", stdout, ims)
+	}
+}
+
 // TestPublishDryRun: the plan on stdout, read-only lookups only.
 func TestPublishDryRun(t *testing.T) {
 	c := newCloud(t, 0)

@@ -357,3 +357,47 @@ func TestLaunchTemplateVersionLimit(t *testing.T) {
 	_, err = e.ecs.CreateLaunchTemplateVersion(cv)
 	wantCode(t, err, "QuotaExceed.LaunchTemplateVersion")
 }
+
+// TestClientTokenIdempotence: a call repeated with its ClientToken and the
+// same parameters gets the first call's result without acting again, also
+// when the first answer was lost (503 after the import started); the token
+// with other parameters is refused with IdempotentParameterMismatch (ECS,
+// "How to ensure idempotence").
+func TestClientTokenIdempotence(t *testing.T) {
+	e := newEnv(t, Config{})
+	e.srv.CreateBucket("images")
+	put(t, e, "images", "disk.raw", "x")
+
+	req := importReq("images", "disk.raw", "idem")
+	req.ClientToken = "0123456789abcdef0123456789abcdef"
+	e.srv.LoseAnswerNext("ImportImage", 1)
+	_, err := e.ecs.ImportImage(req)
+	wantCode(t, err, "ServiceUnavailable")
+	// The lost answer's import happened.
+	all := describe(t, e.ecs, func(r *ecs.DescribeImagesRequest) { r.ImageName = "idem"; r.Status = "Creating,Available" })
+	if len(all.Images.Image) != 1 {
+		t.Fatalf("after the lost answer: %d images named idem, want the 1 the call created", len(all.Images.Image))
+	}
+	first := all.Images.Image[0].ImageId
+	again, err := e.ecs.ImportImage(req)
+	if err != nil {
+		t.Fatalf("the retry with the same token: %v", err)
+	}
+	if again.ImageId != first {
+		t.Errorf("the retry answered ImageId %s, the import it repeats is %s", again.ImageId, first)
+	}
+	all = describe(t, e.ecs, func(r *ecs.DescribeImagesRequest) { r.ImageName = "idem"; r.Status = "Creating,Available" })
+	if len(all.Images.Image) != 1 {
+		t.Errorf("after the retry: %d images named idem, want 1", len(all.Images.Image))
+	}
+
+	other := importReq("images", "disk.raw", "idem-2")
+	other.ClientToken = req.ClientToken
+	_, err = e.ecs.ImportImage(other)
+	wantCode(t, err, "IdempotentParameterMismatch")
+
+	// Without a token the same retry is a second import, refused by name.
+	plain := importReq("images", "disk.raw", "idem")
+	_, err = e.ecs.ImportImage(plain)
+	wantCode(t, err, "InvalidImageName.Duplicated")
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"sort"
@@ -77,9 +78,31 @@ func (s *Server) rpcHandler(product, version string, actions map[string]action) 
 			if c.region == "" {
 				c.region = s.cfg.Region
 			}
+			key, params := product+" "+r.Form.Get("Action")+" "+r.Form.Get("ClientToken"), requestParams(r.Form)
+			if token := r.Form.Get("ClientToken"); token != "" {
+				if len(token) > 64 {
+					// The limit is documented; its error code is not.
+					return errInvalid("ClientToken")
+				}
+				if prev, ok := s.earlierCall(key); ok {
+					if prev.params != params {
+						return errf(400, "IdempotentParameterMismatch", "The request uses the same client token as a previous, but non-identical request.")
+					}
+					resp = maps.Clone(prev.resp)
+					return nil
+				}
+			}
 			var e *apiError
-			resp, e = fn(c)
-			return e
+			if resp, e = fn(c); e != nil {
+				return e
+			}
+			if r.Form.Get("ClientToken") != "" {
+				s.rememberCall(key, tokenCall{params: params, resp: maps.Clone(resp)})
+			}
+			if s.takeLost(r.Form.Get("Action")) {
+				return errf(503, "ServiceUnavailable", "The request has failed due to a temporary failure of the server.")
+			}
+			return nil
 		}()
 		status := http.StatusOK
 		if aerr != nil {
@@ -306,3 +329,57 @@ func ecsTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05Z")
 
 // essTime is ESS's minute-precision time format.
 func essTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04Z") }
+
+// tokenCall is a successful call made with a ClientToken. ECS documents
+// ("How to ensure idempotence", alibabacloud.com/help/en/doc-detail/25693):
+// the same token with the same parameters gets the first call's result
+// without acting again; the same token with other parameters is refused
+// with IdempotentParameterMismatch. How long a token is remembered is not
+// documented: here, for the server's life. ESS's ClientToken parameters
+// (ScaleWithAdjustment, RemoveInstances, …) say "ensures idempotence"
+// without naming a mismatch code: the ECS one is used. A failed call does
+// not use its token up (not documented either; a retry must be able to
+// succeed).
+type tokenCall struct {
+	params string
+	resp   obj
+}
+
+func (s *Server) earlierCall(key string) (tokenCall, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.tokens[key]
+	return c, ok
+}
+
+func (s *Server) rememberCall(key string, c tokenCall) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokens[key] = c
+}
+
+func (s *Server) takeLost(action string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lose[action] > 0 {
+		s.lose[action]--
+		return true
+	}
+	return false
+}
+
+// requestParams is the request's own parameters in a canonical form: the
+// signature's and the token's parameters, which differ on every retry,
+// left out.
+func requestParams(form url.Values) string {
+	v := url.Values{}
+	for k, vs := range form {
+		switch k {
+		case "Signature", "SignatureNonce", "Timestamp", "ClientToken", "AccessKeyId", "SignatureMethod",
+			"SignatureVersion", "SignatureType", "Format", "Version", "SecurityToken":
+			continue
+		}
+		v[k] = vs
+	}
+	return v.Encode()
+}

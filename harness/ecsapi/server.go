@@ -80,15 +80,19 @@ type Server struct {
 	kick   chan struct{}
 	wg     sync.WaitGroup
 
-	mu         sync.Mutex
-	images     map[string]*image
-	templates  map[string]*launchTemplate
-	instances  map[string]*instance
-	groups     map[string]*group
-	groupIDs   []string // AddScalingGroup order
-	buckets    map[string]*bucket
-	uploads    map[string]*upload
-	throttle   map[string]int
+	mu        sync.Mutex
+	images    map[string]*image
+	templates map[string]*launchTemplate
+	instances map[string]*instance
+	groups    map[string]*group
+	groupIDs  []string // AddScalingGroup order
+	buckets   map[string]*bucket
+	uploads   map[string]*upload
+	throttle  map[string]int
+	lose      map[string]int // LoseAnswerNext
+	// tokens holds each successful call made with a ClientToken, by
+	// product, action and token (see idempotent in rpc.go).
+	tokens     map[string]tokenCall
 	failLaunch int
 	failImport int
 	servers    []*http.Server
@@ -109,6 +113,8 @@ func New(cfg Config) *Server {
 		buckets:   map[string]*bucket{},
 		uploads:   map[string]*upload{},
 		throttle:  map[string]int{},
+		lose:      map[string]int{},
+		tokens:    map[string]tokenCall{},
 	}
 	s.dir = cfg.Dir
 	if s.dir == "" {
@@ -188,6 +194,17 @@ func (s *Server) ThrottleNext(action string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.throttle[action] += n
+}
+
+// LoseAnswerNext makes the next n successful calls of action take effect
+// and then answer 503 ServiceUnavailable, as when the answer is lost on the
+// way back: the case ClientToken is for (ECS, "How to ensure idempotence":
+// a client retries on 500 InternalError, 503 ServiceUnavailable or no
+// answer).
+func (s *Server) LoseAnswerNext(action string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lose[action] += n
 }
 
 // FailLaunch makes the next n instance launches fail; each failure fails its
