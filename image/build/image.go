@@ -118,6 +118,9 @@ func (b *builder) image(ctx context.Context) (*diskResult, error) {
 			HashStartBlock: 1, Salt: hex.EncodeToString(vr.Salt), Algorithm: "sha256"},
 		RootPartUUID: verity.FormatGUID(rootUUID), VerityPartUUID: verity.FormatGUID(verityUUID),
 		VarPartType: gpt.TypeVar, VarLabel: "var", Cmdline: res.Cmdline,
+		// The UKI this initrd goes into is signed: drover-init then takes
+		// no other command line, whatever it reads of Secure Boot.
+		SignedUKI: b.o.SecureBoot != nil,
 	}
 	for _, p := range InitrdReadAhead {
 		if n := b.tree.Get(p); n != nil {
