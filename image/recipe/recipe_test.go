@@ -91,6 +91,12 @@ func TestErrors(t *testing.T) {
 			`r.yaml:3: debian.suites[2]: "trixie-updates" is listed twice`},
 		{"remove without why", "name: x\nremove:\n  - glob: /usr/bin/su\n",
 			"r.yaml:3: remove[0].why: required: say why the node does not need /usr/bin/su"},
+		{"credential import", "name: x\ncmdline:\n  - console=ttyS0\n  - systemd.import_credentials=yes\n",
+			`r.yaml:4: cmdline[1]: "systemd.import_credentials=yes": drover sets systemd.import_credentials=no itself: system credentials come from SMBIOS and fw_cfg, which the hypervisor sets; remove it`},
+		{"credential import, initrd spelling", "name: x\ncmdline: [rd.systemd.import-credentials=1]\n",
+			`r.yaml:2: cmdline[0]: "rd.systemd.import-credentials=1": drover sets systemd.import_credentials=no itself: system credentials come from SMBIOS and fw_cfg, which the hypervisor sets; remove it`},
+		{"credential on the command line", "name: x\ncmdline: [quiet, 'systemd.set_credential=tmpfiles.extra:f /x']\n",
+			`r.yaml:2: cmdline[1]: "systemd.set_credential=tmpfiles.extra:f /x": systemd.import_credentials=no, which drover sets, makes systemd ignore it; put the file in files: instead`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("r.yaml", []byte(tc.yaml))

@@ -81,6 +81,7 @@ func (r *Recipe) validate(t *tree) []error {
 	v.urlComponents()
 	v.files()
 	v.units()
+	v.cmdline()
 	v.image()
 	v.sandbox()
 	v.exclude()
@@ -180,6 +181,26 @@ func (v *validator) units() {
 			if !unitRE.MatchString(u) {
 				v.fail(fmt.Sprintf("units.%s[%d]", l.field, i), "%q is not a systemd unit name", u)
 			}
+		}
+	}
+}
+
+// builderCmdline are the kernel parameters the recipe may not set: drover
+// sets systemd.import_credentials=no itself, after the recipe's words, and
+// with it systemd ignores credentials set on the command line.
+var builderCmdline = map[string]string{
+	"systemd.import_credentials":    "drover sets systemd.import_credentials=no itself: system credentials come from SMBIOS and fw_cfg, which the hypervisor sets; remove it",
+	"systemd.set_credential":        "systemd.import_credentials=no, which drover sets, makes systemd ignore it; put the file in files: instead",
+	"systemd.set_credential_binary": "systemd.import_credentials=no, which drover sets, makes systemd ignore it; put the file in files: instead",
+}
+
+func (v *validator) cmdline() {
+	for i, w := range v.r.Cmdline {
+		// systemd reads rd.systemd.* in the initrd too, and takes - for _.
+		key, _, _ := strings.Cut(w, "=")
+		key = strings.ReplaceAll(strings.TrimPrefix(key, "rd."), "-", "_")
+		if why, ok := builderCmdline[key]; ok {
+			v.fail(fmt.Sprintf("cmdline[%d]", i), "%q: %s", w, why)
 		}
 	}
 }
