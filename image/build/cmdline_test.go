@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/drover-os/drover/agent/boot"
+	"github.com/drover-os/drover/image/recipe"
 )
 
 // TestKernelCmdline: the recipe's words, then systemd.import_credentials=no
@@ -33,5 +34,21 @@ func TestKernelCmdline(t *testing.T) {
 		if c := boot.ParseCmdline(got); c.RootHash != hash {
 			t.Errorf("drover-init reads root hash %q from %q", c.RootHash, got)
 		}
+	}
+}
+
+// TestSBATEntry: the recipe's generation and name reach the UKI's SBAT
+// line, in shim's six-field form.
+func TestSBATEntry(t *testing.T) {
+	r, err := recipe.Parse("r.yaml", []byte("name: ecs-node\nsecureBoot:\n  sbatGeneration: 4\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := SBATEntry(r, "20261121.091544").String(), "drover,4,drover,ecs-node,20261121.091544,https://github.com/drover-os/drover\n"; got != want {
+		t.Errorf("SBAT line %q, want %q", got, want)
+	}
+	r, _ = recipe.Parse("r.yaml", []byte("name: minimal\n"))
+	if got := SBATEntry(r, "1").Generation; got != 1 {
+		t.Errorf("default generation %d, want 1", got)
 	}
 }
