@@ -5,12 +5,14 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,8 +31,9 @@ import (
 var loaderPath = arch.AMD64.RemovableMediaPath()
 
 // secureBootRecipe is recipes/minimal.yaml with the agent enabled, so a
-// status file records what drover-init found, and the shipped lock (units
-// do not change the lock's inputs).
+// status file records what drover-init found, and SBAT generation
+// sbatGeneration, with the shipped lock (units and the SBAT generation do
+// not change the lock's inputs).
 func secureBootRecipe(t *testing.T, dir string) string {
 	src, err := os.ReadFile(filepath.Join(repo, "recipes", "minimal.yaml"))
 	if err != nil {
@@ -40,7 +43,8 @@ func secureBootRecipe(t *testing.T, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := strings.Replace(string(src), "units:\n", "units:\n  enable: [drover-agent.service]\n", 1)
+	text := strings.Replace(string(src), "units:\n", "units:\n  enable: [drover-agent.service]\n", 1) +
+		fmt.Sprintf("secureBoot:\n  sbatGeneration: %d\n", sbatGeneration)
 	p := filepath.Join(dir, "minimal.yaml")
 	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
@@ -51,12 +55,23 @@ func secureBootRecipe(t *testing.T, dir string) string {
 	return p
 }
 
+// sbatGeneration is the SBAT generation the Secure Boot tests' recipe
+// sets: not the default, so that the UKI's line shows the recipe's.
+const sbatGeneration = 3
+
 // TestSecureBoot builds the minimal image unsigned and signed with
 // Debian's OVMF snakeoil key, checks the signatures with sbverify and the
-// UKI with objdump, and boots under Secure Boot (OVMF secboot firmware,
-// snakeoil db): the signed image reaches multi-user.target with Secure
-// Boot on, a copy with one byte of the UKI's .cmdline changed and the
-// unsigned image are refused by the firmware before any kernel runs.
+// UKI with objdump and objcopy (sections, .cmdline, the SBAT line), and
+// boots under Secure Boot (OVMF secboot firmware, snakeoil db): the signed
+// image reaches multi-user.target with Secure Boot on and imports no
+// system credential from SMBIOS or fw_cfg; with noefi and another word
+// appended through SMBIOS it stops in drover-init; a copy with one byte of
+// the UKI's .cmdline changed and the unsigned image are refused by the
+// firmware before any kernel runs.
+//
+// SBAT is checked in the UKI, not at boot: OVMF and systemd-boot do not
+// enforce SBAT (only shim does, against its SbatLevel variable), so no
+// firmware here refuses a UKI below a generation floor.
 func TestSecureBoot(t *testing.T) {
 	work := t.TempDir()
 	recipe := secureBootRecipe(t, work)
@@ -94,11 +109,22 @@ func TestSecureBoot(t *testing.T) {
 		}
 	})
 	t.Run("objdump", func(t *testing.T) { checkUKISections(t, files[esp.UKIPath], mf) })
+	t.Run("sbat", func(t *testing.T) { checkSBAT(t, files[esp.UKIPath], mf) })
 	t.Run("initrd holds the signed cmdline", func(t *testing.T) {
-		// What drover-init compares /proc/cmdline with, inside the signed UKI.
+		// What drover-init compares /proc/cmdline with, inside the signed
+		// UKI, and its word that the UKI is signed.
 		uki := espFile(t, signed, mf, esp.UKIPath)
-		if got := initrdConfig(t, ukiSection(t, uki, ".initrd")).Cmdline; got != mf.Cmdline {
-			t.Errorf("the initrd's config has cmdline %q, the UKI's .cmdline is %q", got, mf.Cmdline)
+		cfg := initrdConfig(t, ukiSection(t, uki, ".initrd"))
+		if cfg.Cmdline != mf.Cmdline || !cfg.SignedUKI {
+			t.Errorf("the initrd's config has cmdline %q, signed UKI %v; the UKI's .cmdline is %q and it is signed", cfg.Cmdline, cfg.SignedUKI, mf.Cmdline)
+		}
+		unsignedMf := readManifest(t, filepath.Join(work, "unsigned", "minimal.manifest.json"))
+		if cfg := initrdConfig(t, ukiSection(t, espFile(t, unsigned, unsignedMf, esp.UKIPath), ".initrd")); cfg.SignedUKI {
+			t.Error("the unsigned build's initrd says its UKI is signed")
+		}
+		// Every build turns off systemd's credential import.
+		if !slices.Contains(strings.Fields(mf.Cmdline), "systemd.import_credentials=no") {
+			t.Errorf("the UKI's command line %q lacks systemd.import_credentials=no", mf.Cmdline)
 		}
 	})
 	t.Run("diff unsigned signed", func(t *testing.T) { diffNamesBootFilesOnly(t, unsigned, signed) })
@@ -111,8 +137,17 @@ func TestSecureBoot(t *testing.T) {
 		if err := os.WriteFile(ign, []byte(`{"ignition":{"version":"3.4.0"}}`), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		// System credentials through SMBIOS and fw_cfg, each a tmpfiles
+		// line writing a marker on the persistent /var (systemd-tmpfiles-
+		// setup imports tmpfiles.* and applies tmpfiles.extra). Imported,
+		// the marker would be on the disk after the boot.
+		fwcfgCred := filepath.Join(work, "fwcfg-tmpfiles.extra")
+		if err := os.WriteFile(fwcfgCred, []byte(credentialLine(markerFwCfg)), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		c := &qemu.Config{Image: signed, StateDir: filepath.Join(work, "vm-signed"), SecureBoot: true, DiskSize: 2 << 30,
-			FwCfg: map[string]string{"opt/drover/userdata": ign}}
+			FwCfg:     map[string]string{"opt/drover/userdata": ign, "opt/io.systemd.credentials/tmpfiles.extra": fwcfgCred},
+			ExtraArgs: []string{"-smbios", "type=11,value=io.systemd.credential.binary:tmpfiles.extra=" + base64.StdEncoding.EncodeToString([]byte(credentialLine(markerSMBIOS)))}}
 		vm := startVM(t, c)
 		defer vm.Stop()
 		ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
@@ -144,12 +179,13 @@ func TestSecureBoot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.SecureBoot == nil || !*st.SecureBoot || st.SecureBootSource != "EFI variable SecureBoot = 1" {
-			t.Errorf("status file: secureBoot %v (%q), want true from the EFI variable", st.SecureBoot, st.SecureBootSource)
+		if st.SecureBoot == nil || !*st.SecureBoot || st.SecureBootSource != "EFI variable SecureBoot = 1" || st.SecureBootState != "on" || !st.SignedUKI {
+			t.Errorf("status file: secureBoot %v %q (%q), signed UKI %v; want on from the EFI variable, signed", st.SecureBoot, st.SecureBootState, st.SecureBootSource, st.SignedUKI)
 		}
+		checkNoCredentialMarkers(t, c, log)
 	})
 
-	t.Run("boot signed with SMBIOS cmdline extra", func(t *testing.T) { smbiosCmdlineRefused(t, signed, filepath.Join(work, "vm-smbios")) })
+	t.Run("boot signed with SMBIOS cmdline extra noefi", func(t *testing.T) { smbiosCmdlineRefused(t, signed, filepath.Join(work, "vm-smbios")) })
 
 	t.Run("boot tampered cmdline", func(t *testing.T) {
 		bad := tamperCmdline(t, work, signed, mf)
@@ -163,17 +199,59 @@ func TestSecureBoot(t *testing.T) {
 	})
 }
 
-// smbiosExtra is the word the SMBIOS boot asks systemd-stub to append.
-const smbiosExtra = "drover.smbiostest=1"
+// The markers the credentials of the signed boot would write on /var.
+const (
+	markerSMBIOS = "/var/lib/drover-e2e-credential-smbios"
+	markerFwCfg  = "/var/lib/drover-e2e-credential-fwcfg"
+)
+
+// credentialLine is a tmpfiles.d line that writes marker.
+func credentialLine(marker string) string {
+	return "f " + marker + " 0644 root root - imported\n"
+}
+
+// checkNoCredentialMarkers reads the stopped VM's var partition: neither
+// credential's marker may be there. systemd-tmpfiles-setup must have run,
+// else their absence would prove nothing.
+//
+// Both can be shown to fail: built without systemd.import_credentials=no,
+// the SMBIOS marker appears. The fw_cfg one appears only where the
+// qemu_fw_cfg module is loaded before systemd starts (built with it among
+// the initrd's modules): trixie's cloud kernel has it as a module, which
+// udev loads after PID 1 has imported its credentials.
+func checkNoCredentialMarkers(t *testing.T, c *qemu.Config, log string) {
+	t.Helper()
+	// systemd's status line, its unit name cut short:
+	// "[  OK  ] Finished systemd-tmpfiles-setup.se…reate System Files and Directories."
+	if !regexp.MustCompile(`Finished systemd-tmpfiles-setup\.s.*System Files and Directories`).MatchString(log) {
+		t.Errorf("systemd-tmpfiles-setup.service did not finish: a credential could not have written its marker:\n%s", grepLines(log, "tmpfiles"))
+	}
+	found, err := smoke.ReadVarFiles(t.Context(), c, markerSMBIOS, markerFwCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{markerSMBIOS, markerFwCfg} {
+		if data, ok := found[m]; ok {
+			t.Errorf("%s is on the node's /var (%q): systemd imported a system credential the hypervisor set", m, data)
+		}
+	}
+	t.Logf("no credential marker on /var; systemd: %s", grepLines(log, "import_credentials", "credentials"))
+}
+
+// smbiosExtra is what the SMBIOS boot asks systemd-stub to append: noefi,
+// which keeps the kernel from UEFI runtime services, so that drover-init
+// cannot read the Secure Boot state, and a word of no meaning.
+const smbiosExtra = "noefi drover.smbiostest=1"
 
 // smbiosCmdlineRefused boots the signed image under Secure Boot through
 // `drover run --qemu-arg`, with an SMBIOS Type 11 OEM string that makes
-// systemd-stub append a word to the signed command line. The kernel must
-// show the word (the firmware path is real), drover-init must refuse to
-// boot naming it, and nothing may start after: the refusal reboots, which
-// ends QEMU (-no-reboot) and so drover run (in 1.5 min under TCG). A boot
-// that goes on runs into --timeout (not --until, which fails a VM that
-// exits without showing its text).
+// systemd-stub append noefi and another word to the signed command line.
+// The kernel must show the words (the firmware path is real), drover-init
+// must find the Secure Boot state unreadable and still refuse to boot,
+// naming both words, and nothing may start after: the refusal reboots,
+// which ends QEMU (-no-reboot) and so drover run (in 1.5 min under TCG).
+// A boot that goes on runs into --timeout (not --until, which fails a VM
+// that exits without showing its text).
 func smbiosCmdlineRefused(t *testing.T, image, state string) {
 	start := time.Now()
 	run(t, bin("drover"), "run", "--secure-boot", "--fresh", "--state", state, "--disk-size", "2147483648", "--timeout", "6m",
@@ -193,14 +271,21 @@ func checkSMBIOSRefusal(log string) []string {
 	if kernel == nil || !strings.HasSuffix(strings.TrimSpace(kernel[1]), " "+smbiosExtra) {
 		problems = append(problems, fmt.Sprintf("the kernel's command line does not end in %s (systemd-stub appended no SMBIOS extra): %q", smbiosExtra, kernel))
 	}
-	if !strings.Contains(log, "drover-init: secure-boot: on (EFI variable SecureBoot = 1)") {
-		problems = append(problems, "drover-init did not find Secure Boot on")
+	// The case the boot is for: noefi hid the state from drover-init
+	// (the kernel's own secureboot: line comes from the boot stub, before
+	// noefi counts).
+	if !regexp.MustCompile(`drover-init: secure-boot: unknown \(.*; the UKI is signed\)`).MatchString(log) {
+		problems = append(problems, "drover-init did not find the Secure Boot state unreadable with a signed UKI (noefi had no effect?)")
 	}
-	refusal := `drover-init: FATAL: signed-cmdline: refusing to boot: the kernel command line is not the signed one: extra "` + smbiosExtra + `"`
+	var quoted []string
+	for _, w := range strings.Fields(smbiosExtra) {
+		quoted = append(quoted, strconv.Quote(w))
+	}
+	refusal := `drover-init: FATAL: signed-cmdline: refusing to boot: the kernel command line is not the signed one: extra ` + strings.Join(quoted, " ") + " "
 	if at := strings.Index(log, refusal); at < 0 {
 		problems = append(problems, "no refusal line "+strconv.Quote(refusal))
 	} else {
-		if !strings.Contains(log[at:], "under Secure Boot only the signed command line is honoured") {
+		if !strings.Contains(log[at:], "the UKI is signed, so only its signed command line is honoured, whatever Secure Boot reads as (here: unknown") {
 			problems = append(problems, "the refusal does not say why")
 		}
 		if !strings.Contains(log[at:], "reboot: Restarting system") {
@@ -290,8 +375,33 @@ func checkUKISections(t *testing.T, uki string, mf *build.Manifest) {
 	}
 }
 
+// checkSBAT dumps the UKI's .sbat with objcopy: the SBAT header line
+// first, systemd-stub's own entries kept, and the drover entry last with
+// the recipe's generation, as shim reads it (component, generation,
+// vendor, package, version, URL).
+func checkSBAT(t *testing.T, uki string, mf *build.Manifest) {
+	dir := t.TempDir()
+	dump := filepath.Join(dir, "sbat.csv")
+	run(t, "objcopy", "--dump-section", ".sbat="+dump, uki, filepath.Join(dir, "copy.efi"))
+	csv := string(readFile(t, dump))
+	t.Logf(".sbat:\n%s", csv)
+	lines := strings.Split(strings.TrimSuffix(csv, "\n"), "\n")
+	want := fmt.Sprintf("drover,%d,drover,minimal,%s,https://github.com/drover-os/drover", sbatGeneration, mf.Version)
+	if len(lines) < 3 || !strings.HasPrefix(lines[0], "sbat,1,") || lines[len(lines)-1] != want ||
+		!strings.HasPrefix(lines[1], "systemd-stub,") || !strings.HasSuffix(csv, "\n") {
+		t.Errorf(".sbat is\n%s\nwant the sbat,1 header, systemd-stub's entries, then %q", csv, want)
+	}
+	for _, l := range lines {
+		if strings.Count(l, ",") != 5 {
+			t.Errorf(".sbat line %q does not have SBAT's six fields", l)
+		}
+	}
+}
+
 // diffNamesBootFilesOnly runs drover diff between the unsigned and the
-// signed build: exactly systemd-boot and the UKI differ, both now signed.
+// signed build: exactly systemd-boot and the UKI differ, both now signed,
+// and in the UKI only the initrd besides, whose config says the UKI is
+// signed.
 func diffNamesBootFilesOnly(t *testing.T, unsigned, signed string) {
 	cmd := exec.Command(bin("drover"), "diff", "--json", unsigned, signed)
 	var out bytes.Buffer
@@ -306,7 +416,14 @@ func diffNamesBootFilesOnly(t *testing.T, unsigned, signed string) {
 	var names []string
 	for _, e := range d.ESP {
 		names = append(names, e.Path)
-		if e.Change != diff.Changed || len(e.Details) != 1 || !strings.HasPrefix(e.Details[0], "signed by O=SnakeOil") {
+		want := 1
+		if e.Path == esp.UKIPath {
+			want = 2
+			if len(e.Details) != 2 || !strings.HasPrefix(e.Details[1], "section .initrd sha256 ") {
+				t.Errorf("%s: %q, want the signature and section .initrd changed", e.Path, e.Details)
+			}
+		}
+		if e.Change != diff.Changed || len(e.Details) != want || !strings.HasPrefix(e.Details[0], "signed by O=SnakeOil") {
 			t.Errorf("%s: %s %q, want changed and signed by the snakeoil certificate", e.Path, e.Change, e.Details)
 		}
 	}
@@ -419,11 +536,11 @@ func TestSecureBootEnroll(t *testing.T) {
 // smbiosRefusalConsole is the SMBIOS boot's console as TestSecureBoot saw
 // it (trimmed).
 const smbiosRefusalConsole = `[    0.000000] secureboot: Secure boot enabled
-[    0.000000] Kernel command line: console=ttyS0,115200 drover.roothash=d8cb859e9ccc1cffadc0e8ad525a33b2794dffae814d63b4cb39e1b387232f77 drover.smbiostest=1
-[    9.780609] drover-init: secure-boot (+1.911s)
-[   13.898811] drover-init: secure-boot: on (EFI variable SecureBoot = 1)
-[   13.934133] drover-init: FATAL: signed-cmdline: refusing to boot: the kernel command line is not the signed one: extra "drover.smbiostest=1" (appended after the signed command line: by systemd-stub from SMBIOS io.systemd.stub.kernel-cmdline-extra or an add-on's .cmdline); under Secure Boot only the signed command line is honoured; rebooting in 10s
-[   23.987673] reboot: Restarting system
+[    0.000000] Kernel command line: console=ttyS0,115200 systemd.import_credentials=no drover.roothash=51137ec2fc2b3fd7989d6052378c3a4203b2d8fa67885e7d34837b513162f61d noefi drover.smbiostest=1
+[    3.843104] drover-init: secure-boot (+1.137s)
+[    3.850933] drover-init: secure-boot: unknown (mounting efivarfs at /sys/firmware/efi/efivars: operation not supported (the kernel does not use UEFI runtime services: noefi or efi=noruntime?); the UKI is signed)
+[    3.867621] drover-init: FATAL: signed-cmdline: refusing to boot: the kernel command line is not the signed one: extra "noefi" "drover.smbiostest=1" (appended after the signed command line: by systemd-stub from SMBIOS io.systemd.stub.kernel-cmdline-extra or an add-on's .cmdline); the UKI is signed, so only its signed command line is honoured, whatever Secure Boot reads as (here: unknown: it could not be read); rebooting in 10s
+[   13.891188] reboot: Restarting system
 `
 
 // TestSMBIOSRefusalChecks: the verdict on the SMBIOS boot accepts the
@@ -433,13 +550,21 @@ func TestSMBIOSRefusalChecks(t *testing.T) {
 		t.Fatalf("the refusal console was refused: %q", p)
 	}
 	for _, c := range []struct{ name, old, new, want string }{
-		{"no extra from the stub", " drover.smbiostest=1\n", "\n", "does not end in"},
-		{"Secure Boot off", "SecureBoot = 1)", "SecureBoot = 0)", "Secure Boot on"},
+		{"no extra from the stub", " noefi drover.smbiostest=1\n", "\n", "does not end in"},
+		{"noefi not appended", " noefi drover.smbiostest=1\n", " drover.smbiostest=1\n", "does not end in"},
+		// noefi had no effect: drover-init read the state (and refused
+		// for it being on), so the unreadable case was not exercised.
+		{"Secure Boot read", "secure-boot: unknown (mounting efivarfs at /sys/firmware/efi/efivars: operation not supported (the kernel does not use UEFI runtime services: noefi or efi=noruntime?); the UKI is signed)",
+			"secure-boot: on (EFI variable SecureBoot = 1; the UKI is signed)", "did not find the Secure Boot state unreadable"},
+		{"an unsigned UKI", "; the UKI is signed)\n", ")\n", "did not find the Secure Boot state unreadable"},
 		{"a warning instead", "FATAL: signed-cmdline: refusing to boot: the kernel command line", "WARNING: the kernel command line", "no refusal line"},
-		{"another word named", `extra "drover.smbiostest=1"`, `extra "drover.other=1"`, "no refusal line"},
-		{"no reason", "under Secure Boot only", "only", "does not say why"},
+		{"another word named", `extra "noefi" "drover.smbiostest=1"`, `extra "noefi" "drover.other=1"`, "no refusal line"},
+		{"noefi not named", `extra "noefi" "drover.smbiostest=1"`, `extra "drover.smbiostest=1"`, "no refusal line"},
+		{"no reason", "the UKI is signed, so only", "only", "does not say why"},
+		{"the old reason", "the UKI is signed, so only its signed command line is honoured, whatever Secure Boot reads as (here: unknown: it could not be read)",
+			"under Secure Boot only the signed command line is honoured", "does not say why"},
 		{"no restart", "reboot: Restarting system", "", "did not restart"},
-		{"the boot went on", "[   23.987673]", "drover-init: partitions (+2.0s)\nReached target sysinit.target\n[   23.987673]", "the boot went on"},
+		{"the boot went on", "[   13.891188]", "drover-init: partitions (+2.0s)\nReached target sysinit.target\n[   13.891188]", "the boot went on"},
 	} {
 		console := strings.Replace(smbiosRefusalConsole, c.old, c.new, 1)
 		if console == smbiosRefusalConsole {

@@ -109,8 +109,13 @@ func mountEFIVars(dir string) (func(), error) {
 	if errors.Is(err, unix.EBUSY) {
 		return func() {}, nil // already mounted
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, unix.ENODEV):
 		return nil, fmt.Errorf("mounting efivarfs at %s: %v (is the efivarfs module in the initrd?)", dir, err)
+	case errors.Is(err, unix.EOPNOTSUPP):
+		return nil, fmt.Errorf("mounting efivarfs at %s: %v (the kernel does not use UEFI runtime services: noefi or efi=noruntime?)", dir, err)
+	case err != nil:
+		return nil, fmt.Errorf("mounting efivarfs at %s: %v", dir, err)
 	}
 	return func() { unix.Unmount(dir, 0) }, nil
 }
