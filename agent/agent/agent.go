@@ -319,8 +319,10 @@ func (a *Agent) readSecureBoot() {
 	if sb == nil {
 		return // drover-init did not record it
 	}
-	a.rec.SetSecureBoot(sb.Enabled, sb.Source)
-	a.secureBoot = strconv.FormatBool(sb.Enabled)
+	a.rec.SetSecureBoot(sb.State, sb.Source, sb.SignedUKI)
+	if sb.State == boot.SecureBootOn || sb.State == boot.SecureBootOff {
+		a.secureBoot = strconv.FormatBool(sb.Enabled)
+	}
 }
 
 func (a *Agent) snapshotError() string { return a.rec.Snapshot().Error }

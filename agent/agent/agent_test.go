@@ -679,8 +679,12 @@ func TestSecureBootReachesStatusAndLabel(t *testing.T) {
 		want   *bool
 		label  string
 	}{
-		{`{"enabled":true,"source":"EFI variable SecureBoot = 1"}`, ptr(true), "drover.dev/secure-boot=true"},
-		{`{"enabled":false,"source":"EFI variable SecureBoot = 0"}`, ptr(false), "drover.dev/secure-boot=false"},
+		{`{"enabled":true,"state":"on","source":"EFI variable SecureBoot = 1","signedUKI":true}`, ptr(true), "drover.dev/secure-boot=true"},
+		{`{"enabled":false,"state":"off","source":"EFI variable SecureBoot = 0"}`, ptr(false), "drover.dev/secure-boot=false"},
+		{`{"enabled":true,"source":"EFI variable SecureBoot = 1"}`, ptr(true), "drover.dev/secure-boot=true"}, // before "state"
+		// Unreadable is neither true nor false: no label, and the status
+		// says so.
+		{`{"enabled":false,"state":"unknown","source":"mounting efivarfs: no such device","signedUKI":true}`, nil, ""},
 		{"", nil, ""},
 	} {
 		r := newRig(t, userData(t, "hello"))
@@ -701,7 +705,18 @@ func TestSecureBootReachesStatusAndLabel(t *testing.T) {
 			t.Errorf("record %q: kubelet args lack %s: %s", tc.record, tc.label, args)
 		}
 		if tc.label == "" && strings.Contains(string(args), "drover.dev/secure-boot") {
-			t.Errorf("no record, yet kubelet args carry a secure-boot label: %s", args)
+			t.Errorf("record %q: no known state, yet kubelet args carry a secure-boot label: %s", tc.record, args)
+		}
+		if tc.record != "" {
+			var rec boot.SecureBoot
+			json.Unmarshal([]byte(tc.record), &rec)
+			wantState := rec.State
+			if wantState == "" {
+				wantState = "on"
+			}
+			if st.SecureBootState != wantState || st.SignedUKI != rec.SignedUKI || st.SecureBootSource != rec.Source {
+				t.Errorf("record %q: status state %q, signed UKI %v, source %q", tc.record, st.SecureBootState, st.SignedUKI, st.SecureBootSource)
+			}
 		}
 	}
 }

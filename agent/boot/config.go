@@ -37,10 +37,17 @@ type Config struct {
 	// cache instead of faulting it in through dm-verity while systemd's
 	// early units compete for the CPU.
 	ReadAhead []string `json:"readAhead,omitempty"`
-	// Cmdline is the UKI's .cmdline as signed: under Secure Boot
-	// drover-init refuses a /proc/cmdline with other words (see
-	// CompareCmdline). It must carry drover.roothash=RootHash.
+	// Cmdline is the UKI's .cmdline as signed: under Secure Boot, or
+	// whenever SignedUKI is set, drover-init refuses a /proc/cmdline with
+	// other words (see CompareCmdline). It must carry
+	// drover.roothash=RootHash.
 	Cmdline string `json:"cmdline"`
+	// SignedUKI says the builder signed the UKI this initrd is part of
+	// for Secure Boot (the signature covers this file). drover-init then
+	// refuses any other command line whatever it reads of Secure Boot:
+	// whoever appends words can also append ones that hide the Secure
+	// Boot state (noefi), and an unreadable state is not "off".
+	SignedUKI bool `json:"signedUKI,omitempty"`
 }
 
 // VerityConfig holds the dm-verity parameters of the root, as

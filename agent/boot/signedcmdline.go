@@ -138,13 +138,46 @@ func describeSignedCmdline(c *Config) string {
 	if c != nil {
 		signed = strconv.Quote(c.Cmdline)
 	}
-	return "compare /proc/cmdline word by word with the UKI's signed .cmdline, " + signed +
-		": under Secure Boot any difference stops the boot, without it a warning names the difference"
+	rule := ": if the config says the UKI is signed, any difference stops the boot whatever Secure Boot reads as; " +
+		"else under Secure Boot any difference stops it, without it a warning names the difference"
+	if c != nil && c.SignedUKI {
+		rule = ": the UKI is signed, so any difference stops the boot, whether Secure Boot reads as on, off or unknown"
+	} else if c != nil {
+		rule = ": the UKI is unsigned, so under Secure Boot any difference stops the boot, without it (or unreadable) a warning names the difference"
+	}
+	return "compare /proc/cmdline word by word with the UKI's signed .cmdline, " + signed + rule
 }
 
-// signedCmdline refuses, under Secure Boot, a kernel command line other
-// than the signed one; without Secure Boot it only warns (a developer may
-// add words on purpose).
+// JudgeCmdline decides what a kernel command line that differs from the
+// signed one (d) does to the boot: an error stops it; a warning lets it
+// go on. signedUKI is the initrd config's word that its UKI is signed;
+// state is the secure-boot step's finding.
+//
+// A signed UKI takes only its own command line, whatever the Secure Boot
+// state reads as: whoever appends words (SMBIOS, an add-on) can append
+// noefi or efi=noruntime too, which hides the state, and the words would
+// then hold. An unsigned UKI keeps the developer's way: extra words are
+// refused under Secure Boot only (where it cannot boot anyway).
+func JudgeCmdline(signedUKI bool, state string, d CmdlineDiff) (warning string, err error) {
+	if d.Same() {
+		return "", nil
+	}
+	read := map[string]string{SecureBootOn: "on", SecureBootOff: "off"}[state]
+	if read == "" {
+		read = "unknown: it could not be read"
+	}
+	switch {
+	case signedUKI:
+		return "", fmt.Errorf("refusing to boot: the kernel command line is not the signed one: %s; "+
+			"the UKI is signed, so only its signed command line is honoured, whatever Secure Boot reads as (here: %s)", d, read)
+	case state == SecureBootOn:
+		return "", fmt.Errorf("refusing to boot: the kernel command line is not the signed one: %s; under Secure Boot only the signed command line is honoured", d)
+	}
+	return fmt.Sprintf("WARNING: the kernel command line is not the signed one: %s; booting anyway because the UKI is unsigned and Secure Boot is %s", d, read), nil
+}
+
+// signedCmdline compares /proc/cmdline with the signed command line and
+// acts on JudgeCmdline's verdict.
 func (m *Machine) signedCmdline() error {
 	b, err := readFile(m.Paths.cmdline())
 	if err != nil {
@@ -155,9 +188,10 @@ func (m *Machine) signedCmdline() error {
 		m.Log.Debugf("the kernel command line is the signed one")
 		return nil
 	}
-	if m.secureBootOn {
-		return fmt.Errorf("refusing to boot: the kernel command line is not the signed one: %s; under Secure Boot only the signed command line is honoured", d)
+	warning, err := JudgeCmdline(m.Config.SignedUKI, m.secureBootState, d)
+	if err != nil {
+		return err
 	}
-	m.Log.Printf("WARNING: the kernel command line is not the signed one: %s; booting anyway because Secure Boot is off", d)
+	m.Log.Printf("%s", warning)
 	return nil
 }

@@ -82,27 +82,89 @@ func TestCmdlineDiffString(t *testing.T) {
 	}
 }
 
-// TestSignedCmdlineStep runs the step on a fake /proc/cmdline: under
-// Secure Boot an appended word stops the boot with a line naming it;
-// without Secure Boot the boot goes on with a warning naming it.
+// TestJudgeCmdline is drover-init's decision table: signed or unsigned
+// UKI × Secure Boot on, off or unreadable × the signed command line or
+// one with an extra word.
+func TestJudgeCmdline(t *testing.T) {
+	extra := CompareCmdline(testSigned, testSigned+" noefi drover.smbiostest=1\n")
+	same := CompareCmdline(testSigned, testSigned+"\n")
+	const refuse, warn, boot = "refuse", "warn", "boot"
+	for _, tc := range []struct {
+		signed bool
+		state  string
+		diff   CmdlineDiff
+		want   string
+		says   string // what the error or warning must contain
+	}{
+		{true, SecureBootOn, same, boot, ""},
+		{true, SecureBootOff, same, boot, ""},
+		{true, SecureBootUnknown, same, boot, ""},
+		{true, "", same, boot, ""},
+		{false, SecureBootOn, same, boot, ""},
+		{false, SecureBootOff, same, boot, ""},
+		{false, SecureBootUnknown, same, boot, ""},
+		{true, SecureBootOn, extra, refuse, "whatever Secure Boot reads as (here: on)"},
+		{true, SecureBootOff, extra, refuse, "whatever Secure Boot reads as (here: off)"},
+		{true, SecureBootUnknown, extra, refuse, "whatever Secure Boot reads as (here: unknown: it could not be read)"},
+		{true, "", extra, refuse, "(here: unknown"}, // the secure-boot step did not run
+		{false, SecureBootOn, extra, refuse, "under Secure Boot only the signed command line is honoured"},
+		{false, SecureBootOff, extra, warn, "booting anyway because the UKI is unsigned and Secure Boot is off"},
+		{false, SecureBootUnknown, extra, warn, "booting anyway because the UKI is unsigned and Secure Boot is unknown"},
+	} {
+		warning, err := JudgeCmdline(tc.signed, tc.state, tc.diff)
+		got, text := boot, ""
+		switch {
+		case err != nil:
+			got, text = refuse, err.Error()
+			if warning != "" {
+				t.Errorf("signed %v, %q: both an error and a warning", tc.signed, tc.state)
+			}
+		case warning != "":
+			got, text = warn, warning
+		}
+		if got != tc.want {
+			t.Errorf("signed %v, Secure Boot %q, same %v: %s (%q), want %s", tc.signed, tc.state, tc.diff.Same(), got, text, tc.want)
+			continue
+		}
+		if tc.want == boot {
+			continue
+		}
+		// Either way the line names every extra word.
+		for _, w := range []string{"the kernel command line is not the signed one: ", `extra "noefi" "drover.smbiostest=1"`, tc.says} {
+			if !strings.Contains(text, w) {
+				t.Errorf("signed %v, Secure Boot %q: %q lacks %q", tc.signed, tc.state, text, w)
+			}
+		}
+	}
+}
+
+// TestSignedCmdlineStep runs the step on a fake /proc/cmdline: a refusal
+// stops the boot with a line naming the extra words; a warning goes to
+// the console and the boot goes on.
 func TestSignedCmdlineStep(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
-		secureBoot bool
+		signed     bool
+		secureBoot string
 		proc       string
 		err        []string // what the error must contain; nil: no error
 		console    []string
 		noConsole  string
 	}{
-		{"signed, Secure Boot", true, testSigned + "\n", nil, nil, "WARNING"},
-		{"signed, no Secure Boot", false, testSigned + "\n", nil, nil, "WARNING"},
-		{"SMBIOS extra, Secure Boot", true, testSigned + " drover.smbiostest=1\n",
+		{"signed, Secure Boot", false, SecureBootOn, testSigned + "\n", nil, nil, "WARNING"},
+		{"signed, no Secure Boot", false, SecureBootOff, testSigned + "\n", nil, nil, "WARNING"},
+		{"SMBIOS extra, Secure Boot", false, SecureBootOn, testSigned + " drover.smbiostest=1\n",
 			[]string{"refusing to boot: the kernel command line is not the signed one: ", `extra "drover.smbiostest=1"`,
 				"SMBIOS io.systemd.stub.kernel-cmdline-extra", "under Secure Boot only the signed command line is honoured"}, nil, "WARNING"},
-		{"SMBIOS extra, no Secure Boot", false, testSigned + " drover.smbiostest=1\n", nil,
+		{"SMBIOS extra, no Secure Boot", false, SecureBootOff, testSigned + " drover.smbiostest=1\n", nil,
 			[]string{`drover-init: WARNING: the kernel command line is not the signed one: extra "drover.smbiostest=1"`, "Secure Boot is off"}, ""},
-		{"prepended, Secure Boot", true, "drover.config=/var/x " + testSigned + "\n",
+		{"prepended, Secure Boot", false, SecureBootOn, "drover.config=/var/x " + testSigned + "\n",
 			[]string{`extra "drover.config=/var/x"`}, nil, ""},
+		{"signed UKI, noefi", true, SecureBootUnknown, testSigned + " noefi drover.smbiostest=1\n",
+			[]string{`extra "noefi" "drover.smbiostest=1"`, "the UKI is signed"}, nil, "WARNING"},
+		{"signed UKI, Secure Boot off", true, SecureBootOff, testSigned + " systemd.unit=rescue.target\n",
+			[]string{`extra "systemd.unit=rescue.target"`, "(here: off)"}, nil, "WARNING"},
+		{"signed UKI, the signed line", true, SecureBootUnknown, testSigned + "\n", nil, nil, "WARNING"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := Paths{Proc: t.TempDir()}
@@ -113,7 +175,8 @@ func TestSignedCmdlineStep(t *testing.T) {
 			var console strings.Builder
 			m.Log.AttachWriter(&console)
 			m.Config = testConfig(t)
-			m.secureBootOn = tc.secureBoot
+			m.Config.SignedUKI = tc.signed
+			m.secureBootState = tc.secureBoot
 			err := m.signedCmdline()
 			if tc.err == nil && err != nil {
 				t.Fatalf("error %v, want none", err)

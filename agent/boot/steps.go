@@ -56,7 +56,9 @@ type Machine struct {
 	// mountEFIVars mounts efivarfs (tests replace it); nil is the real one.
 	mountEFIVars func(dir string) (unmount func(), err error)
 	varDev       string // the var partition's node
-	secureBootOn bool   // the secure-boot step found Secure Boot enforced
+	// secureBootState is what the secure-boot step found: SecureBootOn,
+	// SecureBootOff or SecureBootUnknown ("" before it ran).
+	secureBootState string
 }
 
 // NewMachine returns the state of a fresh boot.

@@ -151,35 +151,81 @@ func TestParseSecureBootVar(t *testing.T) {
 }
 
 // TestSecureBootStep runs the step against a fake /sys with efivarfs
-// already mounted (its file in place), as on a rerun, and reads the
-// finding back as the agent does.
+// already mounted (its files in place), as on a rerun, and reads the
+// finding back as the agent does. Only a variable that reads 0, or
+// firmware that has variables but no SecureBoot, is "off"; what cannot be
+// read is "unknown".
 func TestSecureBootStep(t *testing.T) {
-	root := t.TempDir()
-	p := Paths{Sys: filepath.Join(root, "sys"), Run: filepath.Join(root, "run")}
-	vars := filepath.Join(p.Sys, "firmware", "efi", "efivars")
-	os.MkdirAll(vars, 0o755)
-	m := NewMachine(p, NewLog(time.Now()))
-	m.mountEFIVars = func(string) (func(), error) { return func() {}, nil }
-	var console strings.Builder
-	m.Log.AttachWriter(&console)
-	if got, _ := ReadSecureBoot(root); got != nil {
-		t.Fatalf("ReadSecureBoot before the step = %+v, want nil", got)
-	}
-	if err := m.secureBoot(); err != nil {
-		t.Fatal(err)
-	}
-	got, err := ReadSecureBoot(root)
-	if err != nil || got == nil || got.Enabled {
-		t.Fatalf("no SecureBoot variable: %+v, %v; want off", got, err)
-	}
-	os.WriteFile(filepath.Join(vars, SecureBootVar), []byte{6, 0, 0, 0, 1}, 0o644)
-	if err := m.secureBoot(); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ = ReadSecureBoot(root); got == nil || !got.Enabled || got.Source != "EFI variable SecureBoot = 1" {
-		t.Fatalf("SecureBoot = 1: %+v, want on", got)
-	}
-	if !strings.Contains(console.String(), "drover-init: secure-boot: on (EFI variable SecureBoot = 1)") {
-		t.Errorf("console:\n%s", console.String())
+	const bootCurrent = "BootCurrent-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+	for _, tc := range []struct {
+		name    string
+		signed  bool
+		noEFI   bool              // no /sys/firmware/efi
+		mount   error             // efivarfs does not mount
+		vars    map[string][]byte // efivarfs's files
+		state   string
+		source  string
+		console string
+	}{
+		{name: "on", vars: map[string][]byte{SecureBootVar: {6, 0, 0, 0, 1}}, state: SecureBootOn, source: "EFI variable SecureBoot = 1",
+			console: "drover-init: secure-boot: on (EFI variable SecureBoot = 1)\n"},
+		{name: "on, signed", signed: true, vars: map[string][]byte{SecureBootVar: {6, 0, 0, 0, 1}}, state: SecureBootOn, source: "EFI variable SecureBoot = 1",
+			console: "drover-init: secure-boot: on (EFI variable SecureBoot = 1; the UKI is signed)\n"},
+		{name: "off", vars: map[string][]byte{SecureBootVar: {6, 0, 0, 0, 0}}, state: SecureBootOff, source: "EFI variable SecureBoot = 0"},
+		{name: "firmware without the variable", vars: map[string][]byte{bootCurrent: {6, 0, 0, 0, 1, 0}}, state: SecureBootOff,
+			source: "the firmware sets no EFI variable SecureBoot"},
+		{name: "empty efivarfs", signed: true, vars: map[string][]byte{}, state: SecureBootUnknown, source: "lists no variables at all",
+			console: "drover-init: secure-boot: unknown (efivarfs at "},
+		{name: "efivarfs does not mount (noefi)", signed: true, mount: errors.New("mounting efivarfs at x: no such device"), state: SecureBootUnknown,
+			source: "mounting efivarfs at x: no such device", console: "drover-init: secure-boot: unknown (mounting efivarfs at x: no such device; the UKI is signed)\n"},
+		{name: "bad value", vars: map[string][]byte{SecureBootVar: {6, 0, 0, 0, 7}}, state: SecureBootUnknown, source: "has value 7"},
+		{name: "not UEFI, unsigned", noEFI: true, state: SecureBootOff, source: "not booted by UEFI"},
+		{name: "not UEFI, signed UKI", signed: true, noEFI: true, state: SecureBootUnknown, source: "the UKI ran under UEFI, yet the kernel shows no "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			p := Paths{Sys: filepath.Join(root, "sys"), Run: filepath.Join(root, "run")}
+			vars := filepath.Join(p.Sys, "firmware", "efi", "efivars")
+			if !tc.noEFI {
+				if err := os.MkdirAll(vars, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for name, b := range tc.vars {
+				if err := os.WriteFile(filepath.Join(vars, name), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m := NewMachine(p, NewLog(time.Now()))
+			m.Config = testConfig(t)
+			m.Config.SignedUKI = tc.signed
+			m.mountEFIVars = func(string) (func(), error) {
+				if tc.mount != nil {
+					return nil, tc.mount
+				}
+				return func() {}, nil
+			}
+			var console strings.Builder
+			m.Log.AttachWriter(&console)
+			if got, _ := ReadSecureBoot(root); got != nil {
+				t.Fatalf("ReadSecureBoot before the step = %+v, want nil", got)
+			}
+			if err := m.secureBoot(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := ReadSecureBoot(root)
+			if err != nil || got == nil {
+				t.Fatalf("ReadSecureBoot = %+v, %v", got, err)
+			}
+			if got.State != tc.state || got.Enabled != (tc.state == SecureBootOn) || !strings.Contains(got.Source, tc.source) || got.SignedUKI != tc.signed {
+				t.Errorf("recorded %+v, want state %s, source with %q, signed UKI %v", got, tc.state, tc.source, tc.signed)
+			}
+			if m.secureBootState != tc.state {
+				t.Errorf("the signed-cmdline step would judge by %q, want %q", m.secureBootState, tc.state)
+			}
+			if !strings.Contains(console.String(), tc.console) {
+				t.Errorf("console %q lacks %q", console.String(), tc.console)
+			}
+		})
 	}
 }

@@ -44,10 +44,14 @@ type Status struct {
 	State string `json:"state"` // provisioning, joined, failed, refused
 	Error string `json:"error,omitempty"`
 	// SecureBoot is whether the firmware enforced UEFI Secure Boot, as
-	// drover-init read it from the EFI variable; nil when it did not say.
-	SecureBoot       *bool   `json:"secureBoot,omitempty"`
-	SecureBootSource string  `json:"secureBootSource,omitempty"`
-	Phases           []Phase `json:"phases"`
+	// drover-init read it from the EFI variable; nil when it did not say
+	// or could not read it (SecureBootState "unknown").
+	SecureBoot       *bool  `json:"secureBoot,omitempty"`
+	SecureBootState  string `json:"secureBootState,omitempty"` // on, off or unknown
+	SecureBootSource string `json:"secureBootSource,omitempty"`
+	// SignedUKI: the initrd says its UKI was signed for Secure Boot.
+	SignedUKI bool    `json:"signedUKI,omitempty"`
+	Phases    []Phase `json:"phases"`
 	// Units is the result of each unit the config enables, as systemd
 	// reported it after the agent started them (the units phase); nil
 	// until that phase ends.
@@ -156,16 +160,23 @@ func (r *Recorder) SetState(state, errText string) {
 	r.save()
 }
 
-// SetSecureBoot records drover-init's Secure Boot finding.
-func (r *Recorder) SetSecureBoot(on bool, source string) {
+// SetSecureBoot records drover-init's Secure Boot finding: state "on",
+// "off" or "unknown" (it could not be read), where it was read from, and
+// whether the initrd says its UKI is signed.
+func (r *Recorder) SetSecureBoot(state, source string, signedUKI bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.st.SecureBoot, r.st.SecureBootSource = &on, source
-	state := "off"
-	if on {
-		state = "on"
+	r.st.SecureBoot = nil
+	if state == "on" || state == "off" {
+		on := state == "on"
+		r.st.SecureBoot = &on
 	}
-	r.line(fmt.Sprintf("drover-agent: [%7.2fs] secure boot %s (%s, read by drover-init)", r.uptime(), state, source))
+	r.st.SecureBootState, r.st.SecureBootSource, r.st.SignedUKI = state, source, signedUKI
+	uki := "unsigned UKI"
+	if signedUKI {
+		uki = "signed UKI"
+	}
+	r.line(fmt.Sprintf("drover-agent: [%7.2fs] secure boot %s (%s, read by drover-init; %s)", r.uptime(), state, source, uki))
 	r.save()
 }
 
@@ -229,7 +240,13 @@ func Read(root string) (*Status, error) {
 func Format(s *Status) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "state: %s (phase %s)\n", s.State, s.Phase)
-	if s.SecureBoot != nil {
+	if s.SecureBootState != "" {
+		fmt.Fprintf(&b, "secure boot: %s (%s)", s.SecureBootState, s.SecureBootSource)
+		if s.SignedUKI {
+			b.WriteString(", signed UKI")
+		}
+		b.WriteString("\n")
+	} else if s.SecureBoot != nil {
 		fmt.Fprintf(&b, "secure boot: %t (%s)\n", *s.SecureBoot, s.SecureBootSource)
 	}
 	if s.Error != "" {

@@ -44,6 +44,41 @@ func ReadStatus(ctx context.Context, c *qemu.Config) (*status.Status, error) {
 	return &st, nil
 }
 
+// ReadVarFiles reads files (absolute paths under /var) from a stopped
+// instance's var partition, as ReadStatus reads the status file. A file
+// that is not there is left out of the map.
+func ReadVarFiles(ctx context.Context, c *qemu.Config, paths ...string) (map[string][]byte, error) {
+	dir, err := os.MkdirTemp(c.StateDir, "disk-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	varImg, err := varImage(ctx, c, dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	for _, p := range paths {
+		rel, ok := strings.CutPrefix(p, "/var/")
+		if !ok {
+			return nil, fmt.Errorf("%s is not under /var", p)
+		}
+		var stderr strings.Builder
+		cmd := exec.CommandContext(ctx, "debugfs", "-R", "cat /"+rel, varImg)
+		cmd.Stderr = &stderr
+		data, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("debugfs cat %s (Debian package e2fsprogs): %w: %s", p, err, stderr.String())
+		}
+		// debugfs says so on stderr and exits 0.
+		if strings.Contains(stderr.String(), "File not found by ext2_lookup") {
+			continue
+		}
+		out[p] = data
+	}
+	return out, nil
+}
+
 // varImage copies a stopped instance's var partition out of its disk into
 // dir (the overlay converted to raw, the partition found in the GPT, its
 // ext4 journal replayed) and returns the copy's path.

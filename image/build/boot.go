@@ -9,6 +9,7 @@ import (
 
 	"github.com/drover-os/drover/image/authenticode"
 	"github.com/drover-os/drover/image/esp"
+	"github.com/drover-os/drover/image/recipe"
 	"github.com/drover-os/drover/image/uki"
 )
 
@@ -20,7 +21,8 @@ func (b *builder) bootFiles(cmdline string, initrd []byte) ([]esp.File, error) {
 	if osrel == nil {
 		return nil, fmt.Errorf("/usr/lib/os-release not in the tree: the UKI's .osrel needs it (base-files provides it)")
 	}
-	image, err := uki.Build(b.stub, uki.Parts{OSRelease: osrel.Data, Cmdline: cmdline, Uname: b.man.Kernel, Initrd: initrd, Linux: b.kernel})
+	image, err := uki.Build(b.stub, uki.Parts{OSRelease: osrel.Data, Cmdline: cmdline, Uname: b.man.Kernel, Initrd: initrd, Linux: b.kernel,
+		SBAT: []uki.SBATEntry{SBATEntry(b.p.Recipe, b.epoch.Format("20060102.150405"))}})
 	if err != nil {
 		return nil, fmt.Errorf("UKI from %s: %w", b.arch.Stub(), err)
 	}
@@ -44,6 +46,19 @@ func (b *builder) bootFiles(cmdline string, initrd []byte) ([]esp.File, error) {
 		return nil, fmt.Errorf("enrolling Secure Boot keys needs the signing key: give --secure-boot-key and --secure-boot-cert")
 	}
 	return esp.LoaderFiles(b.arch.RemovableMediaPath(), image, loader, keys), nil
+}
+
+// SBATComponent is the component name of the SBAT entry every drover UKI
+// carries: an SbatLevel line "drover,N" refuses every drover UKI whose
+// generation is below N, whichever recipe built it.
+const SBATComponent = "drover"
+
+// SBATEntry is the UKI's own SBAT line: component drover at the recipe's
+// generation, the recipe's name as the package and the image version
+// (the lock's epoch) as its version.
+func SBATEntry(r *recipe.Recipe, version string) uki.SBATEntry {
+	return uki.SBATEntry{Component: SBATComponent, Generation: r.SecureBoot.SBATGeneration, Vendor: "drover",
+		Package: r.Name, Version: version, URL: "https://github.com/drover-os/drover"}
 }
 
 // certName names a signing certificate in the manifest and the log:

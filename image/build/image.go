@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/drover-os/drover/agent/boot"
@@ -56,6 +57,24 @@ func (b *builder) takeBootFiles(kver string) error {
 	}
 	b.kernel, b.systemdBoot, b.stub = k.Data, boot[0], boot[1]
 	return nil
+}
+
+// NoCredentialImport turns off systemd's import of system credentials at
+// PID 1's start (systemd >= 254): from SMBIOS Type 11
+// io.systemd.credential[.binary]: strings and QEMU fw_cfg
+// opt/io.systemd.credentials/, which whoever runs the hypervisor sets
+// without touching the signed command line (tmpfiles.extra, sysctl.extra,
+// network.* would configure the node), from systemd.set_credential= words,
+// and from the initrd's /.extra/credentials/ (systemd-stub's unsigned
+// *.cred files of the ESP). drover passes nothing through credentials:
+// the user-data is the agent's own (ECS metadata, fw_cfg opt/drover/).
+const NoCredentialImport = "systemd.import_credentials=no"
+
+// KernelCmdline is the UKI's .cmdline: the recipe's words, then drover's
+// own. NoCredentialImport comes after the recipe's (the last
+// systemd.import_credentials= counts) and drover.roothash= last.
+func KernelCmdline(recipeWords []string, rootHash string) string {
+	return strings.Join(append(slices.Clone(recipeWords), NoCredentialImport, "drover.roothash="+rootHash), " ")
 }
 
 // image writes erofs, verity, initrd, ESP and the GPT disk.
@@ -111,13 +130,16 @@ func (b *builder) image(ctx context.Context) (*diskResult, error) {
 	// signature covers) for drover-init to compare /proc/cmdline with:
 	// systemd-stub appends SMBIOS and add-on words to it even under
 	// Secure Boot.
-	res.Cmdline = strings.TrimSpace(strings.Join(r.Cmdline, " ") + " drover.roothash=" + res.RootHash)
+	res.Cmdline = KernelCmdline(r.Cmdline, res.RootHash)
 	cfg := boot.Config{
 		Kernel: b.man.Kernel, Modules: order, RootHash: res.RootHash,
 		Verity: boot.VerityConfig{DataBlocks: vr.DataBlocks, DataBlockSize: vr.DataBlockSize, HashBlockSize: vr.HashBlockSize,
 			HashStartBlock: 1, Salt: hex.EncodeToString(vr.Salt), Algorithm: "sha256"},
 		RootPartUUID: verity.FormatGUID(rootUUID), VerityPartUUID: verity.FormatGUID(verityUUID),
 		VarPartType: gpt.TypeVar, VarLabel: "var", Cmdline: res.Cmdline,
+		// The UKI this initrd goes into is signed: drover-init then takes
+		// no other command line, whatever it reads of Secure Boot.
+		SignedUKI: b.o.SecureBoot != nil,
 	}
 	for _, p := range InitrdReadAhead {
 		if n := b.tree.Get(p); n != nil {

@@ -85,7 +85,8 @@ func NewPlan(r *recipe.Recipe, l *lock.Lock, outDir string) (*Plan, error) {
 		"rootfs: erofs, every timestamp "+epochString(l.Epoch),
 		"verity: sha256 hash tree, 4096-byte blocks, salt derived from content",
 		"initrd: drover-init + modules "+strings.Join(InitrdModules, " ")+" (those not built in)",
-		"uki: systemd-stub + .osrel .cmdline .uname .initrd .linux, cmdline "+strings.Join(r.Cmdline, " ")+" drover.roothash=<root hash>",
+		"uki: systemd-stub + .osrel .cmdline .uname .initrd .linux, cmdline "+KernelCmdline(r.Cmdline, "<root hash>")+
+			fmt.Sprintf("; SBAT entry %s,%d appended to the stub's .sbat", SBATComponent, r.SecureBoot.SBATGeneration),
 		"esp: FAT32 "+r.Image.ESPSize+": systemd-boot, loader.conf (timeout 0), the UKI as "+esp.UKIPath+" (Boot Loader Specification type #2)",
 		"disk: GPT esp + root + root-verity (DPS types, UUIDs from the root hash); var is created on first boot",
 	)

@@ -37,6 +37,9 @@ type Recipe struct {
 	Cmdline  []string          `yaml:"cmdline"`
 	Image    Image             `yaml:"image"`
 	Sandbox  Sandbox           `yaml:"sandbox"`
+	// SecureBoot holds what the recipe says about its UKI for Secure Boot
+	// (the signing key itself is the build's --secure-boot-key).
+	SecureBoot SecureBoot `yaml:"secureBoot"`
 	// Exclude keeps packages of the dependency closure out of the image;
 	// Remove deletes paths after installation. See docs/recipes.md.
 	Exclude []Exclude `yaml:"exclude"`
@@ -135,6 +138,15 @@ type Sandbox struct {
 	Digest string `yaml:"digest"`
 }
 
+// SecureBoot is the recipe's part of Secure Boot.
+type SecureBoot struct {
+	// SBATGeneration is the generation of the UKI's SBAT entry for
+	// component "drover" (shim's SBAT.md). Raise it when UKIs built before
+	// must stop booting where SBAT is enforced (shim with an SbatLevel
+	// naming drover,N): docs/security.md, "Revoking old UKIs". Default 1.
+	SBATGeneration uint32 `yaml:"sbatGeneration"`
+}
+
 // Exclude is a package the closure drags in that the image leaves out. The
 // lock still pins it (the build reads it to know what it ships, so that it
 // can check nothing installed needs it); its files are not installed.
@@ -157,6 +169,11 @@ const (
 	DefaultSuite   = "trixie"
 	DefaultArch    = "amd64"
 	DefaultESPSize = "64MiB"
+	// DefaultSBATGeneration is the first generation of the UKI's SBAT
+	// entry.
+	DefaultSBATGeneration = 1
+	// MaxSBATGeneration: shim reads a generation as a C int.
+	MaxSBATGeneration = 1<<31 - 1
 )
 
 // DefaultSuites are the suites of a recipe that names none: the release,
@@ -232,6 +249,9 @@ func (r *Recipe) applyDefaults() {
 	}
 	if len(r.Image.Formats) == 0 {
 		r.Image.Formats = []string{"raw"}
+	}
+	if r.SecureBoot.SBATGeneration == 0 {
+		r.SecureBoot.SBATGeneration = DefaultSBATGeneration
 	}
 	for i := range r.URLs {
 		if r.URLs[i].Mode == 0 {

@@ -35,7 +35,7 @@ func TestDefaults(t *testing.T) {
 func TestErrors(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"unknown field", "name: x\npackges: [a]\n",
-			"r.yaml:2: packges: unknown field (known: extends, name, arch, epoch, debian, kernel, packages, prefer, go, urls, files, units, cmdline, image, sandbox, exclude, remove)"},
+			"r.yaml:2: packges: unknown field (known: extends, name, arch, epoch, debian, kernel, packages, prefer, go, urls, files, units, cmdline, image, sandbox, secureBoot, exclude, remove)"},
 		{"unknown nested field", "name: x\ndebian:\n  suite: trixie\n  mirror: foo\n",
 			"r.yaml:4: debian.mirror: unknown field (known: suites, suite, components, keyring)"},
 		{"wrong type list", "name: x\npackages: systemd\n",
@@ -91,6 +91,12 @@ func TestErrors(t *testing.T) {
 			`r.yaml:3: debian.suites[2]: "trixie-updates" is listed twice`},
 		{"remove without why", "name: x\nremove:\n  - glob: /usr/bin/su\n",
 			"r.yaml:3: remove[0].why: required: say why the node does not need /usr/bin/su"},
+		{"credential import", "name: x\ncmdline:\n  - console=ttyS0\n  - systemd.import_credentials=yes\n",
+			`r.yaml:4: cmdline[1]: "systemd.import_credentials=yes": drover sets systemd.import_credentials=no itself: system credentials come from SMBIOS and fw_cfg, which the hypervisor sets; remove it`},
+		{"credential import, initrd spelling", "name: x\ncmdline: [rd.systemd.import-credentials=1]\n",
+			`r.yaml:2: cmdline[0]: "rd.systemd.import-credentials=1": drover sets systemd.import_credentials=no itself: system credentials come from SMBIOS and fw_cfg, which the hypervisor sets; remove it`},
+		{"credential on the command line", "name: x\ncmdline: [quiet, 'systemd.set_credential=tmpfiles.extra:f /x']\n",
+			`r.yaml:2: cmdline[1]: "systemd.set_credential=tmpfiles.extra:f /x": systemd.import_credentials=no, which drover sets, makes systemd ignore it; put the file in files: instead`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("r.yaml", []byte(tc.yaml))
@@ -149,6 +155,56 @@ func TestShippedOverlays(t *testing.T) {
 		}
 		if !strings.HasSuffix(r.LockPath(), "ecs-node-1."+minor+".yaml.lock") {
 			t.Errorf("1.%s: lock %s", minor, r.LockPath())
+		}
+	}
+}
+
+// TestSBATGeneration: the UKI's SBAT generation defaults to 1, is taken as
+// written, an overlay can raise it, and it does not decide the lock.
+func TestSBATGeneration(t *testing.T) {
+	gen := func(text string) uint32 {
+		t.Helper()
+		r, err := Parse("r.yaml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.SecureBoot.SBATGeneration
+	}
+	if g := gen("name: x\n"); g != 1 {
+		t.Errorf("default generation %d, want 1", g)
+	}
+	if g := gen("name: x\nsecureBoot:\n  sbatGeneration: 3\n"); g != 3 {
+		t.Errorf("generation %d, want 3", g)
+	}
+	a, _ := Parse("r.yaml", []byte("name: x\npackages: [systemd]\n"))
+	b, _ := Parse("r.yaml", []byte("name: x\npackages: [systemd]\nsecureBoot: {sbatGeneration: 7}\n"))
+	if a.InputsDigest() != b.InputsDigest() {
+		t.Error("secureBoot.sbatGeneration must not change the inputs digest (no re-lock for a revocation)")
+	}
+	dir := writeRecipes(t, map[string]string{
+		"base.yaml": "name: base\nsecureBoot:\n  sbatGeneration: 2\n",
+		"over.yaml": "extends: base.yaml\nname: over\nsecureBoot:\n  sbatGeneration: 5\n",
+		"same.yaml": "extends: base.yaml\nname: same\n",
+	})
+	for name, want := range map[string]uint32{"over.yaml": 5, "same.yaml": 2} {
+		r, err := Load(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.SecureBoot.SBATGeneration != want {
+			t.Errorf("%s: generation %d, want %d", name, r.SecureBoot.SBATGeneration, want)
+		}
+	}
+	for text, want := range map[string]string{
+		"name: x\nsecureBoot:\n  sbatGeneration: 0\n":          `r.yaml:3: secureBoot.sbatGeneration: 0: SBAT generations start at 1 (leave the field out for 1)`,
+		"name: x\nsecureBoot:\n  sbatGeneration: 0x0\n":        `r.yaml:3: secureBoot.sbatGeneration: 0: SBAT generations start at 1 (leave the field out for 1)`,
+		"name: x\nsecureBoot:\n  sbatGeneration: 2147483648\n": `r.yaml:3: secureBoot.sbatGeneration: 2147483648: at most 2147483647 (shim reads a generation as a C int)`,
+		"name: x\nsecureBoot:\n  sbatGeneration: -1\n":         `r.yaml:3: secureBoot.sbatGeneration: want a whole number, got "-1"`,
+		"name: x\nsecureBoot:\n  sbatGeneration: two\n":        `r.yaml:3: secureBoot.sbatGeneration: want a whole number, got "two"`,
+		"name: x\nsecureBoot:\n  sbat: 2\n":                    `r.yaml:3: secureBoot.sbat: unknown field (known: sbatGeneration)`,
+	} {
+		if _, err := Parse("r.yaml", []byte(text)); err == nil || err.Error() != want {
+			t.Errorf("%q: error %v, want %s", text, err, want)
 		}
 	}
 }

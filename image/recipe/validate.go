@@ -81,8 +81,10 @@ func (r *Recipe) validate(t *tree) []error {
 	v.urlComponents()
 	v.files()
 	v.units()
+	v.cmdline()
 	v.image()
 	v.sandbox()
+	v.secureBoot()
 	v.exclude()
 	v.remove()
 	return v.errs
@@ -184,6 +186,26 @@ func (v *validator) units() {
 	}
 }
 
+// builderCmdline are the kernel parameters the recipe may not set: drover
+// sets systemd.import_credentials=no itself, after the recipe's words, and
+// with it systemd ignores credentials set on the command line.
+var builderCmdline = map[string]string{
+	"systemd.import_credentials":    "drover sets systemd.import_credentials=no itself: system credentials come from SMBIOS and fw_cfg, which the hypervisor sets; remove it",
+	"systemd.set_credential":        "systemd.import_credentials=no, which drover sets, makes systemd ignore it; put the file in files: instead",
+	"systemd.set_credential_binary": "systemd.import_credentials=no, which drover sets, makes systemd ignore it; put the file in files: instead",
+}
+
+func (v *validator) cmdline() {
+	for i, w := range v.r.Cmdline {
+		// systemd reads rd.systemd.* in the initrd too, and takes - for _.
+		key, _, _ := strings.Cut(w, "=")
+		key = strings.ReplaceAll(strings.TrimPrefix(key, "rd."), "-", "_")
+		if why, ok := builderCmdline[key]; ok {
+			v.fail(fmt.Sprintf("cmdline[%d]", i), "%q: %s", w, why)
+		}
+	}
+}
+
 func (v *validator) sandbox() {
 	if d := v.r.Sandbox.Digest; d != "" && !sandboxDigest.MatchString(d) {
 		v.fail("sandbox.digest", "%q is not an image index digest: want sha256: and 64 lowercase hex digits, as `drover build` prints it", d)
@@ -191,6 +213,18 @@ func (v *validator) sandbox() {
 }
 
 var sandboxDigest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+func (v *validator) secureBoot() {
+	const f = "secureBoot.sbatGeneration"
+	// A recipe without the field decodes to 0, which applyDefaults makes
+	// 1; written out, 0 is a mistake (generations start at 1).
+	if n := mappingValue(v.t.doc, "secureBoot", "sbatGeneration"); n != nil && isZero(deref(n)) {
+		v.fail(f, "0: SBAT generations start at 1 (leave the field out for 1)")
+	}
+	if g := v.r.SecureBoot.SBATGeneration; g > MaxSBATGeneration {
+		v.fail(f, "%d: at most %d (shim reads a generation as a C int)", g, MaxSBATGeneration)
+	}
+}
 
 func (v *validator) image() {
 	if v.r.Image.Size != "" {
@@ -223,6 +257,34 @@ func ParseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("%q: too large", s) // n << shift would wrap
 	}
 	return n << shift, nil
+}
+
+// isZero: n is a whole number the decoder reads as 0 (0, 00, 0x0, 0_0).
+func isZero(n *yaml.Node) bool {
+	i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!int" && err == nil && i == 0
+}
+
+// mappingValue returns the value node at keys in doc's mappings, or nil
+// when a key is not there.
+func mappingValue(doc *yaml.Node, keys ...string) *yaml.Node {
+	n := doc
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	for _, k := range keys {
+		var next *yaml.Node
+		for i := 0; n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == k {
+				next = deref(n.Content[i+1])
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		n = next
+	}
+	return n
 }
 
 // nodeOf finds the node and line of a field path like "go[1].replace[0]" in

@@ -104,3 +104,32 @@ func TestObjdump(t *testing.T) {
 func align(n, a int) int { return (n + a - 1) / a * a }
 
 func hex3(v [3]uint64) string { return fmt.Sprintf("%#x/%#x/%#x", v[0], v[1], v[2]) }
+
+// TestObjcopySBAT reads the merged .sbat back with binutils' objcopy: the
+// stub's header line, then the added entry, and nothing else.
+func TestObjcopySBAT(t *testing.T) {
+	objcopy, err := exec.LookPath("objcopy")
+	if err != nil {
+		t.Fatal("objcopy not found: install the Debian package binutils (scripts/host-setup.sh)")
+	}
+	p := testParts()
+	p.SBAT = []SBATEntry{droverEntry(9)}
+	img, err := Build(petest.Stub(9000, 120), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	efi, dump := filepath.Join(dir, "uki.efi"), filepath.Join(dir, "sbat.csv")
+	if err := os.WriteFile(efi, img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(objcopy, "--dump-section", ".sbat="+dump, efi, filepath.Join(dir, "copy.efi")).CombinedOutput(); err != nil {
+		t.Fatalf("objcopy --dump-section: %v\n%s", err, out)
+	}
+	got, _ := os.ReadFile(dump)
+	want := "sbat,1,SBAT Version,sbat,1,https://github.com/rhboot/shim/blob/main/SBAT.md\n" +
+		"drover,9,drover,minimal,20261121.091544,https://github.com/drover-os/drover\n"
+	if string(got) != want {
+		t.Errorf("objcopy dumps .sbat as\n%q\nwant\n%q", got, want)
+	}
+}

@@ -9,14 +9,20 @@
 // CheckSum zero, Build stores the real image checksum (firmware ignores it;
 // objdump and signing tools show it).
 //
+// The stub's .sbat section (shim's SBAT.md: a CSV of the components the
+// image holds and their security generations) is kept, with the Parts'
+// own entries appended in place, as ukify --sbat merges them.
+//
 // The result is unsigned; image/authenticode signs it for Secure Boot.
 package uki
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	"github.com/drover-os/drover/image/pe"
 )
@@ -28,6 +34,42 @@ type Parts struct {
 	Uname     string // .uname: the kernel release, e.g. 6.12.48+deb13-cloud-amd64
 	Initrd    []byte // .initrd
 	Linux     []byte // .linux: the kernel's EFI image (vmlinuz)
+	// SBAT are entries appended to the stub's .sbat, after its own.
+	SBAT []SBATEntry
+}
+
+// SBATEntry is one component line of an SBAT CSV (shim's SBAT.md):
+// component_name,component_generation,vendor_name,vendor_package_name,
+// vendor_version,vendor_url. Where SBAT is enforced (shim), an image is
+// refused when its generation of a component is below the one the
+// SbatLevel variable names.
+type SBATEntry struct {
+	Component  string
+	Generation uint32
+	Vendor     string
+	Package    string
+	Version    string
+	URL        string
+}
+
+// String is the entry's CSV line, with its newline.
+func (e SBATEntry) String() string {
+	return fmt.Sprintf("%s,%d,%s,%s,%s,%s\n", e.Component, e.Generation, e.Vendor, e.Package, e.Version, e.URL)
+}
+
+func (e SBATEntry) check() error {
+	if e.Generation < 1 || e.Generation > 1<<31-1 {
+		return fmt.Errorf("SBAT entry %q: generation %d, want 1 to %d", e.Component, e.Generation, 1<<31-1)
+	}
+	for _, f := range []struct{ name, v string }{
+		{"component", e.Component}, {"vendor", e.Vendor}, {"package", e.Package}, {"version", e.Version}, {"url", e.URL},
+	} {
+		// shim splits on commas and lines; it has no quoting.
+		if f.v == "" || strings.ContainsAny(f.v, ",\n\r\x00\"") {
+			return fmt.Errorf("SBAT entry %q: %s %q must be non-empty, without commas, quotes or line breaks", e.Component, f.name, f.v)
+		}
+	}
+	return nil
 }
 
 // Section characteristics (PE/COFF §4.1), as ukify sets them.
@@ -138,11 +180,71 @@ func Build(stub []byte, p Parts) ([]byte, error) {
 		raw += rawSize
 		virt = pe.AlignUp(virt+s.virtualSize, secAlign)
 	}
+	if len(p.SBAT) > 0 {
+		if err := appendSBAT(out, im, p.SBAT, pe.AlignUp(virtEnd, secAlign)); err != nil {
+			return nil, err
+		}
+	}
 	le.PutUint16(out[im.COFFOffset()+2:], uint16(len(existing)+len(secs)))
 	le.PutUint32(out[im.OptionalHeaderOffset()+pe.FieldSizeOfInitializedData:], initialized)
 	le.PutUint32(out[im.OptionalHeaderOffset()+pe.FieldSizeOfImage:], virt)
 	pe.SetChecksum(out, im.CheckSumOffset())
 	return out, nil
+}
+
+// appendSBAT appends entries to the stub's .sbat section in out, in place:
+// the CSV grows into the section's file padding (systemd's stubs leave
+// most of a 512-byte block) and its VirtualSize with it. A stub whose
+// .sbat has no room, or that has none, is refused rather than laid out
+// anew. firstNew is the address of the first section Build adds.
+func appendSBAT(out []byte, im *pe.Image, entries []SBATEntry, firstNew uint32) error {
+	var add strings.Builder
+	for _, e := range entries {
+		if err := e.check(); err != nil {
+			return err
+		}
+		add.WriteString(e.String())
+	}
+	secs := im.Sections()
+	at := -1
+	for i, s := range secs {
+		if s.Name == ".sbat" {
+			at = i
+		}
+	}
+	if at < 0 {
+		return fmt.Errorf("EFI stub has no .sbat section to add %q to (systemd's stubs have one since 250)", strings.TrimSpace(add.String()))
+	}
+	s := secs[at]
+	csv := bytes.TrimRight(out[s.Offset:s.Offset+min(s.VirtualSize, s.Size)], "\x00")
+	if !bytes.HasPrefix(csv, []byte("sbat,")) {
+		return fmt.Errorf("EFI stub's .sbat does not start with the sbat,N header line: %q", firstLine(csv))
+	}
+	merged := append(bytes.Clone(csv), '\n')
+	if bytes.HasSuffix(csv, []byte("\n")) {
+		merged = merged[:len(csv)]
+	}
+	merged = append(merged, add.String()...)
+	room := min(s.Size, firstNew-s.VirtualAddress)
+	for _, o := range secs {
+		if o.VirtualAddress > s.VirtualAddress {
+			room = min(room, o.VirtualAddress-s.VirtualAddress)
+		}
+	}
+	if uint32(len(merged)) > room {
+		return fmt.Errorf("EFI stub's .sbat has room for %d bytes, the merged SBAT needs %d", room, len(merged))
+	}
+	raw := out[s.Offset : s.Offset+s.Size]
+	clear(raw)
+	copy(raw, merged)
+	h := im.SectionTableOffset() + pe.SectionHeaderSize*at
+	binary.LittleEndian.PutUint32(out[h+8:], uint32(len(merged)))
+	return nil
+}
+
+func firstLine(b []byte) string {
+	l, _, _ := bytes.Cut(b, []byte("\n"))
+	return string(l)
 }
 
 // Section describes one section of a PE image for the manifest and

@@ -135,3 +135,90 @@ func shrinkHeaders(stub []byte) []byte {
 	binary.LittleEndian.PutUint32(b[im.OptionalHeaderOffset()+drpe.FieldSizeOfHeaders:], uint32(im.SectionTableOffset()+2*40+40))
 	return b
 }
+
+func droverEntry(gen uint32) SBATEntry {
+	return SBATEntry{Component: "drover", Generation: gen, Vendor: "drover", Package: "minimal", Version: "20261121.091544", URL: "https://github.com/drover-os/drover"}
+}
+
+// TestBuildSBAT: the entries follow the stub's own .sbat lines, header
+// first, in the same section; nothing else of the stub moves.
+func TestBuildSBAT(t *testing.T) {
+	stub := petest.Stub(9000, 120)
+	p := testParts()
+	p.SBAT = []SBATEntry{droverEntry(3)}
+	out, err := Build(stub, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := pe.NewFile(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.Section(".sbat")
+	data, _ := s.Data()
+	want := "sbat,1,SBAT Version,sbat,1,https://github.com/rhboot/shim/blob/main/SBAT.md\n" +
+		"drover,3,drover,minimal,20261121.091544,https://github.com/drover-os/drover\n"
+	if got := string(data[:s.VirtualSize]); got != want {
+		t.Errorf(".sbat holds\n%q\nwant\n%q", got, want)
+	}
+	if strings.Trim(string(data[s.VirtualSize:]), "\x00") != "" {
+		t.Errorf(".sbat has bytes after its CSV: %q", data[s.VirtualSize:])
+	}
+	plain, _ := Build(stub, testParts())
+	a, _ := Sections(plain)
+	b, _ := Sections(out)
+	for i := range a {
+		if (a[i] != b[i]) != (a[i].Name == ".sbat") {
+			t.Errorf("section %s: %+v without the entry, %+v with it", a[i].Name, a[i], b[i])
+		}
+	}
+	// Without entries the stub's .sbat is kept byte for byte.
+	f0, _ := pe.NewFile(bytes.NewReader(plain))
+	if d, _ := f0.Section(".sbat").Data(); !bytes.Equal(d, stub[0x400+0x2400:0x400+0x2400+0x200]) {
+		t.Error("Build without SBAT entries changed the stub's .sbat")
+	}
+	// A stub whose CSV does not end in a newline still gets one line per
+	// entry.
+	noNL := append([]byte(nil), stub...)
+	noNL[0x400+0x2400+75] = 0 // the header's newline
+	out, err = Build(noNL, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ = pe.NewFile(bytes.NewReader(out))
+	data, _ = f.Section(".sbat").Data()
+	if got := string(data[:f.Section(".sbat").VirtualSize]); got != want {
+		t.Errorf("without the stub's newline .sbat holds\n%q\nwant\n%q", got, want)
+	}
+}
+
+func TestBuildSBATRefuses(t *testing.T) {
+	stub := petest.Stub(9000, 120)
+	noSBAT := append([]byte(nil), stub...)
+	im, _ := drpe.Parse(noSBAT)
+	copy(noSBAT[im.SectionTableOffset()+drpe.SectionHeaderSize:], ".data\x00\x00\x00")
+	noHeader := append([]byte(nil), stub...)
+	copy(noHeader[0x400+0x2400:], "grub,1,")
+	long := droverEntry(1)
+	long.URL = "https://example.invalid/" + strings.Repeat("x", 400)
+	for name, tc := range map[string]struct {
+		stub  []byte
+		entry SBATEntry
+		want  string
+	}{
+		"generation 0":     {stub, droverEntry(0), "generation 0, want 1 to 2147483647"},
+		"generation > int": {stub, droverEntry(1 << 31), "generation 2147483648"},
+		"comma":            {stub, SBATEntry{Component: "drover", Generation: 1, Vendor: "a,b", Package: "p", Version: "v", URL: "u"}, `vendor "a,b" must be non-empty, without commas`},
+		"newline":          {stub, SBATEntry{Component: "drover", Generation: 1, Vendor: "v", Package: "p\nx,1", Version: "v", URL: "u"}, "without commas, quotes or line breaks"},
+		"empty":            {stub, SBATEntry{Component: "drover", Generation: 1, Vendor: "v", Package: "p", URL: "u"}, `version "" must be non-empty`},
+		"no room":          {stub, long, "has room for 512 bytes, the merged SBAT needs 541"},
+		"no .sbat":         {noSBAT, droverEntry(1), "EFI stub has no .sbat section"},
+		"no header":        {noHeader, droverEntry(1), "does not start with the sbat,N header line"},
+	} {
+		p := testParts()
+		p.SBAT = []SBATEntry{tc.entry}
+		if _, err := Build(tc.stub, p); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want %q", name, err, tc.want)
+		}
+	}
+}
