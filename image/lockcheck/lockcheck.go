@@ -163,10 +163,12 @@ type Error struct {
 
 func (e *Error) Error() string {
 	var b strings.Builder
+	lines := map[int]bool{}
 	for _, p := range e.Problems {
 		fmt.Fprintf(&b, "%s:%d: %s\n", e.Lock, p.Deb.Line, p.Detail())
+		lines[p.Deb.Line] = true
 	}
-	fmt.Fprintf(&b, "%s", Advice(e.Lock, e.Recipe, len(e.Problems)))
+	fmt.Fprintf(&b, "%s", Advice(e.Lock, e.Recipe, len(lines)))
 	return b.String()
 }
 
@@ -175,12 +177,12 @@ func (e *Error) Error() string {
 // a lock whose inputs and Releases are unchanged, forged lines and all;
 // --refresh does not.
 func Advice(lockPath, recipePath string, n int) string {
-	lines := "a line"
+	lines := "a line of %s disagrees"
 	if n != 1 {
-		lines = fmt.Sprintf("%d lines", n)
+		lines = fmt.Sprintf("%d lines of %%s disagree", n)
 	}
-	return fmt.Sprintf("%s of %s disagree with the archive's signed index: the lock was edited, or made against a mirror that lied; nothing was downloaded or unpacked. Run `drover lock --refresh %s` to re-resolve every package from the signed archive, and review the diff",
-		lines, lockPath, recipePath)
+	return fmt.Sprintf(lines+" with the archive's signed index: the lock was edited, or made against a mirror that lied; nothing was downloaded or unpacked. Run `drover lock --refresh %s` to re-resolve every package from the signed archive, and review the diff",
+		lockPath, recipePath)
 }
 
 // OlderReleaseError is a Release fetched fresh that is dated before the
@@ -190,11 +192,18 @@ func Advice(lockPath, recipePath string, n int) string {
 type OlderReleaseError struct {
 	Suite           string
 	Fetched, Locked time.Time
+	// Advice is what to do; empty for the advice of the commands that
+	// take --allow-older-release.
+	Advice string
 }
 
 func (e *OlderReleaseError) Error() string {
-	return fmt.Sprintf("the mirror's InRelease for %s is dated %s, older than the %s the lock records: the mirror is behind, or replays an old signed Release; use an up-to-date mirror, or pass --allow-older-release to accept the older Release on purpose",
-		e.Suite, rfc3339(e.Fetched), rfc3339(e.Locked))
+	advice := e.Advice
+	if advice == "" {
+		advice = "use an up-to-date mirror, or pass --allow-older-release to accept the older Release on purpose"
+	}
+	return fmt.Sprintf("the mirror's InRelease for %s is dated %s, older than the %s the lock records: the mirror is behind, or replays an old signed Release; %s",
+		e.Suite, rfc3339(e.Fetched), rfc3339(e.Locked), advice)
 }
 
 // CheckDate refuses fetched, the Date of a Release of suite fetched now,
