@@ -11,6 +11,7 @@
 package lockcheck
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -154,12 +155,29 @@ func (p Problem) Detail() string {
 	return s
 }
 
+// ErrContradicted is what every error saying that the lock disagrees with
+// the signed archive matches (errors.Is): drover exits 2 for it, as
+// `drover outdated` does for a lock line the index contradicts.
+var ErrContradicted = errors.New("the lock disagrees with the signed archive")
+
+// Contradicted marks err, which says how the lock disagrees with the
+// signed archive, as matching ErrContradicted.
+func Contradicted(err error) error { return contradicted{err} }
+
+type contradicted struct{ error }
+
+func (c contradicted) Unwrap() error        { return c.error }
+func (c contradicted) Is(target error) bool { return target == ErrContradicted }
+
 // Error is a lock that the signed indexes contradict: what `drover build`
 // and `drover fetch` refuse before any package is downloaded or unpacked.
 type Error struct {
 	Lock, Recipe string // paths, as messages name them
 	Problems     []Problem
 }
+
+// Is makes an Error match ErrContradicted.
+func (e *Error) Is(target error) bool { return target == ErrContradicted }
 
 func (e *Error) Error() string {
 	var b strings.Builder
@@ -181,7 +199,7 @@ func Advice(lockPath, recipePath string, n int) string {
 	if n != 1 {
 		lines = fmt.Sprintf("%d lines of %%s disagree", n)
 	}
-	return fmt.Sprintf(lines+" with the archive's signed index: the lock was edited, or made against a mirror that lied; nothing was downloaded or unpacked. Run `drover lock --refresh %s` to re-resolve every package from the signed archive, and review the diff",
+	return fmt.Sprintf(lines+" with the archive's signed index: the lock was edited, or made against a mirror that lied; no package was downloaded or unpacked. Run `drover lock --refresh %s` to re-resolve every package from the signed archive, and review the diff",
 		lockPath, recipePath)
 }
 

@@ -185,3 +185,15 @@ func detailOf(p []Problem) string {
 	}
 	return strings.Join(s, "\n")
 }
+
+func TestErrContradicted(t *testing.T) {
+	var err error = &Error{Problems: Check([]lock.Deb{{Name: "x", Suite: trixie}}, suites())}
+	wrapped := fmt.Errorf("fetch: %w", err)
+	marked := fmt.Errorf("fetch: %w", Contradicted(errors.New("suite line edited")))
+	if !errors.Is(wrapped, ErrContradicted) || !errors.Is(marked, ErrContradicted) || marked.Error() != "fetch: suite line edited" {
+		t.Errorf("wrapped %v, marked %v", errors.Is(wrapped, ErrContradicted), marked)
+	}
+	if errors.Is(fmt.Errorf("fetch: %w", &OlderReleaseError{}), ErrContradicted) || errors.Is(errors.New("x"), ErrContradicted) {
+		t.Error("an error that is not about the lock matches ErrContradicted")
+	}
+}

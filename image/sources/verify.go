@@ -35,7 +35,7 @@ func CheckReleaseDates(l *lock.Lock, suites []*Suite, o Options) error {
 		err := lockcheck.CheckDate(l.Suites, s.Name, s.Release.Date)
 		var oe *lockcheck.OlderReleaseError
 		if errors.As(err, &oe) && o.AllowOlderRelease {
-			o.logf("lock: accepting %s's Release of %s, older than the lock's of %s (--allow-older-release)", s.Name,
+			o.logf("InRelease for %s: accepting the Release of %s, older than the lock's of %s (--allow-older-release)", s.Name,
 				oe.Fetched.UTC().Format(time.RFC3339), oe.Locked.UTC().Format(time.RFC3339))
 			continue
 		}
@@ -130,8 +130,8 @@ func (o *Options) lockedRelease(ctx context.Context, c *debian.Client, r *recipe
 // go back from, so an edited one matters.
 func (o *Options) checkLockedDate(r *recipe.Recipe, s lock.Suite, rel *debian.Release) error {
 	if !rel.Date.Equal(s.Date) {
-		return fmt.Errorf("lock %s: suite %s records the date %s, but the InRelease it pins is dated %s: the lock was edited; run `drover lock --refresh %s`",
-			r.LockPath(), s.Name, s.Date.UTC().Format(time.RFC3339), rel.Date.UTC().Format(time.RFC3339), r.Path)
+		return lockcheck.Contradicted(fmt.Errorf("lock %s: suite %s records the date %s, but the InRelease it pins is dated %s: the lock was edited; run `drover lock --refresh %s`",
+			r.LockPath(), s.Name, s.Date.UTC().Format(time.RFC3339), rel.Date.UTC().Format(time.RFC3339), r.Path))
 	}
 	return nil
 }
