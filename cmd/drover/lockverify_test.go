@@ -144,9 +144,21 @@ func TestBuildRefusesForgedLockLines(t *testing.T) {
 		})
 	}
 
+	// A suite line whose date is not its pinned InRelease's: the date is
+	// what a fresh Release may not go back from.
+	edited := strings.Replace(string(honest), "\nsuite trixie "+rfc(a.Date)+" ", "\nsuite trixie "+rfc(a.Date.Add(time.Hour))+" ", 1)
+	if edited == string(honest) {
+		t.Fatal("no trixie suite line to edit")
+	}
+	os.WriteFile(r+".lock", []byte(edited), 0o644)
+	_, errOut, code := drover(t, append([]string{"build", r, "-o", filepath.Join(t.TempDir(), "out")}, common...)...)
+	if code != 2 || !strings.Contains(errOut, "suite trixie records the date "+rfc(a.Date.Add(time.Hour))+", but the InRelease it pins is dated "+rfc(a.Date)) {
+		t.Errorf("edited suite date: exit %d, stderr:\n%s", code, errOut)
+	}
+
 	os.WriteFile(r+".lock", honest, 0o644)
 	before := poolRequests(a)
-	_, errOut, code := drover(t, append([]string{"build", r, "-o", filepath.Join(t.TempDir(), "out")}, common...)...)
+	_, errOut, code = drover(t, append([]string{"build", r, "-o", filepath.Join(t.TempDir(), "out")}, common...)...)
 	if code != 1 || !strings.Contains(errOut, "drover: assemble: ") || poolRequests(a) == before {
 		t.Fatalf("honest lock: exit %d, %d .deb downloads, stderr:\n%s\nwant it past the check, failing at the fake packages", code, poolRequests(a)-before, errOut)
 	}
@@ -231,6 +243,14 @@ func TestBuildWhenTheMirrorMovedOn(t *testing.T) {
 		!strings.Contains(errOut, "is neither in the cache nor served by the mirror any more: a version superseded since cannot be told from a forged line") {
 		t.Fatalf("superseded version without the pinned Release: exit %d, stderr:\n%s", code, errOut)
 	}
+	// A Release older than the lock's never stands in for the pinned one.
+	a.SetDates(t, a.Date.Add(-30*24*time.Hour), time.Time{})
+	_, errOut, code = drover(t, append([]string{"build", r, "-o", filepath.Join(t.TempDir(), "out")}, other...)...)
+	if code != 1 || !strings.Contains(errOut, "the mirror's InRelease for trixie is dated "+rfc(a.Date)+", older than the ") ||
+		!strings.Contains(errOut, "build where the lock's InRelease (sha256 ") {
+		t.Fatalf("older Release without the pinned one: exit %d, stderr:\n%s", code, errOut)
+	}
+
 	// With the pinned Release cached the lock passes the check: the build
 	// asks for the .debs (the fake archive, like Debian's pool, no longer
 	// has the superseded one).
