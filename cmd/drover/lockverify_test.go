@@ -261,6 +261,32 @@ func TestBuildWhenTheMirrorMovedOn(t *testing.T) {
 	}
 }
 
+// TestOutdatedChecksThePinnedIndex: an invented version that today's
+// index does not list, which outdated used to let through (exit 0), is an
+// error naming the line where the pinned InRelease is cached; without it,
+// outdated checks what today's index can tell and says which suites it
+// could not check.
+func TestOutdatedChecksThePinnedIndex(t *testing.T) {
+	a, r, common, honest := forgeArchive(t)
+	forged, n := editLine(t, honest, "hello", map[int]string{2: "1.0+evil1"})
+	os.WriteFile(r+".lock", forged, 0o644)
+	_, errOut, code := drover(t, append([]string{"outdated", r}, common...)...)
+	want := r + ".lock:" + strconv.Itoa(n) + ": deb hello 1.0+evil1 amd64: the signed trixie index (Release of " + rfc(a.Date) + ") has no version 1.0+evil1 of hello: it has version 1.0 with sha256 "
+	if code != 2 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "drover lock --refresh "+r) {
+		t.Fatalf("invented version: exit %d, stderr:\n%s\nwant exit 2 and: %s", code, errOut, want)
+	}
+
+	// Another machine's cache, after the archive moved on: trixie's pinned
+	// InRelease is not to be had, and today's index does not contradict a
+	// version it does not list.
+	a.SetSuite(t, "trixie-updates", []debiantest.Package{{Name: "zlib1g", Version: "1"}})
+	other := append(append([]string(nil), common[:len(common)-1]...), filepath.Join(t.TempDir(), "cache"))
+	_, errOut, code = drover(t, append([]string{"outdated", r}, other...)...)
+	if code == 2 || !strings.Contains(errOut, "the InRelease the lock pins for trixie, trixie-security, trixie-updates is neither in the cache nor served any more") {
+		t.Fatalf("without the pinned Releases: exit %d, stderr:\n%s", code, errOut)
+	}
+}
+
 func rfc(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 func sha256Hex(data []byte) string {

@@ -31,11 +31,14 @@ marking the ones that come from a -security suite (a published security fix
 the image lacks), and every Go component (kubelet, containerd) with a newer
 patch release of the same minor.
 
-While it reads the signed indexes it also checks every locked .deb that is
-still published: a lock line whose sha256, size or path disagrees with the
-signed index is an error naming the line (a hand-edited lock is not
-trusted). A locked version the suites no longer list (superseded) is only
-noted: the security suite keeps one version of a package.
+First it checks every deb line against the signed Packages index of the
+InRelease the lock pins, as drover build does, for each suite whose pinned
+InRelease is in the cache (drover lock keeps it there) or still served: a
+line that index does not list exactly (an invented version, another
+digest, size or path) is an error naming the line. While it reads today's
+signed indexes it also checks every locked .deb that is still published.
+A locked version the suites no longer list (superseded) is only noted: the
+security suite keeps one version of a package.
 
 A freshly fetched InRelease dated before the one the lock records for its
 suite is refused (a mirror that is behind, or replays an old signed
@@ -104,10 +107,17 @@ func runOutdated(cmd *cobra.Command, g *globals, path string, lf lockFlags) (*ou
 		return nil, nil, err
 	}
 	o.AllowOlderRelease = lf.allowOlder
-	if err := sources.CheckSigners(r, l, o); err != nil {
+	ctx := cmd.Context()
+	// What drover build checks, where the pinned Releases can be had: a
+	// line today's index no longer lists may be superseded (reported
+	// below) or invented, and only the pinned index tells which.
+	unchecked, err := sources.VerifyPinned(ctx, r, l, o)
+	if err != nil {
 		return nil, nil, err
 	}
-	ctx := cmd.Context()
+	if len(unchecked) > 0 {
+		fmt.Fprintf(g.log(), "outdated: the InRelease the lock pins for %s is neither in the cache nor served any more: their lines are checked only where today's index lists their version (drover build checks them all)\n", strings.Join(unchecked, ", "))
+	}
 	suites, err := sources.Releases(ctx, r, o)
 	if err != nil {
 		return nil, nil, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/drover-os/drover/image/debian"
@@ -59,35 +60,66 @@ func CheckReleaseDates(l *lock.Lock, suites []*Suite, o Options) error {
 // still be in a signed index, and a version superseded since fails, saying
 // why.
 func VerifyDebs(ctx context.Context, r *recipe.Recipe, l *lock.Lock, roots []*TrustRoot, o Options) error {
+	_, err := verifyDebs(ctx, r, l, roots, o, true)
+	return err
+}
+
+// VerifyPinned is VerifyDebs for drover outdated, which compares the lock
+// with today's indexes besides: a suite whose pinned InRelease neither the
+// cache holds nor the mirror serves is not checked (a stand-in would call
+// every version superseded since forged, and superseded is what outdated
+// reports); it returns the names of those suites.
+func VerifyPinned(ctx context.Context, r *recipe.Recipe, l *lock.Lock, o Options) (unchecked []string, err error) {
+	roots, err := checkSigners(r, l, o)
+	if err != nil {
+		return nil, err
+	}
+	return verifyDebs(ctx, r, l, roots, o, false)
+}
+
+func verifyDebs(ctx context.Context, r *recipe.Recipe, l *lock.Lock, roots []*TrustRoot, o Options, standIn bool) (unchecked []string, err error) {
 	if len(l.Debs) == 0 {
-		return nil
+		return nil, nil
 	}
 	start := time.Now()
 	var suites []lockcheck.Suite
+	debs := l.Debs
 	for i, s := range l.Suites {
 		client, err := o.client(r, s.Name, roots[i])
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rel, pinned, err := o.lockedRelease(ctx, client, r, s)
 		if err != nil {
-			return err
+			return nil, err
+		}
+		if !pinned && !standIn {
+			unchecked = append(unchecked, s.Name)
+			debs = slices.DeleteFunc(slices.Clone(debs), func(d lock.Deb) bool { return d.Suite == s.Name })
+			continue
+		}
+		if !pinned {
+			if err := standInDate(s, rel); err != nil {
+				return nil, err
+			}
+			o.logf("the InRelease of %s the lock pins (%s) is not in the cache and the mirror serves a newer one (%s): checking the lock against that",
+				s.Name, s.Date.UTC().Format(time.RFC3339), rel.Date.UTC().Format(time.RFC3339))
 		}
 		idx, err := client.Index(ctx, rel, r.Debian.Components, r.Arch)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		suites = append(suites, lockcheck.Suite{Name: s.Name, Date: rel.Date, Pinned: pinned, LockedDate: s.Date, Packages: idx.Packages})
 	}
-	if p := lockcheck.Check(l.Debs, suites); len(p) > 0 {
-		return &lockcheck.Error{Lock: r.LockPath(), Recipe: r.Path, Problems: p}
+	if p := lockcheck.Check(debs, suites); len(p) > 0 {
+		return nil, &lockcheck.Error{Lock: r.LockPath(), Recipe: r.Path, Problems: p}
 	}
-	o.logf("fetch: %d locked packages are in the signed indexes of %s (checked in %s)", len(l.Debs), lockedDates(suites), time.Since(start).Round(time.Millisecond))
-	return nil
+	o.logf("%d locked packages are in the signed indexes of %s (checked in %s)", len(debs), lockedDates(suites), time.Since(start).Round(time.Millisecond))
+	return unchecked, nil
 }
 
 // lockedRelease is the verified InRelease of s: the one the lock pins, from
-// the cache or the mirror (pinned), else the mirror's newer one.
+// the cache or the mirror (pinned), else the mirror's current one, another.
 func (o *Options) lockedRelease(ctx context.Context, c *debian.Client, r *recipe.Recipe, s lock.Suite) (*debian.Release, bool, error) {
 	if ok, _, err := o.Cache.Check(s.InRelease); err != nil {
 		return nil, false, fmt.Errorf("lock %s: suite %s: InRelease %w: the lock is damaged: run `drover lock --refresh %s`", r.LockPath(), s.Name, err, r.Path)
@@ -107,22 +139,25 @@ func (o *Options) lockedRelease(ctx context.Context, c *debian.Client, r *recipe
 	if err != nil {
 		return nil, false, err
 	}
-	if rel.SHA256 == s.InRelease {
-		if err := o.keepRelease(rel); err != nil {
-			return nil, false, err
-		}
-		return rel, true, o.checkLockedDate(r, s, rel)
+	if rel.SHA256 != s.InRelease {
+		return rel, false, nil
 	}
-	if err := lockcheck.CheckDate([]lock.Suite{s}, s.Name, rel.Date); err != nil {
-		var oe *lockcheck.OlderReleaseError
-		if errors.As(err, &oe) {
-			oe.Advice = fmt.Sprintf("use an up-to-date mirror, or build where the lock's InRelease (sha256 %s) is in the cache", s.InRelease)
-		}
+	if err := o.keepRelease(rel); err != nil {
 		return nil, false, err
 	}
-	o.logf("fetch: the InRelease of %s the lock pins (%s) is not in the cache and the mirror serves a newer one (%s): checking the lock against that",
-		s.Name, s.Date.UTC().Format(time.RFC3339), rel.Date.UTC().Format(time.RFC3339))
-	return rel, false, nil
+	return rel, true, o.checkLockedDate(r, s, rel)
+}
+
+// standInDate refuses rel, the mirror's Release of s that is not the one
+// the lock pins, when it is older than the lock's: a Release never goes
+// back, and an older one cannot vouch for the lock.
+func standInDate(s lock.Suite, rel *debian.Release) error {
+	err := lockcheck.CheckDate([]lock.Suite{s}, s.Name, rel.Date)
+	var oe *lockcheck.OlderReleaseError
+	if errors.As(err, &oe) {
+		oe.Advice = fmt.Sprintf("use an up-to-date mirror, or build where the lock's InRelease (sha256 %s) is in the cache", s.InRelease)
+	}
+	return err
 }
 
 // checkLockedDate refuses a lock whose suite line records another date
