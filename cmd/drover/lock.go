@@ -54,8 +54,8 @@ the recipe and the Releases are unchanged (plain drover lock then keeps
 the lock as it is, an edited or forged line too), and says which lines
 it changed. Run it when drover build, fetch or outdated report a lock
 line that the signed index contradicts (exit status 2). The Go
-components' pins are kept: their go.sum lines are checked by the go
-command.
+components' pins are kept as they are (re-resolving kubernetes' module
+graph takes minutes): --refresh re-resolves the Debian packages.
 
 A suite's Release never goes back: a freshly fetched InRelease dated
 before the one the lock records for its suite (a mirror that is behind,

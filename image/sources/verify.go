@@ -20,6 +20,9 @@ import (
 // after the mirror has moved on to a newer one (a -security suite's
 // changes daily).
 func (o *Options) keepRelease(rel *debian.Release) error {
+	if ok, _, err := o.Cache.Check(rel.SHA256); err == nil && ok {
+		return nil
+	}
 	if _, err := o.Cache.Put(rel.SHA256, bytes.NewReader(rel.Data)); err != nil {
 		return fmt.Errorf("keeping the InRelease of %s: %w", rel.Name(), err)
 	}
