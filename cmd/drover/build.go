@@ -59,7 +59,23 @@ with make build and run bin/drover build --release there.
 The same recipe, lock and checkout give bit-identical images, whatever go is
 installed or GOTOOLCHAIN says: the lock's toolchain is fetched and used. Outputs appear
 only when the whole build succeeded. It refuses a lock that no longer matches
-the recipe: run drover lock.`,
+the recipe: run drover lock.
+
+The build trusts the signed archive, not the lock's word. Before a
+package is downloaded or unpacked, every deb line (name, version,
+architecture, sha256, size, pool path) must be an entry of the Packages
+index of its suite, as listed by the InRelease the lock pins: that
+InRelease is taken from the download cache (drover lock keeps it there)
+or from the mirror while it still serves it, checked against the lock's
+sha256 and verified against the same trust root as drover lock; the
+indexes are fetched by the hashes it lists. When the mirror has moved on
+and the cache lacks the pinned InRelease, the mirror's newer one (never an
+older one) stands in, and a version superseded since fails too.
+
+Exit status: 0 built; 2 the lock disagrees with the signed archive (a deb
+line the index does not list or contradicts, each named by file and
+line): run drover lock --refresh RECIPE and review the diff; 1 any other
+failure.`,
 		Example: `  drover build recipes/ecs-node.yaml -o out/
   drover build --plan recipes/minimal.yaml`,
 		Args: cobra.ExactArgs(1),
@@ -116,7 +132,7 @@ the recipe: run drover lock.`,
 			res, err := build.Build(cmd.Context(), p, build.Options{Sources: o, Source: src, AgentBin: agentBin, InitBin: initBin, Version: version, BuilderSource: builderSource, Release: release, Log: g.log(), Signer: signer,
 				SecureBoot: sbSigner, SecureBootEnroll: sb.enroll})
 			if err != nil {
-				return err
+				return lockExit(err)
 			}
 			took := time.Since(start)
 			fmt.Fprintf(g.log(), "build: %s in %s, root hash %s\n", r.Name, took.Round(time.Millisecond), res.Manifest.RootHash)

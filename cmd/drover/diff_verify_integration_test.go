@@ -21,17 +21,18 @@ import (
 )
 
 // swapPackage is the package whose version the second build changes: a
-// small arch:all package of recipes/minimal.yaml's closure (perl scripts,
-// no binary) whose other versions change, add and remove files.
-const swapPackage = "linux-base"
+// small package of recipes/minimal.yaml's closure that the lock takes from
+// trixie-security while trixie's signed index still lists the release's
+// version. The build checks every deb line against the signed index of
+// its suite (a version from another release's pool, labelled trixie, is
+// refused), so the swapped line must be one that index lists: trixie's.
+const swapPackage, swapSource = "libzstd1", "libzstd"
 
-// swapCandidates are other versions of swapPackage the archive pool keeps:
-// bookworm's, which stays while bookworm is supported, then an earlier
-// trixie one. The first the mirror serves that is not the locked version
-// is used.
+// swapCandidates are other versions of swapPackage in trixie's signed
+// index. The first the mirror serves that is not the locked version is
+// used.
 var swapCandidates = []struct{ version, path string }{
-	{"4.9", "pool/main/l/linux-base/linux-base_4.9_all.deb"},
-	{"4.12", "pool/main/l/linux-base/linux-base_4.12_all.deb"},
+	{"1.5.7+dfsg-1", "pool/main/libz/libzstd/libzstd1_1.5.7+dfsg-1_amd64.deb"},
 }
 
 // TestDiffAndVerifyTwoBuilds builds recipes/minimal.yaml twice, the second
@@ -51,7 +52,7 @@ func TestDiffAndVerifyTwoBuilds(t *testing.T) {
 		t.Fatal(err)
 	}
 	oldLine, oldVersion := lockLine(t, string(lockSrc), swapPackage)
-	newVersion, newLine := otherVersion(t, oldVersion)
+	newVersion, newLine := otherVersion(t, oldVersion, strings.Fields(oldLine)[3])
 	t.Logf("second build: %s %s → %s", swapPackage, oldVersion, newVersion)
 
 	buildOne := func(name, content, lockText string) (string, *build.Manifest) {
@@ -185,14 +186,15 @@ func TestDiffAndVerifyTwoBuilds(t *testing.T) {
 		if !strings.Contains(out, "package       ~ "+swapPackage+" "+oldVersion+" → "+newVersion) {
 			t.Errorf("no package line for %s %s → %s", swapPackage, oldVersion, newVersion)
 		}
-		// The second build takes an older linux-base: the diff says it is
+		// The second build takes an older libzstd1: the diff says it is
 		// a downgrade and which of the old version's changelog entries
 		// (recorded by the first build) the image loses.
-		if !strings.Contains(out, "changelog     - "+swapPackage+" "+oldVersion+" → "+newVersion+": downgrade, loses ") ||
+		if !strings.Contains(out, "changelog     - "+swapSource+" "+oldVersion+" → "+newVersion+" ("+swapPackage+"): downgrade, loses ") ||
 			!strings.Contains(out, "\n                "+oldVersion+" (") {
 			t.Errorf("no downgrade line naming the lost %s entry", oldVersion)
 		}
-		if !strings.Contains(out, "\nsummary: recipe changed, lock changed, 1 package changed, 1 package downgraded, root hash changed, 1 boot file changed, ") {
+		if !strings.Contains(out, "\nsummary: recipe changed, lock changed, 1 package changed, 1 package downgraded (losing fixes of ") ||
+			!strings.Contains(out, "), root hash changed, 1 boot file changed, ") {
 			t.Errorf("summary line is not the expected one")
 		}
 	})
@@ -327,7 +329,7 @@ func lockLine(t *testing.T, lockText, pkg string) (line, version string) {
 
 // otherVersion downloads the first candidate version the mirror serves and
 // returns it with its lock line.
-func otherVersion(t *testing.T, locked string) (version, line string) {
+func otherVersion(t *testing.T, locked, arch string) (version, line string) {
 	t.Helper()
 	mirror, err := debian.ResolveMirror("", os.Getenv, os.DirFS("/"))
 	if err != nil {
@@ -350,7 +352,7 @@ func otherVersion(t *testing.T, locked string) (version, line string) {
 			tried = append(tried, fmt.Sprintf("%s (%s %v)", url, resp.Status, err))
 			continue
 		}
-		return c.version, fmt.Sprintf("deb %s %s all %d %s trixie %s", swapPackage, c.version, n, hex.EncodeToString(h.Sum(nil)), c.path)
+		return c.version, fmt.Sprintf("deb %s %s %s %d %s trixie %s", swapPackage, c.version, arch, n, hex.EncodeToString(h.Sum(nil)), c.path)
 	}
 	t.Fatalf("the mirror serves none of the other %s versions: %s; add a version it serves to swapCandidates", swapPackage, strings.Join(tried, ", "))
 	return "", ""

@@ -10,6 +10,7 @@ import (
 
 	"github.com/drover-os/drover/image/gomod"
 	"github.com/drover-os/drover/image/lock"
+	"github.com/drover-os/drover/image/lockcheck"
 	"github.com/drover-os/drover/image/outdated"
 	"github.com/drover-os/drover/image/recipe"
 	"github.com/drover-os/drover/image/sources"
@@ -17,6 +18,7 @@ import (
 
 func newOutdatedCmd(g *globals) *cobra.Command {
 	var asJSON, securityOnly bool
+	var lf lockFlags
 	cmd := &cobra.Command{
 		Use:   "outdated RECIPE",
 		Short: "Say whether a rebuild is due: newer Debian packages (security updates marked) and Go patch releases than RECIPE.lock pins",
@@ -29,14 +31,23 @@ marking the ones that come from a -security suite (a published security fix
 the image lacks), and every Go component (kubelet, containerd) with a newer
 patch release of the same minor.
 
-While it reads the signed indexes it also checks every locked .deb that is
-still published: a lock line whose sha256, size or path disagrees with the
-signed index is an error naming the line (a hand-edited lock is not
-trusted). A locked version the suites no longer list (superseded) is only
-noted: the security suite keeps one version of a package.
+First it checks every deb line against the signed Packages index of the
+InRelease the lock pins, as drover build does, for each suite whose pinned
+InRelease is in the cache (drover lock keeps it there) or still served: a
+line that index does not list exactly (an invented version, another
+digest, size or path) is an error naming the line. While it reads today's
+signed indexes it also checks every locked .deb that is still published.
+A locked version the suites no longer list (superseded) is only noted: the
+security suite keeps one version of a package.
+
+A freshly fetched InRelease dated before the one the lock records for its
+suite is refused (a mirror that is behind, or replays an old signed
+Release), naming the suite and both dates; --allow-older-release accepts
+it on purpose.
 
 Exit status: 0 current, 1 outdated (a rebuild is due), 2 error (a lock line
-the index contradicts, a stale lock, an unverifiable InRelease, no network).
+the index contradicts: run drover lock --refresh; a stale lock, an
+unverifiable or older InRelease, no network).
 With --security-only, only Debian security updates make it outdated; Go
 releases are not classified and are left out. Progress goes to stderr.`,
 		Example: `  drover outdated recipes/ecs-node.yaml
@@ -44,7 +55,7 @@ releases are not classified and are left out. Progress goes to stderr.`,
   drover outdated --json recipes/ecs-node.yaml | jq '.packages[] | select(.security)'`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep, r, err := runOutdated(cmd, g, args[0])
+			rep, r, err := runOutdated(cmd, g, args[0], lf)
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
@@ -72,13 +83,14 @@ releases are not classified and are left out. Progress goes to stderr.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().BoolVar(&securityOnly, "security-only", false, "only Debian security updates count (exit 1 only for them)")
+	lf.registerAllowOlder(cmd)
 	return cmd
 }
 
 // runOutdated reads the recipe and its lock, fetches the signed indexes of
 // the recipe's suites and the module proxy's versions, and checks the lock
 // against them. A lock line the signed index contradicts is an error.
-func runOutdated(cmd *cobra.Command, g *globals, path string) (*outdated.Report, *recipe.Recipe, error) {
+func runOutdated(cmd *cobra.Command, g *globals, path string, lf lockFlags) (*outdated.Report, *recipe.Recipe, error) {
 	r, err := recipe.Load(path)
 	if err != nil {
 		return nil, nil, err
@@ -94,12 +106,23 @@ func runOutdated(cmd *cobra.Command, g *globals, path string) (*outdated.Report,
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := sources.CheckSigners(r, l, o); err != nil {
+	o.AllowOlderRelease = lf.allowOlder
+	ctx := cmd.Context()
+	// What drover build checks, where the pinned Releases can be had: a
+	// line today's index no longer lists may be superseded (reported
+	// below) or invented, and only the pinned index tells which.
+	unchecked, err := sources.VerifyPinned(ctx, r, l, o)
+	if err != nil {
 		return nil, nil, err
 	}
-	ctx := cmd.Context()
+	if len(unchecked) > 0 {
+		fmt.Fprintf(g.log(), "outdated: the InRelease the lock pins for %s is neither in the cache nor served any more: their lines are checked only where today's index lists their version (drover build checks them all)\n", strings.Join(unchecked, ", "))
+	}
 	suites, err := sources.Releases(ctx, r, o)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := sources.CheckReleaseDates(l, suites, o); err != nil {
 		return nil, nil, err
 	}
 	idx, err := sources.Index(ctx, r, suites)
@@ -122,7 +145,11 @@ func runOutdated(cmd *cobra.Command, g *globals, path string) (*outdated.Report,
 		for _, m := range rep.Mismatches {
 			lines = append(lines, fmt.Sprintf("%s:%d: %s", relToWorkDir(r.LockPath()), m.Line, m.Detail()))
 		}
-		return nil, nil, errors.New(strings.Join(lines, "\n") + fmt.Sprintf("\nthe lock disagrees with the signed index: it was edited, or the archive changed a published file; run `drover lock %s` and review the diff", relToWorkDir(r.Path)))
+		n := map[int]bool{}
+		for _, m := range rep.Mismatches {
+			n[m.Line] = true
+		}
+		return nil, nil, errors.New(strings.Join(lines, "\n") + "\n" + lockcheck.Advice(relToWorkDir(r.LockPath()), relToWorkDir(r.Path), len(n)))
 	}
 	return rep, r, nil
 }

@@ -81,7 +81,7 @@ func TestOutdated(t *testing.T) {
 	}
 	os.WriteFile(r+".lock", []byte(strings.Join(lines, "\n")), 0o644)
 	_, errOut, code = drover(t, append([]string{"outdated", r}, common...)...)
-	want := "drover: " + r + ".lock:" + strconv.Itoa(n) + ": deb libc6 2.41-12 amd64: sha256 " + strings.Repeat("0", 64) + ", but the signed trixie index says "
+	want := "drover: " + r + ".lock:" + strconv.Itoa(n) + ": deb libc6 2.41-12 amd64: sha256 " + strings.Repeat("0", 64) + ", but the signed trixie index (Release of "
 	if code != 2 || !strings.HasPrefix(errOut[strings.Index(errOut, "drover: "):], want) {
 		t.Fatalf("edited lock line: exit %d, stderr\n%s\nwant\n%s", code, errOut, want)
 	}

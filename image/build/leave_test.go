@@ -5,12 +5,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/drover-os/drover/image/cache"
 	"github.com/drover-os/drover/image/deb/debtest"
+	"github.com/drover-os/drover/image/debian/debiantest"
 	"github.com/drover-os/drover/image/sources"
 
 	"github.com/drover-os/drover/image/lock"
@@ -88,6 +90,7 @@ func TestExcludedPackageIsLeftOutAndChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	var debs []lock.Deb
+	var published []debiantest.Package
 	for _, d := range []struct {
 		name    string
 		entries []debtest.Entry
@@ -104,18 +107,20 @@ func TestExcludedPackageIsLeftOutAndChecked(t *testing.T) {
 		if _, err := c.Put(sha, bytes.NewReader(data)); err != nil {
 			t.Fatal(err)
 		}
-		debs = append(debs, lock.Deb{Name: d.name, Version: "1.0", Arch: "amd64", Size: int64(len(data)), SHA256: sha, Suite: "trixie", Path: "pool/main/x/" + d.name + ".deb"})
+		path := fmt.Sprintf("pool/main/%c/%s/%s_1.0_amd64.deb", d.name[0], d.name, d.name)
+		debs = append(debs, lock.Deb{Name: d.name, Version: "1.0", Arch: "amd64", Size: int64(len(data)), SHA256: sha, Suite: "trixie", Path: path})
+		published = append(published, debiantest.Package{Name: d.name, Version: "1.0", Data: data})
 	}
 	r, err := recipe.Parse(filepath.Join(dir, "r.yaml"), []byte("name: x\npackages: [app]\nexclude:\n  - package: gone\n    why: test\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &lock.Lock{Inputs: r.InputsDigest(), Epoch: 1795252544, Debs: debs, Suites: []lock.Suite{trixieSuite}}
+	suite, so := signedTrixie(t, c, r, published)
+	l := &lock.Lock{Inputs: r.InputsDigest(), Epoch: 1795252544, Debs: debs, Suites: []lock.Suite{suite}}
 	p, err := NewPlan(r, l, filepath.Join(dir, "out"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	so := sources.Options{Mirror: "http://127.0.0.1:9", Cache: c, Parallel: 1}
 	f, err := sources.Fetch(context.Background(), r, l, so)
 	if err != nil {
 		t.Fatal(err)

@@ -70,7 +70,7 @@ func NewPlan(r *recipe.Recipe, l *lock.Lock, outDir string) (*Plan, error) {
 		debBytes += d.Size
 	}
 	p.Steps = []string{
-		fmt.Sprintf("fetch %d packages (%s) and %d URL components into the verified cache", len(l.Debs), bytesize.Format(debBytes), len(l.URLs)),
+		fmt.Sprintf("fetch %d packages (%s) and %d URL components into the verified cache, once every deb line is in the signed Packages index of the InRelease the lock pins for its suite", len(l.Debs), bytesize.Format(debBytes), len(l.URLs)),
 	}
 	for _, g := range l.Go {
 		p.Steps = append(p.Steps, fmt.Sprintf("go build %s (%s@%s, %d modules pinned) CGO_ENABLED=0 -trimpath", g.Package, g.Module, g.Version, len(g.Sum)))

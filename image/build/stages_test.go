@@ -12,11 +12,12 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/drover-os/drover/image/cache"
 	"github.com/drover-os/drover/image/deb/debtest"
+	"github.com/drover-os/drover/image/debian/debiantest"
 	"github.com/drover-os/drover/image/lock"
+	"github.com/drover-os/drover/image/lockcheck"
 	"github.com/drover-os/drover/image/recipe"
 	"github.com/drover-os/drover/image/sources"
 )
@@ -48,9 +49,10 @@ func kernelless(t *testing.T) (*Plan, Options, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	suite, so := signedTrixie(t, c, r, []debiantest.Package{{Name: "hello", Version: "1.0", Data: debBytes}})
 	l := &lock.Lock{Inputs: r.InputsDigest(), Epoch: 1795252544,
 		Debs:   []lock.Deb{{Name: "hello", Version: "1.0", Arch: "amd64", Size: int64(len(debBytes)), SHA256: sha, Suite: "trixie", Path: "pool/main/h/hello/hello_1.0_amd64.deb"}},
-		Suites: []lock.Suite{trixieSuite}}
+		Suites: []lock.Suite{suite}}
 	out := filepath.Join(dir, "out")
 	p, err := NewPlan(r, l, out)
 	if err != nil {
@@ -63,8 +65,8 @@ func kernelless(t *testing.T) (*Plan, Options, string) {
 		}
 	}
 	pause := map[string]string{"amd64": agentBin, "arm64": initBin} // any bytes: nothing runs them
-	// The mirror is never asked: the package is cached.
-	return p, Options{Sources: sources.Options{Mirror: "http://127.0.0.1:9", Cache: c, Parallel: 1}, AgentBin: agentBin, InitBin: initBin, PauseBins: pause}, out
+	// The mirror is never asked: the package, the InRelease and the index are cached.
+	return p, Options{Sources: so, AgentBin: agentBin, InitBin: initBin, PauseBins: pause}, out
 }
 
 // assertNoOutputs: a failed build leaves the output directory as it was —
@@ -115,7 +117,7 @@ func TestStagesRunInOrderAndStopAtTheFirstFailure(t *testing.T) {
 func TestStageErrorsNameTheStage(t *testing.T) {
 	p, o, out := kernelless(t)
 	o.Sources.Mirror = ""
-	if _, err := Build(context.Background(), p, o); err == nil || err.Error() != "fetch: no Debian mirror for suite trixie: pass --mirror, set DROVER_MIRROR or configure apt" {
+	if _, err := Build(context.Background(), p, o); err == nil || err.Error() != "fetch: "+p.Recipe.Path+": no Debian mirror for suite trixie: pass --mirror, set DROVER_MIRROR or configure apt" {
 		t.Errorf("no mirror: %v", err)
 	}
 	assertNoOutputs(t, out)
@@ -146,10 +148,30 @@ func TestCancelledBuildStops(t *testing.T) {
 	assertNoOutputs(t, out)
 }
 
-// trixieSuite is a lock's record of trixie as the committed trust root
-// verifies it: fetch checks the signer before it fetches a .deb.
-var trixieSuite = lock.Suite{Name: "trixie", Date: time.Unix(1795252544, 0).UTC(), InRelease: strings.Repeat("a", 64),
-	Signer: "04B54C3CDCA79751B16BC6B5225629DF75B188BD", Trust: "repo:recipes/keys/debian-archive-trixie.asc"}
+// signedTrixie signs a trixie index of pkgs with a test key, as
+// debiantest's archive does, and puts its InRelease and Packages.xz into
+// c: fetch checks every deb line against the index of the InRelease the
+// lock pins before it fetches a .deb, here from the cache alone (the
+// mirror is a closed port). It returns the lock's record of the suite and
+// the sources options that trust the test key.
+func signedTrixie(t *testing.T, c *cache.Cache, r *recipe.Recipe, pkgs []debiantest.Package) (lock.Suite, sources.Options) {
+	t.Helper()
+	a := debiantest.New(t, "trixie", pkgs)
+	inRelease := a.Get("dists/trixie/InRelease")
+	for _, data := range [][]byte{inRelease, a.Get("dists/trixie/main/binary-amd64/Packages.xz")} {
+		sum := sha256.Sum256(data)
+		if _, err := c.Put(hex.EncodeToString(sum[:]), bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	so := sources.Options{Mirror: "http://127.0.0.1:9", Keyring: a.KeyringPath, Cache: c, Parallel: 1}
+	tr, err := so.TrustRoot(r, "trixie")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(inRelease)
+	return lock.Suite{Name: "trixie", Date: a.Date, InRelease: hex.EncodeToString(sum[:]), Signer: a.Fingerprint(), Trust: tr.Source}, so
+}
 
 // TestSandboxImageStage: the sandbox image's digest must be the recipe's
 // pin, and an override must give every architecture; either failure stops
@@ -186,4 +208,45 @@ func TestSandboxImageStage(t *testing.T) {
 			assertNoOutputs(t, out)
 		})
 	}
+}
+
+// TestForgedLockLineStopsTheBuild is the review's reproduction: a rebuilt
+// hello with one planted file is in the cache (a mirror in the middle
+// served it), and the lock line carries its sha256 and size. The signed
+// index lists the real hello, so fetch refuses the line, naming it, before
+// anything is unpacked or written.
+func TestForgedLockLineStopsTheBuild(t *testing.T) {
+	p, o, out := kernelless(t)
+	planted, err := debtest.Build(debtest.Deb{
+		Control:     map[string]string{"Package": "hello", "Version": "1.0", "Architecture": "amd64"},
+		Compression: "gz",
+		Entries:     []debtest.Entry{debtest.Dir("./", 0o755), debtest.Dir("./usr/", 0o755), debtest.Dir("./usr/bin/", 0o755), debtest.File("./usr/bin/hello", 0o755, "hi"), debtest.File("./usr/bin/planted", 0o755, "evil")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(planted)
+	forged := hex.EncodeToString(sum[:])
+	if _, err := o.Sources.Cache.Put(forged, bytes.NewReader(planted)); err != nil {
+		t.Fatal(err)
+	}
+	p.Lock.Debs[0].SHA256, p.Lock.Debs[0].Size, p.Lock.Debs[0].Line = forged, int64(len(planted)), 12
+	var log bytes.Buffer
+	o.Log = &log
+	res, err := Build(context.Background(), p, o)
+	var le *lockcheck.Error
+	if res != nil || !errors.As(err, &le) || len(le.Problems) != 2 || le.Problems[0].Deb.Line != 12 || le.Problems[0].Field != "sha256" || le.Problems[0].Index == forged ||
+		le.Problems[1].Field != "size" || le.Problems[1].Index == fmt.Sprint(len(planted)) {
+		t.Fatalf("result %v, error %v: want a sha256 and a size problem on line 12", res, err)
+	}
+	if !strings.HasPrefix(err.Error(), "fetch: "+p.Recipe.LockPath()+":12: deb hello 1.0 amd64: sha256 "+forged+", but the signed trixie index") {
+		t.Errorf("error does not name the lock line and the digest:\n%v", err)
+	}
+	if !strings.Contains(err.Error(), "\na line of "+p.Recipe.LockPath()+" disagrees with the archive's signed index") {
+		t.Errorf("error does not count one line:\n%v", err)
+	}
+	if strings.Contains(log.String(), "build: assemble") {
+		t.Errorf("the build went on to unpack packages:\n%s", log.String())
+	}
+	assertNoOutputs(t, out)
 }

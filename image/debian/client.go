@@ -98,6 +98,30 @@ func (c *Client) Release(ctx context.Context, suite string) (*Release, error) {
 	}
 
 	rel, err := VerifyInRelease(data, c.Keyring, time.Now())
+	if rel, err = c.forSuite(rel, err, suite, url); err != nil {
+		return nil, err
+	}
+	c.logf("InRelease for %s: %s, signed by %s, sha256 %s", suite, rel.Date.Format(time.RFC1123), rel.SignedBy, rel.SHA256)
+	return rel, nil
+}
+
+// PinnedRelease verifies data, an InRelease of suite that the caller kept
+// by its sha256 (a lock pins it), against the keyring as Release does,
+// but without judging its age (see VerifyPinnedInRelease); from names
+// where data was read, for messages.
+func (c *Client) PinnedRelease(data []byte, suite, from string) (*Release, error) {
+	if len(c.Keyring) == 0 {
+		return nil, fmt.Errorf("verifying InRelease for %s: no keyring loaded (pass --keyring)", suite)
+	}
+	rel, err := VerifyPinnedInRelease(data, c.Keyring, time.Now())
+	return c.forSuite(rel, err, suite, from)
+}
+
+// forSuite completes a verification's result: a signature error names
+// the suite and keyring, and a Release for another suite is refused, as
+// apt refuses it: a mirror (or attacker) could otherwise answer "trixie"
+// with a validly signed older suite.
+func (c *Client) forSuite(rel *Release, err error, suite, from string) (*Release, error) {
 	if err != nil {
 		var se *SignatureError
 		if errors.As(err, &se) {
@@ -105,12 +129,9 @@ func (c *Client) Release(ctx context.Context, suite string) (*Release, error) {
 		}
 		return nil, err
 	}
-	// apt refuses a Release for another suite too: a mirror (or attacker)
-	// could otherwise answer "trixie" with a validly signed older suite.
 	if suite != rel.Suite && suite != rel.Codename {
-		return nil, fmt.Errorf("InRelease from %s is for suite %q (codename %q), not %q: check the mirror", url, rel.Suite, rel.Codename, suite)
+		return nil, fmt.Errorf("InRelease from %s is for suite %q (codename %q), not %q: check the mirror", from, rel.Suite, rel.Codename, suite)
 	}
-	c.logf("InRelease for %s: %s, signed by %s, sha256 %s", suite, rel.Date.Format(time.RFC1123), rel.SignedBy, rel.SHA256)
 	return rel, nil
 }
 

@@ -8,7 +8,8 @@
 //     DROVER_MIRROR environment variable or the host's apt sources (read through
 //     an fs.FS, so tests use fstest.MapFS);
 //   - VerifyInRelease checks a clearsigned InRelease against the archive keyring
-//     and parses the signed Release text;
+//     and parses the signed Release text; VerifyPinnedInRelease does the same
+//     without judging its age, for an InRelease a lock pins by sha256;
 //   - ParseIndex reads a Packages index with a hand-written scanner that keeps
 //     only the fields the resolver and the lock need;
 //   - Resolve computes the dependency closure of a set of root packages over an

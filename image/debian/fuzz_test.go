@@ -103,8 +103,11 @@ func FuzzVerifyInRelease(f *testing.F) {
 		if block, _ := clearsign.Decode(data); block == nil {
 			t.Fatal("accepted data that is not clearsigned")
 		}
+		if !bytes.Equal(rel.Data, data) {
+			t.Fatal("Data is not the InRelease as given")
+		}
 		got := *rel
-		got.SHA256, got.SignedBy = "", ""
+		got.SHA256, got.SignedBy, got.Data = "", "", nil
 		if !reflect.DeepEqual(&got, want) {
 			t.Fatalf("accepted a Release that differs from what was signed:\n%s\nwant:\n%s", formatRelease(&got), formatRelease(want))
 		}

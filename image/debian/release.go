@@ -38,6 +38,10 @@ type Release struct {
 	// SignedBy is the fingerprint (hex, upper case) of the key whose signature
 	// verified.
 	SignedBy string
+	// Data is the InRelease as fetched, signature and all: what the cache
+	// keeps under SHA256, so that a build checks the lock against the very
+	// Release it was made from after the archive has moved on.
+	Data []byte
 }
 
 // ReleaseFile is one line of the Release's SHA256 list.
@@ -113,6 +117,24 @@ const MaxFutureDate = time.Minute
 // Valid-Until is before now is refused as stale, one whose Date is after now
 // (beyond MaxFutureDate) as coming from the future.
 func VerifyInRelease(data []byte, keyring openpgp.EntityList, now time.Time) (*Release, error) {
+	rel, err := VerifyPinnedInRelease(data, keyring, now)
+	if err != nil {
+		return nil, err
+	}
+	if !rel.ValidUntil.IsZero() && now.After(rel.ValidUntil) {
+		return nil, fmt.Errorf("InRelease for %s expired at %s (Valid-Until; now %s): the mirror is stale, use another mirror", rel.Name(), rel.ValidUntil.Format(time.RFC1123), now.UTC().Format(time.RFC1123))
+	}
+	if rel.Date.After(now.Add(MaxFutureDate)) {
+		return nil, fmt.Errorf("InRelease for %s is dated %s, after the build host's clock (%s): check the host's clock, or the mirror is serving a forged Release", rel.Name(), rel.Date.Format(time.RFC1123), now.UTC().Format(time.RFC1123))
+	}
+	return rel, nil
+}
+
+// VerifyPinnedInRelease is VerifyInRelease without the freshness checks:
+// for an InRelease its reader pinned by sha256 earlier (a lock's), which
+// is old on purpose and whose Valid-Until may have passed. Who signed it
+// still counts: the signature must verify against keyring at now.
+func VerifyPinnedInRelease(data []byte, keyring openpgp.EntityList, now time.Time) (*Release, error) {
 	block, _ := clearsign.Decode(data)
 	if block == nil {
 		return nil, fmt.Errorf("reading InRelease: no clearsigned message found (is the mirror serving an error page?)")
@@ -155,12 +177,7 @@ func VerifyInRelease(data []byte, keyring openpgp.EntityList, now time.Time) (*R
 	sum := sha256.Sum256(data)
 	rel.SHA256 = hex.EncodeToString(sum[:])
 	rel.SignedBy = strings.ToUpper(hex.EncodeToString(signer.PrimaryKey.Fingerprint))
-	if !rel.ValidUntil.IsZero() && now.After(rel.ValidUntil) {
-		return nil, fmt.Errorf("InRelease for %s expired at %s (Valid-Until; now %s): the mirror is stale, use another mirror", rel.Name(), rel.ValidUntil.Format(time.RFC1123), now.UTC().Format(time.RFC1123))
-	}
-	if rel.Date.After(now.Add(MaxFutureDate)) {
-		return nil, fmt.Errorf("InRelease for %s is dated %s, after the build host's clock (%s): check the host's clock, or the mirror is serving a forged Release", rel.Name(), rel.Date.Format(time.RFC1123), now.UTC().Format(time.RFC1123))
-	}
+	rel.Data = data
 	return rel, nil
 }
 

@@ -382,3 +382,37 @@ func TestVerifyInReleaseExpiredOrRevokedKey(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyPinnedInRelease: a Release the lock pinned is still checked
+// for who signed it and for which suite it is, but not for its age: its
+// Valid-Until passing is what happens to every pinned Release.
+func TestVerifyPinnedInRelease(t *testing.T) {
+	ed, _, other := testKeys(t)
+	archive := openpgp.EntityList{ed}
+	stale := strings.Replace(sampleRelease, "Acquire-By-Hash: yes\n", "Acquire-By-Hash: yes\nValid-Until: Sat, 16 Aug 2025 09:27:52 UTC\n", 1)
+	data := clearsignWith(t, stale, ed)
+	later := keyNow.AddDate(0, 1, 0)
+	if _, err := VerifyInRelease(data, archive, later); err == nil || !strings.Contains(err.Error(), "expired at") {
+		t.Fatalf("VerifyInRelease a month after Valid-Until: %v, want it refused as expired", err)
+	}
+	rel, err := VerifyPinnedInRelease(data, archive, later)
+	if err != nil || rel.Codename != "trixie" || !bytes.Equal(rel.Data, data) {
+		t.Fatalf("VerifyPinnedInRelease: %v, %+v", err, rel)
+	}
+	var se *SignatureError
+	if _, err := VerifyPinnedInRelease(clearsignWith(t, stale, other), archive, later); !errors.As(err, &se) {
+		t.Fatalf("another key's signature: %v, want a SignatureError", err)
+	}
+	bad := bytes.Replace(data, []byte("64558 main"), []byte("64559 main"), 1)
+	if _, err := VerifyPinnedInRelease(bad, archive, later); !errors.As(err, &se) {
+		t.Fatalf("tampered body: %v, want a SignatureError", err)
+	}
+
+	c := &Client{Keyring: archive, KeyringPath: "k.asc"}
+	if _, err := c.PinnedRelease(data, "trixie-updates", "the cache"); err == nil || err.Error() != `InRelease from the cache is for suite "stable" (codename "trixie"), not "trixie-updates": check the mirror` {
+		t.Errorf("PinnedRelease for another suite: %v", err)
+	}
+	if rel, err := c.PinnedRelease(data, "trixie", "the cache"); err != nil || rel.SHA256 == "" {
+		t.Errorf("PinnedRelease: %v", err)
+	}
+}

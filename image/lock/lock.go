@@ -343,3 +343,44 @@ func (l *Lock) CheckFresh(recipePath, inputs string) error {
 	}
 	return nil
 }
+
+// LineChange is a line of one lock text that the other lacks, with its
+// number in the text it is from.
+type LineChange struct {
+	Line int
+	Text string
+}
+
+// Changes compares two lock texts line by line, as sets of lines, leaving
+// out comments and blank lines: removed are old's lines that new lacks,
+// added new's lines that old lacks, each in file order. It is what
+// `drover lock --refresh` reports: a line it replaced is one removed and
+// one added.
+func Changes(old, new []byte) (removed, added []LineChange) {
+	lines := func(data []byte) ([]LineChange, map[string]bool) {
+		var out []LineChange
+		set := map[string]bool{}
+		for i, l := range strings.Split(string(data), "\n") {
+			l = strings.TrimSpace(l)
+			if l == "" || strings.HasPrefix(l, "#") {
+				continue
+			}
+			out = append(out, LineChange{i + 1, l})
+			set[l] = true
+		}
+		return out, set
+	}
+	oldLines, oldSet := lines(old)
+	newLines, newSet := lines(new)
+	for _, l := range oldLines {
+		if !newSet[l.Text] {
+			removed = append(removed, l)
+		}
+	}
+	for _, l := range newLines {
+		if !oldSet[l.Text] {
+			added = append(added, l)
+		}
+	}
+	return removed, added
+}

@@ -2,6 +2,7 @@ package lock
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,5 +121,17 @@ func TestReadsFormat1(t *testing.T) {
 	}
 	if _, err := Parse("x.lock", []byte(strings.Replace(text, "lock 1", "lock 2", 1))); err == nil {
 		t.Error("a format 2 lock with a 7-field deb line was read")
+	}
+}
+
+func TestChanges(t *testing.T) {
+	old := []byte("# header\nlock 2\ninputs x\nepoch 1 1970-01-01T00:00:01Z\n\ndeb a 1 amd64 1 aa trixie pool/a\ndeb b 1 amd64 1 bb trixie pool/b\n")
+	new := []byte("# other header\nlock 2\ninputs x\nepoch 1 1970-01-01T00:00:01Z\ndeb a 1 amd64 1 aa trixie pool/a\ndeb b 2 amd64 1 cc trixie pool/b\ndeb c 1 amd64 1 dd trixie pool/c\n")
+	removed, added := Changes(old, new)
+	if fmt.Sprint(removed) != "[{7 deb b 1 amd64 1 bb trixie pool/b}]" || fmt.Sprint(added) != "[{6 deb b 2 amd64 1 cc trixie pool/b} {7 deb c 1 amd64 1 dd trixie pool/c}]" {
+		t.Errorf("removed %v, added %v", removed, added)
+	}
+	if r, a := Changes(old, old); len(r)+len(a) != 0 {
+		t.Errorf("a lock against itself: %v %v", r, a)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/drover-os/drover/image/debian"
 	"github.com/drover-os/drover/image/gomod"
 	"github.com/drover-os/drover/image/lock"
+	"github.com/drover-os/drover/image/lockcheck"
 )
 
 // Report is what Check found.
@@ -108,13 +109,8 @@ func Check(l *lock.Lock, pkgs []debian.Package, goVersions map[string][]string) 
 		// suite lists it (the release after a point release takes in
 		// the security suite's), its hash is the one the lock pins.
 		for _, p := range exact[id] {
-			for _, c := range [][3]string{{"sha256", d.SHA256, p.SHA256}, {"size", fmt.Sprint(d.Size), fmt.Sprint(p.Size)}} {
-				if c[1] != c[2] {
-					r.Mismatches = append(r.Mismatches, Mismatch{Line: d.Line, Package: id, Field: c[0], Locked: c[1], Index: c[2], Suite: p.Suite})
-				}
-			}
-			if p.Suite == d.Suite && p.Filename != d.Path {
-				r.Mismatches = append(r.Mismatches, Mismatch{Line: d.Line, Package: id, Field: "path", Locked: d.Path, Index: p.Filename, Suite: p.Suite})
+			for _, c := range lockcheck.Compare(d, p) {
+				r.Mismatches = append(r.Mismatches, Mismatch{Line: d.Line, Package: id, Field: c.Field, Locked: c.Locked, Index: c.Index, Suite: p.Suite})
 			}
 		}
 		cands := byName[key{d.Name, d.Arch}]

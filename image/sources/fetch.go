@@ -24,10 +24,15 @@ type Fetched struct {
 // Fetch downloads (or re-verifies in the cache) every .deb and URL file the
 // lock pins. Go components are built by the image build, which caches them.
 // It first refuses a lock whose suites were not signed by a key of the trust
-// root (CheckSigners): the .deb hashes are only as good as that signature.
+// root (CheckSigners), then one with a deb line the signed Packages index of
+// its suite does not list exactly (VerifyDebs): the .deb hashes are only as
+// good as that signature, and the lock's word is not the archive's.
 func Fetch(ctx context.Context, r *recipe.Recipe, l *lock.Lock, o Options) (*Fetched, error) {
 	roots, err := checkSigners(r, l, o)
 	if err != nil {
+		return nil, err
+	}
+	if err := VerifyDebs(ctx, r, l, roots, o); err != nil {
 		return nil, err
 	}
 	items := make([]fetch.Item, 0, len(l.Debs)+len(l.URLs))

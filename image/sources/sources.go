@@ -42,6 +42,13 @@ type Options struct {
 	// Toolchain is the Go toolchain to lock (drover lock --toolchain);
 	// empty keeps the previous lock's, else takes the installed go's.
 	Toolchain string
+	// Refresh re-resolves every package from the signed archive even when
+	// the recipe inputs and the Releases are the lock's (drover lock
+	// --refresh): the shortcut keeps forged lines too.
+	Refresh bool
+	// AllowOlderRelease accepts a fresh Release dated before the one the
+	// lock records for its suite (--allow-older-release); refused otherwise.
+	AllowOlderRelease bool
 }
 
 func (o *Options) logf(format string, args ...any) {
@@ -112,21 +119,33 @@ func Releases(ctx context.Context, r *recipe.Recipe, o Options) ([]*Suite, error
 		if err != nil {
 			return nil, err
 		}
-		root, err := o.Archive(name)
+		client, err := o.client(r, name, tr)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", r.Path, err)
-		}
-		client := &debian.Client{
-			Mirror: root, HTTP: o.HTTP, Keyring: tr.Keys, KeyringPath: tr.Name,
-			Store: oneFetcher{o.fetcher()}, IndexDir: filepath.Join(o.Cache.Dir(), "index"), Log: o.Log,
+			return nil, err
 		}
 		rel, err := client.Release(ctx, name)
 		if err != nil {
 			return nil, err
 		}
+		if err := o.keepRelease(rel); err != nil {
+			return nil, err
+		}
 		out = append(out, &Suite{Name: name, Release: rel, Trust: tr, Client: client})
 	}
 	return out, nil
+}
+
+// client is the Debian client of suite's archive, verifying with tr and
+// fetching through the cache.
+func (o *Options) client(r *recipe.Recipe, suite string, tr *TrustRoot) (*debian.Client, error) {
+	root, err := o.Archive(suite)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", r.Path, err)
+	}
+	return &debian.Client{
+		Mirror: root, HTTP: o.HTTP, Keyring: tr.Keys, KeyringPath: tr.Name,
+		Store: oneFetcher{o.fetcher()}, IndexDir: filepath.Join(o.Cache.Dir(), "index"), Log: o.Log,
+	}, nil
 }
 
 // Index merges the Packages indexes of every suite for the recipe's
@@ -173,13 +192,16 @@ func Lock(ctx context.Context, r *recipe.Recipe, prev *lock.Lock, o Options) (*R
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckReleaseDates(prev, suites, o); err != nil {
+		return nil, err
+	}
 	inputs := r.InputsDigest()
 	toolchain, err := lockToolchain(ctx, prev, o)
 	if err != nil {
 		return nil, err
 	}
 	o.Go.Toolchain = toolchain
-	if prev != nil && prev.Inputs == inputs && sameSuites(prev.Suites, suites) && prev.Toolchain == toolchain {
+	if !o.Refresh && prev != nil && prev.Inputs == inputs && sameSuites(prev.Suites, suites) && prev.Toolchain == toolchain {
 		o.logf("lock: %s unchanged (same recipe inputs, same signed Releases of %s)", r.LockPath(), releaseDates(suites))
 		return &Result{Lock: prev, Unchanged: true, Suites: suites}, nil
 	}
