@@ -164,7 +164,10 @@ func TestDescribeImagesPages(t *testing.T) {
 }
 
 func TestCopyImageAndTagResources(t *testing.T) {
-	e := newEnv(t, Config{ImportDelay: 100 * time.Millisecond})
+	// Long enough that the copy is still Creating when it is described
+	// on a loaded machine (100 ms was not: seen Available at once).
+	const delay = 2 * time.Second
+	e := newEnv(t, Config{ImportDelay: delay})
 	e.srv.CreateBucket("images")
 	put(t, e, "images", "disk.raw", "x")
 	imp, err := e.ecs.ImportImage(importReq("images", "disk.raw", "src"))
@@ -175,7 +178,10 @@ func TestCopyImageAndTagResources(t *testing.T) {
 	cp.ImageId, cp.DestinationRegionId = imp.ImageId, "cn-other"
 	_, err = e.ecs.CopyImage(cp)
 	wantCode(t, err, "IncorrectImageStatus") // still Creating
-	time.Sleep(100 * time.Millisecond)
+	eventually(t, "the import to become Available", func() bool {
+		got := describe(t, e.ecs, func(r *ecs.DescribeImagesRequest) { r.ImageId = imp.ImageId })
+		return len(got.Images.Image) == 1
+	})
 	cpResp, err := e.ecs.CopyImage(cp)
 	if err != nil {
 		t.Fatal(err)
