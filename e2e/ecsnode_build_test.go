@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/spdx/tools-golang/spdxlib"
 
 	"github.com/drover-os/drover/image/build"
+	"github.com/drover-os/drover/image/recipe"
 	"github.com/drover-os/drover/image/sbomschema"
 )
 
@@ -76,6 +78,49 @@ func TestEcsNodeBuildReproducible(t *testing.T) {
 		"drover-agent": "github.com/coreos/ignition/v2",
 	})
 	checkProvenance(t, filepath.Join(out, "ecs-node.provenance.json"), out, mf)
+	t.Run("independent checks", func(t *testing.T) {
+		root := independentChecks(t, out, filepath.Join(out, "ecs-node.raw"), "ecs-node")
+		checkCNIShipped(t, root, recipe, mf)
+	})
+}
+
+// checkCNIShipped requires the root file system itself (read by
+// dump.erofs, not from drover's manifest) to hold in /usr/lib/cni exactly
+// the CNI plugins the recipe chooses, and the manifest to say so.
+func checkCNIShipped(t *testing.T, rootImg, recipePath string, mf *build.Manifest) {
+	t.Helper()
+	r, err := recipe.Load(recipePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := r.CNIPlugins()
+	want = slices.Sorted(slices.Values(want))
+	ls := run(t, "dump.erofs", "--ls", "--path="+recipe.CNIDir, rootImg)
+	var got []string
+	listing := false
+	for _, line := range strings.Split(ls, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 3 && f[0] == "NID" && f[2] == "FILENAME":
+			listing = true
+		case listing && len(f) == 3 && f[2] != "." && f[2] != "..":
+			got = append(got, f[2])
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("%s in the root file system holds %q, the recipe chooses %q\n%s", recipe.CNIDir, got, want, ls)
+	}
+	var shipped []string
+	if mf.CNI != nil {
+		for _, p := range mf.CNI.Shipped {
+			shipped = append(shipped, p.Name)
+		}
+	}
+	if !slices.Equal(shipped, want) {
+		t.Errorf("manifest: cni shipped %q, the recipe chooses %q", shipped, want)
+	}
+	t.Logf("%s: %s", recipe.CNIDir, strings.Join(got, " "))
 }
 
 // checkManifestImages requires the manifest to list every image file

@@ -95,7 +95,7 @@ func TestMinimalImage(t *testing.T) {
 	}
 	t.Logf("reproducible: minimal.raw sha256 %s", a)
 
-	t.Run("independent checks", func(t *testing.T) { independentChecks(t, out, raw) })
+	t.Run("independent checks", func(t *testing.T) { independentChecks(t, out, raw, "minimal") })
 	t.Run("dm tests on the image kernel", func(t *testing.T) {
 		guestTests(t, raw, readManifest(t, filepath.Join(out, "minimal.manifest.json")))
 	})
@@ -172,8 +172,11 @@ func checkMounts(t *testing.T, console, disk string) {
 	}
 }
 
-func independentChecks(t *testing.T, out, raw string) {
-	mf := readManifest(t, filepath.Join(out, "minimal.manifest.json"))
+// independentChecks checks the image out/name.raw with the tools of its
+// formats (sfdisk, fsck.fat, fsck.erofs, veritysetup, qemu-img) and
+// returns the root file system it extracted, in a directory of t's.
+func independentChecks(t *testing.T, out, raw, name string) (rootImg string) {
+	mf := readManifest(t, filepath.Join(out, name+".manifest.json"))
 	sf := run(t, "sfdisk", "--json", raw)
 	for _, want := range []string{"C12A7328-F81F-11D2-BA4B-00A0C93EC93B", "4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709", "2C7357ED-EBD2-46D9-AEC1-23D437EC2BF5"} {
 		if !strings.Contains(strings.ToUpper(sf), want) {
@@ -192,7 +195,8 @@ func independentChecks(t *testing.T, out, raw string) {
 	t.Log(run(t, "fsck.erofs", filepath.Join(dir, "root.img")))
 	extract(t, raw, parts["root-verity"][0], parts["root-verity"][1], filepath.Join(dir, "verity.img"))
 	t.Log(run(t, "veritysetup", "verify", filepath.Join(dir, "root.img"), filepath.Join(dir, "verity.img"), mf.RootHash))
-	t.Log(run(t, "qemu-img", "check", filepath.Join(out, "minimal.qcow2")))
+	t.Log(run(t, "qemu-img", "check", filepath.Join(out, name+".qcow2")))
+	return filepath.Join(dir, "root.img")
 }
 
 // systemdBanner is systemd's first line as PID 1 on the console

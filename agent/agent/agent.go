@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/drover-os/drover/agent/boot"
+	"github.com/drover-os/drover/agent/containerd"
 	"github.com/drover-os/drover/agent/guarantee"
 	"github.com/drover-os/drover/agent/ignition"
 	"github.com/drover-os/drover/agent/kube"
@@ -93,10 +94,12 @@ type Env struct {
 	// graceful node shutdown holds back until its pods have stopped (the
 	// spot watch); nil: never.
 	PowerOff func(ctx context.Context) error
-	// Ctr runs containerd's client, ctr, in the k8s.io namespace (the
-	// CRI's) and returns its combined output; nil: the sandbox image is
-	// not imported (tests that do not judge it). See importSandbox.
-	Ctr func(ctx context.Context, args ...string) ([]byte, error)
+	// Images imports the OCI layout archive at the path into containerd's
+	// CRI namespace, with the labels on every image it names
+	// (containerd.ImportArchive on containerd's socket); nil: the sandbox
+	// image is not imported (tests that do not judge it). See
+	// importSandbox.
+	Images func(ctx context.Context, archive string, labels map[string]string) (containerd.Result, error)
 	// Prefetch starts reading files into the page cache in the
 	// background and returns at once (nil: nothing is read ahead); see
 	// KubeletBinaries.

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/drover-os/drover/agent/boot"
+	"github.com/drover-os/drover/agent/containerd"
 	"github.com/drover-os/drover/agent/kube"
 	"github.com/drover-os/drover/agent/kube/kubetest"
 	"github.com/drover-os/drover/agent/nodeconfig"
@@ -165,13 +166,14 @@ type rig struct {
 
 	mu         sync.Mutex
 	prefetched []string // Env.Prefetch's paths, in call order
-	ctrCalls   []string // Env.Ctr's arguments, one string per call
-	ctrErr     error    // what Env.Ctr fails with (nil: it succeeds)
+	imports    []string // Env.Images's archive and labels, one string per call
+	importErr  error    // what Env.Images fails with (nil: it succeeds)
 }
 
 func newRig(t *testing.T, data []byte) *rig {
 	r := &rig{root: t.TempDir(), sd: &systemd.Fake{}, api: &fakeAPI{}, prov: &fakeProvider{data: data, present: data != nil}}
-	// The image's sandbox archive (its content is ctr's business).
+	// The image's sandbox archive (its content is agent/containerd's
+	// business).
 	archive := filepath.Join(r.root, nodeconfig.SandboxArchive)
 	os.MkdirAll(filepath.Dir(archive), 0o755)
 	os.WriteFile(archive, []byte("oci layout"), 0o644)
@@ -202,20 +204,20 @@ func (r *rig) agent() *Agent {
 			defer r.mu.Unlock()
 			r.prefetched = append(r.prefetched, paths...)
 		},
-		Ctr: func(ctx context.Context, args ...string) ([]byte, error) {
-			// Like exec.CommandContext: a context that ends while ctr
-			// runs kills it.
+		Images: func(ctx context.Context, archive string, labels map[string]string) (containerd.Result, error) {
+			// Like a call to containerd: a context that ends while it
+			// runs ends it.
 			time.Sleep(20 * time.Millisecond)
 			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("signal: killed (%w)", err)
+				return containerd.Result{}, fmt.Errorf("containerd /containerd.services.leases.v1.Leases/Create: %w", err)
 			}
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			r.ctrCalls = append(r.ctrCalls, strings.Join(args, " "))
-			if r.ctrErr != nil {
-				return []byte("ctr: " + r.ctrErr.Error() + "\n"), r.ctrErr
+			r.imports = append(r.imports, fmt.Sprint(archive, " ", labels))
+			if r.importErr != nil {
+				return containerd.Result{}, r.importErr
 			}
-			return []byte("unpacking drover.dev/pause:3.10 (sha256:a9c3)...done\n"), nil
+			return containerd.Result{Written: 7, Created: []string{"drover.dev/pause:3.10", "drover.dev/pause@sha256:a9c3"}}, nil
 		},
 		Uptime: func() float64 { return 1 },
 		Poll:   10 * time.Millisecond,
@@ -238,9 +240,9 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 	}
 	// The sandbox image is imported once containerd is up, beside the
 	// kubelet, and the node is joined only after it.
-	wantImport := "images import --label " + PinnedLabel + " " + filepath.Join(r.root, nodeconfig.SandboxArchive)
-	if got := strings.Join(r.ctrCalls, "; "); got != wantImport {
-		t.Errorf("ctr calls %q, want %q", got, wantImport)
+	wantImport := filepath.Join(r.root, nodeconfig.SandboxArchive) + " map[io.cri-containerd.pinned:pinned]"
+	if got := strings.Join(r.imports, "; "); got != wantImport {
+		t.Errorf("imports %q, want %q", got, wantImport)
 	}
 	if sb := names["sandbox"]; sb.Result != "ok" || sb.Started.Before(names["containerd"].Ended) || sb.Ended.After(names["ready"].Ended) {
 		t.Errorf("sandbox phase %+v must run after containerd %+v and end before ready %+v", sb, names["containerd"], names["ready"])
@@ -876,15 +878,16 @@ func TestReadyNotFromBeforeTheKubelet(t *testing.T) {
 
 // TestSandboxImportFailureFailsJoin: a node whose sandbox image cannot be
 // imported could start no pod; it must not count as joined, and the error
-// says what failed and what ctr said.
+// says what failed and what containerd said.
 func TestSandboxImportFailureFailsJoin(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		setup func(r *rig)
 		want  string
 	}{
-		{"ctr fails", func(r *rig) { r.ctrErr = errors.New("connection refused") },
-			"importing the sandbox image drover.dev/pause:3.10 from /usr/lib/drover/images/pause.tar into containerd: connection refused: ctr: connection refused"},
+		{"containerd refuses", func(r *rig) {
+			r.importErr = errors.New("image drover.dev/pause:3.10: containerd /containerd.services.images.v1.Images/Create: PermissionDenied: no")
+		}, "importing the sandbox image drover.dev/pause:3.10 from /usr/lib/drover/images/pause.tar into containerd: image drover.dev/pause:3.10: containerd /containerd.services.images.v1.Images/Create: PermissionDenied: no"},
 		{"no archive in the image", func(r *rig) { os.Remove(filepath.Join(r.root, nodeconfig.SandboxArchive)) },
 			"the image has no /usr/lib/drover/images/pause.tar (it predates drover shipping one): rebuild the image with this drover"},
 	} {

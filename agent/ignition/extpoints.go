@@ -54,7 +54,7 @@ func extensionPoints() []extensionPoint {
 		{pattern: "/etc/containerd/certs.d", tree: true, tmpfiles: true, what: "registry hosts (hosts.toml) and their CA certificates",
 			checked: "nothing: containerd reads them as data"},
 		{pattern: "/etc/cni/net.d", tree: true, tmpfiles: true, what: "CNI network configuration, for a network add-on that does not write its own",
-			checked: "nothing: the plugins it names are the image's, in the read-only /usr/lib/cni (containerd's bin_dirs)"},
+			checked: "nothing: the plugins it names are the image's (those the recipe's cni.plugins chose), in the read-only /usr/lib/cni (containerd's bin_dirs)"},
 		{pattern: systemdDir, tree: true, what: "new units, their drop-ins, enable links and masks; drop-ins of kubelet.service and containerd.service",
 			checked: "every unit and drop-in: no lifecycle dependency on a protected unit (below); kubelet and containerd drop-ins: only the directives below; drover-* units and their drop-ins: refused"},
 		{pattern: "/etc/systemd/timesyncd.conf.d/*.conf", what: "time servers (NTP=) after the ones drover-agent renders from the instance metadata",

@@ -43,6 +43,13 @@ func TestStaticCgoFree(t *testing.T) {
 			t.Errorf("build info lacks %s", line)
 		}
 	}
+	// The agent speaks containerd's API itself (agent/containerd): its
+	// client would add 10.6 MB, its API module with grpc-go 6.9 MB.
+	for _, mod := range []string{"github.com/containerd/", "google.golang.org/grpc"} {
+		if strings.Contains(string(bi), "\tdep\t"+mod) {
+			t.Errorf("drover-agent links %s (agent/containerd is the agent's containerd client):\n%s", mod, bi)
+		}
+	}
 	fi, _ := os.Stat(out)
 	t.Logf("drover-agent: static, cgo-free ELF, %.1f MiB", float64(fi.Size())/(1<<20))
 }

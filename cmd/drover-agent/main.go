@@ -19,6 +19,7 @@ import (
 
 	"github.com/drover-os/drover/agent/agent"
 	"github.com/drover-os/drover/agent/caps"
+	"github.com/drover-os/drover/agent/containerd"
 	"github.com/drover-os/drover/agent/health"
 	"github.com/drover-os/drover/agent/ignition"
 	"github.com/drover-os/drover/agent/kube"
@@ -161,9 +162,13 @@ func run(ctx context.Context) error {
 		Cmdline:      cmdline,
 		KubeletPorts: kubeletPorts,
 		Size:         instanceSize,
-		Ctr:          ctr,
-		PowerOff:     systemd.PowerOff,
-		Prefetch:     func(paths ...string) { prefetch(paths, status.Uptime("/")) },
+		// The sandbox image, imported through containerd's API (no ctr
+		// in the image).
+		Images: func(ctx context.Context, archive string, labels map[string]string) (containerd.Result, error) {
+			return containerd.ImportArchive(ctx, containerd.Socket, containerd.CRINamespace, archive, labels)
+		},
+		PowerOff: systemd.PowerOff,
+		Prefetch: func(paths ...string) { prefetch(paths, status.Uptime("/")) },
 		Kube: func(server string, ca []byte, cert string) (agent.NodeAPI, error) {
 			return kube.New(server, ca, cert, cert)
 		},

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -132,10 +131,4 @@ func memTotalOf(meminfo string) (uint64, error) {
 		return kb << 10, nil
 	}
 	return 0, fmt.Errorf("no MemTotal line")
-}
-
-// ctr runs containerd's client in the CRI's namespace, against
-// containerd's default socket (the agent's containerd config keeps it).
-func ctr(ctx context.Context, args ...string) ([]byte, error) {
-	return exec.CommandContext(ctx, "/usr/bin/ctr", append([]string{"--namespace", "k8s.io"}, args...)...).CombinedOutput()
 }

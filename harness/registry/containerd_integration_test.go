@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-os/drover/agent/containerd"
 	"github.com/drover-os/drover/image/oci"
 )
 
@@ -28,7 +29,8 @@ const namespace = "drover-registry-test"
 // upstream name through a mirror hosts.toml, and by the registry's own
 // address and run with runc. Then the sandbox image archive drover build
 // ships (image/oci.LayoutTar of cmd/drover-pause) is imported the way the
-// agent does, and containerd must list it by name with the index digest.
+// agent does, and containerd must list it by name with the index digest
+// and the pinned label.
 func TestContainerdPullsAndRuns(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run containerd")
@@ -140,13 +142,14 @@ state = %q
 		t.Errorf("hello container printed %q, want the greeting and a hostname line", out)
 	}
 
-	// The host's ctr (Debian's containerd 1.7) has no import --label; the
-	// node's (2.x) does, and drover smoke checks the label there. This is
-	// the layout's check by an independent reader.
+	// Imported as the agent does it (agent/containerd, containerd's API),
+	// read back by containerd's own ctr.
 	archive, digest := sandboxArchive(t, ctx)
-	if out, err := ctr("images", "import", archive); err != nil {
-		t.Fatalf("ctr images import %s: %v\n%s", archive, err, out)
+	res, err := containerd.ImportArchive(ctx, sock, namespace, archive, map[string]string{"io.cri-containerd.pinned": "pinned"})
+	if err != nil {
+		t.Fatalf("importing %s: %v", archive, err)
 	}
+	t.Logf("import: %s", res)
 	list, err = ctr("images", "ls")
 	if err != nil {
 		t.Fatalf("ctr images ls: %v\n%s", err, list)
@@ -156,6 +159,9 @@ state = %q
 		if !hasImage(list, ref, digest) {
 			t.Errorf("containerd does not list the imported %s with digest %s", ref, digest)
 		}
+	}
+	if strings.Count(list, "io.cri-containerd.pinned=pinned") != 2 {
+		t.Errorf("ctr lists the sandbox image's two names without the pinned label:\n%s", list)
 	}
 }
 

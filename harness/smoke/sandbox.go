@@ -19,7 +19,8 @@ import (
 // route out): that they ran at all says the image was in containerd's
 // store. Here the evidence is looked at directly: the kubelet lists the
 // image with the build's index digest in the Node's status.images,
-// containerd's own list (ctr, on the node) holds it pinned, and no
+// containerd's own list (its images service, asked by the probe on the
+// node) holds it pinned, and no
 // request for any pause image reached the registry. Then, with the
 // registry refusing every request, a pod whose image the node already
 // holds runs to completion, and the registry saw no request meanwhile.
@@ -51,9 +52,10 @@ func (e *Env) checkSandboxImage(ctx context.Context, r *Report, in *Instance, wa
 }
 
 // JudgeSandboxShipped: the kubelet's status.images holds want.Sandbox both
-// by name and as name@digest (the build's index digest); the node's ctr
-// lists the name with that digest and the CRI's pinned label; the
-// registry was never asked for a pause image.
+// by name and as name@digest (the build's index digest); containerd's
+// image records on the node (the probe's "images") hold both names at
+// that digest with the CRI's pinned label; the registry was never asked
+// for a pause image.
 func JudgeSandboxShipped(want Versions, images [][]string, probeMsg string, reqs []registry.Request) (string, error) {
 	if want.Sandbox == "" || want.SandboxDigest == "" {
 		return "", fmt.Errorf("the image's manifest names no sandbox image")
@@ -73,21 +75,29 @@ func JudgeSandboxShipped(want Versions, images [][]string, probeMsg string, reqs
 	if !listed {
 		probs = append(probs, fmt.Sprintf("the Node's status.images has no %s (%d images listed)", want.Sandbox, len(images)))
 	}
-	var pr struct{ Images, Error string }
+	var pr struct {
+		Images []nodeImage
+		Error  string
+	}
 	if err := json.Unmarshal([]byte(probeMsg), &pr); err != nil {
 		return "", fmt.Errorf("the images probe answered %q: %v", probeMsg, err)
 	}
 	if pr.Error != "" {
-		probs = append(probs, "ctr on the node: "+pr.Error)
+		probs = append(probs, "containerd's images on the node: "+pr.Error)
 	}
-	line := ctrImage(pr.Images, want.Sandbox)
-	switch {
-	case line == nil:
-		probs = append(probs, "containerd's image list on the node has no "+want.Sandbox)
-	case line.digest != want.SandboxDigest:
-		probs = append(probs, fmt.Sprintf("containerd holds %s at %s, the build made %s", want.Sandbox, line.digest, want.SandboxDigest))
-	case !strings.Contains(","+line.labels+",", ",io.cri-containerd.pinned=pinned,"):
-		probs = append(probs, fmt.Sprintf("containerd holds %s without the CRI's pinned label (labels %q): the kubelet's image GC may remove it", want.Sandbox, line.labels))
+	var labels string
+	for _, ref := range []string{want.Sandbox, byDigest} {
+		i := slices.IndexFunc(pr.Images, func(im nodeImage) bool { return im.Name == ref })
+		switch {
+		case i < 0:
+			probs = append(probs, fmt.Sprintf("containerd's image list on the node has no %s (%d images)", ref, len(pr.Images)))
+		case pr.Images[i].Digest != want.SandboxDigest:
+			probs = append(probs, fmt.Sprintf("containerd holds %s at %s, the build made %s", ref, pr.Images[i].Digest, want.SandboxDigest))
+		case pr.Images[i].Labels["io.cri-containerd.pinned"] != "pinned":
+			probs = append(probs, fmt.Sprintf("containerd holds %s without the CRI's pinned label (labels %v): the kubelet's image GC may remove it", ref, pr.Images[i].Labels))
+		default:
+			labels = fmt.Sprint(pr.Images[i].Labels)
+		}
 	}
 	var asked []string
 	for _, q := range reqs {
@@ -101,22 +111,14 @@ func JudgeSandboxShipped(want Versions, images [][]string, probeMsg string, reqs
 	if len(probs) > 0 {
 		return "", errIf(probs)
 	}
-	return fmt.Sprintf("Node lists %s; ctr: %s %s labels %s; %d registry requests, none for a pause image", byDigest, want.Sandbox, line.digest, line.labels, len(reqs)), nil
+	return fmt.Sprintf("Node lists %s; containerd: %s and %s at %s, labels %s; %d registry requests, none for a pause image",
+		byDigest, want.Sandbox, byDigest, want.SandboxDigest, labels, len(reqs)), nil
 }
 
-type ctrLine struct{ digest, labels string }
-
-// ctrImage finds ref in the output of `ctr images ls` (REF TYPE DIGEST
-// SIZE PLATFORMS LABELS; SIZE is two words, "1.2 MiB").
-func ctrImage(out, ref string) *ctrLine {
-	for _, l := range strings.Split(out, "\n") {
-		f := strings.Fields(l)
-		if len(f) < 4 || f[0] != ref {
-			continue
-		}
-		return &ctrLine{digest: f[2], labels: f[len(f)-1]}
-	}
-	return nil
+// nodeImage is one of containerd's image records, as the probe reports it.
+type nodeImage struct {
+	Name, Digest string
+	Labels       map[string]string
 }
 
 // JudgeOffline: while the registry refused, a pod ran to completion (the

@@ -2,6 +2,7 @@ package smoke
 
 import (
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 
@@ -10,8 +11,9 @@ import (
 
 const sandboxDigest = "sha256:a9c3b908644d23c5c3ec61b1f1f4493bfc5c38c08955c1c0fd0cacbe3c718dbf"
 
-func ctrLs(lines ...string) string {
-	b, _ := json.Marshal(map[string]string{"images": "REF TYPE DIGEST SIZE PLATFORMS LABELS\n" + strings.Join(lines, "\n") + "\n"})
+// probeImages is the probe's "images" answer holding the given records.
+func probeImages(images ...nodeImage) string {
+	b, _ := json.Marshal(map[string]any{"images": images})
 	return string(b)
 }
 
@@ -19,12 +21,21 @@ func TestJudgeSandboxShipped(t *testing.T) {
 	want := Versions{Sandbox: "drover.dev/pause:3.10", SandboxDigest: sandboxDigest}
 	good := [][]string{{"100.64.0.2:5000/drover/hello@sha256:1", "100.64.0.2:5000/drover/hello:v1"},
 		{"drover.dev/pause@" + sandboxDigest, "drover.dev/pause:3.10"}}
-	pinned := "drover.dev/pause:3.10 application/vnd.oci.image.index.v1+json " + sandboxDigest + " 1.3 MiB linux/amd64,linux/arm64 io.cri-containerd.image=managed,io.cri-containerd.pinned=pinned"
+	labels := map[string]string{"io.cri-containerd.image": "managed", "io.cri-containerd.pinned": "pinned"}
+	byName := nodeImage{Name: "drover.dev/pause:3.10", Digest: sandboxDigest, Labels: labels}
+	byDigest := nodeImage{Name: "drover.dev/pause@" + sandboxDigest, Digest: sandboxDigest, Labels: labels}
+	hello := nodeImage{Name: "100.64.0.2:5000/drover/hello:v1", Digest: "sha256:1", Labels: map[string]string{"io.cri-containerd.image": "managed"}}
+	pinned := probeImages(hello, byName, byDigest)
 	reqs := []registry.Request{{Method: "GET", Path: "/v2/drover/hello/manifests/v1"}}
-	if d, err := JudgeSandboxShipped(want, good, ctrLs(pinned), reqs); err != nil {
+	if d, err := JudgeSandboxShipped(want, good, pinned, reqs); err != nil {
 		t.Fatalf("good node judged bad: %v", err)
 	} else {
 		t.Log(d)
+	}
+	with := func(im nodeImage, edit func(*nodeImage)) nodeImage {
+		im.Labels = maps.Clone(im.Labels)
+		edit(&im)
+		return im
 	}
 	for _, tc := range []struct {
 		name   string
@@ -34,15 +45,20 @@ func TestJudgeSandboxShipped(t *testing.T) {
 		reqs   []registry.Request
 		err    string
 	}{
-		{"no sandbox in the manifest", Versions{}, good, ctrLs(pinned), nil, "names no sandbox image"},
-		{"not listed by the kubelet", want, good[:1], ctrLs(pinned), nil, "status.images has no drover.dev/pause:3.10"},
-		{"listed with another digest", want, [][]string{{"drover.dev/pause@sha256:00", "drover.dev/pause:3.10"}}, ctrLs(pinned), nil, "not as drover.dev/pause@" + sandboxDigest},
-		{"not in containerd's list", want, good, ctrLs(), nil, "containerd's image list on the node has no drover.dev/pause:3.10"},
-		{"another digest in containerd", want, good, ctrLs(strings.Replace(pinned, sandboxDigest, "sha256:ff", 1)), nil, "containerd holds drover.dev/pause:3.10 at sha256:ff"},
-		{"not pinned", want, good, ctrLs(strings.Replace(pinned, ",io.cri-containerd.pinned=pinned", "", 1)), nil, "without the CRI's pinned label"},
-		{"pinned label of another value", want, good, ctrLs(strings.Replace(pinned, "pinned=pinned", "pinned=no", 1)), nil, "without the CRI's pinned label"},
-		{"ctr failed", want, good, `{"images":"","error":"ctr: connection refused"}`, nil, "ctr on the node: ctr: connection refused"},
-		{"pulled from the registry", want, good, ctrLs(pinned), []registry.Request{{Method: "GET", Path: "/v2/pause/manifests/3.10"}}, "asked for a pause image: GET /v2/pause/manifests/3.10"},
+		{"no sandbox in the manifest", Versions{}, good, pinned, nil, "names no sandbox image"},
+		{"not listed by the kubelet", want, good[:1], pinned, nil, "status.images has no drover.dev/pause:3.10"},
+		{"listed with another digest", want, [][]string{{"drover.dev/pause@sha256:00", "drover.dev/pause:3.10"}}, pinned, nil, "not as drover.dev/pause@" + sandboxDigest},
+		{"not in containerd's list", want, good, probeImages(hello), nil, "containerd's image list on the node has no drover.dev/pause:3.10 (1 images)"},
+		{"only by name in containerd's list", want, good, probeImages(byName), nil, "has no drover.dev/pause@" + sandboxDigest},
+		{"another digest in containerd", want, good, probeImages(with(byName, func(im *nodeImage) { im.Digest = "sha256:ff" }), byDigest), nil,
+			"containerd holds drover.dev/pause:3.10 at sha256:ff"},
+		{"not pinned", want, good, probeImages(with(byName, func(im *nodeImage) { delete(im.Labels, "io.cri-containerd.pinned") }), byDigest), nil,
+			"containerd holds drover.dev/pause:3.10 without the CRI's pinned label"},
+		{"pinned label of another value", want, good, probeImages(byName, with(byDigest, func(im *nodeImage) { im.Labels["io.cri-containerd.pinned"] = "no" })), nil,
+			"containerd holds drover.dev/pause@" + sandboxDigest + " without the CRI's pinned label"},
+		{"containerd did not answer", want, good, `{"images":null,"error":"containerd images List on /host/run/containerd/containerd.sock: connection refused"}`, nil,
+			"containerd's images on the node: containerd images List on /host/run/containerd/containerd.sock: connection refused"},
+		{"pulled from the registry", want, good, pinned, []registry.Request{{Method: "GET", Path: "/v2/pause/manifests/3.10"}}, "asked for a pause image: GET /v2/pause/manifests/3.10"},
 		{"probe answered garbage", want, good, "not json", nil, "the images probe answered"},
 	} {
 		_, err := JudgeSandboxShipped(tc.want, tc.images, tc.probe, tc.reqs)

@@ -148,6 +148,7 @@ func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
 			return b.describeRecipeTree(ctx)
 		}},
 		{"assemble", func() error { return b.assemble(fetched) }},
+		{"cni plugins", func() error { return b.chooseCNIPlugins() }},
 		{"package facts", func() error { return b.packageFacts(fetched) }},
 		{"go components", func() error { return b.goComponents(ctx) }},
 		{"drover binaries", func() error { return b.droverBinaries(ctx) }},

@@ -45,21 +45,24 @@ type Manifest struct {
 	Packages   []Package        `json:"packages"`
 	// Excluded and Removed are what the recipe leaves out (exclude:,
 	// remove:); Setuid lists every setuid/setgid file of the root.
-	Excluded      []ExcludedPackage `json:"excluded,omitempty"`
-	Removed       []RemovedPaths    `json:"removed,omitempty"`
-	Setuid        []SetuidFile      `json:"setuid"`
-	Go            []GoComponent     `json:"go"`
-	URLs          []lock.URL        `json:"urls"`
-	Own           []OwnFile         `json:"drover"`
-	Sandbox       *SandboxImage     `json:"sandbox,omitempty"`
-	Units         []string          `json:"enabledUnits"`
-	InitrdModules []string          `json:"initrdModules"`
-	RootFS        RootFSInfo        `json:"rootfs"`
-	ESP           []ESPFile         `json:"esp"`
-	Partitions    []Partition       `json:"partitions"`
-	DiskSize      int64             `json:"diskSize"`
-	Images        []ImageFile       `json:"images"`
-	Files         []FileEntry       `json:"files"`
+	Excluded []ExcludedPackage `json:"excluded,omitempty"`
+	Removed  []RemovedPaths    `json:"removed,omitempty"`
+	Setuid   []SetuidFile      `json:"setuid"`
+	Go       []GoComponent     `json:"go"`
+	URLs     []lock.URL        `json:"urls"`
+	Own      []OwnFile         `json:"drover"`
+	Sandbox  *SandboxImage     `json:"sandbox,omitempty"`
+	// CNI is what ships of the CNI plugins the packages install; nil when
+	// no package installs any.
+	CNI           *CNIPlugins `json:"cni,omitempty"`
+	Units         []string    `json:"enabledUnits"`
+	InitrdModules []string    `json:"initrdModules"`
+	RootFS        RootFSInfo  `json:"rootfs"`
+	ESP           []ESPFile   `json:"esp"`
+	Partitions    []Partition `json:"partitions"`
+	DiskSize      int64       `json:"diskSize"`
+	Images        []ImageFile `json:"images"`
+	Files         []FileEntry `json:"files"`
 	// Changelogs is what `drover diff` says a new version fixes from;
 	// manifests written before drover recorded it have none (nil).
 	Changelogs *Changelogs `json:"changelogs,omitempty"`

@@ -77,6 +77,7 @@ func NewPlan(r *recipe.Recipe, l *lock.Lock, outDir string) (*Plan, error) {
 	}
 	p.Steps = append(p.Steps,
 		fmt.Sprintf("assemble: stream %d data.tar into the in-memory tree (%d excluded packages into a tree of their own)", len(l.Debs)-len(excluded), len(excluded)),
+		cniStep(r),
 		"add: Go components, URL components, recipe files, drover-agent and its units, drover-init",
 		fmt.Sprintf("remove: %d recipe globs (each must match)", len(r.Remove)),
 		"finalize: "+stepNames(p.Finalize),
@@ -95,6 +96,20 @@ func NewPlan(r *recipe.Recipe, l *lock.Lock, outDir string) (*Plan, error) {
 	}
 	p.Outputs = append(p.Outputs, r.Name+".manifest.json", r.Name+".spdx.json", r.Name+".provenance.json")
 	return p, nil
+}
+
+// cniStep says which of the packages' CNI plugins the build keeps.
+func cniStep(r *recipe.Recipe) string {
+	plugins, named := r.CNIPlugins()
+	from := "the default"
+	if named {
+		from = "cni.plugins"
+	}
+	list := strings.Join(plugins, " ")
+	if len(plugins) == 0 {
+		list = "none"
+	}
+	return fmt.Sprintf("cni: of the plugins packages install in %s, if any, ship %s (%s); leave out the rest", recipe.CNIDir, list, from)
 }
 
 func stepNames(steps []finalize.Step) string {

@@ -7,7 +7,8 @@
 //
 // The image formats are go-containerregistry's; this package only chooses
 // the layout (one file, one layer, one manifest per architecture) and packs
-// an OCI image layout into a tar, the archive `ctr images import` reads.
+// an OCI image layout into a tar, the archive the agent imports into
+// containerd (agent/containerd), as `ctr images import` would read it.
 package oci
 
 import (
@@ -126,7 +127,8 @@ func ProgramIndex(name string, bins map[string][]byte) (v1.ImageIndex, error) {
 }
 
 // ImageNameAnnotation names an image in an OCI layout's index.json for
-// containerd's importer (`ctr images import` stores the image under it).
+// containerd's importers (agent/containerd, `ctr images import`): the
+// image is stored under it.
 const ImageNameAnnotation = "io.containerd.image.name"
 
 // LayoutTar is an OCI image layout holding idx under the tagged reference

@@ -173,3 +173,23 @@ func TestExtendsErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestExtendsCNIPlugins: an overlay's cni.plugins follow its base's, and
+// each keeps the file it was written in.
+func TestExtendsCNIPlugins(t *testing.T) {
+	dir := writeRecipes(t, map[string]string{
+		"base.yaml": "name: base\ncni:\n  plugins: [bridge, loopback]\n",
+		"over.yaml": "extends: base.yaml\nname: over\ncni:\n  plugins:\n    - loopback\n    - tuning\n",
+	})
+	r, err := Load(filepath.Join(dir, "over.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, named := r.CNIPlugins(); !slices.Equal(got, []string{"bridge", "loopback", "tuning"}) || !named {
+		t.Errorf("plugins %v (named %v), want the base's and then the overlay's new one", got, named)
+	}
+	want := []string{filepath.Join(dir, "base.yaml") + ":3", filepath.Join(dir, "base.yaml") + ":3", filepath.Join(dir, "over.yaml") + ":6"}
+	if !slices.Equal(r.CNI.At, want) {
+		t.Errorf("At %q, want %q", r.CNI.At, want)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,6 +33,7 @@ func FuzzParse(f *testing.F) {
 		"name: x\nprefer: {/a: b, /a: c, x: 'Y'}\n", "name: x\nfiles: [{path: /a, content: b, mode: 0x100000644}]\n",
 		"name: x\nurls: [{name: u, url: 'https://h/x', sha256: " + strings.Repeat("a", 64) + ", install: /u, mode: 0o755}]\n",
 		"name: x\ngo: [{name: k, module: m, version: v1, package: m, install: /k, replace: ['a => b v1']}]\n",
+		"name: x\ncni: {plugins: [bridge, a.b]}\n", "name: x\ncni: {plugins: []}\n", "name: x\ncni: {plugins: ~}\n",
 		"name: x\nimage: {size: 2GiB, espSize: 99999999999GiB, formats: [qcow2]}\n", "name: x\nimage: {size: 9223372036854775807KiB}\n",
 	} {
 		f.Add([]byte(s))
@@ -55,6 +57,13 @@ func FuzzParse(f *testing.F) {
 		r2, err := Parse("fuzz.yaml", []byte(out))
 		if err != nil {
 			t.Fatalf("an accepted recipe written back out is refused: %v\n%s", err, out)
+		}
+		// The one list where left out and empty differ: the default CNI
+		// plugins, or none.
+		p1, n1 := r.CNIPlugins()
+		p2, n2 := r2.CNIPlugins()
+		if n1 != n2 || !slices.Equal(p1, p2) {
+			t.Fatalf("CNI plugins changed through YAML: %q (named %v), then %q (named %v)\n%s", p1, n1, p2, n2, out)
 		}
 		// Compared as YAML: a list left out and an empty list are the same.
 		if a, b := marshal(t, comparable(r)), marshal(t, comparable(r2)); a != b {

@@ -40,6 +40,7 @@ type Recipe struct {
 	// SecureBoot holds what the recipe says about its UKI for Secure Boot
 	// (the signing key itself is the build's --secure-boot-key).
 	SecureBoot SecureBoot `yaml:"secureBoot"`
+	CNI        CNI        `yaml:"cni"`
 	// Exclude keeps packages of the dependency closure out of the image;
 	// Remove deletes paths after installation. See docs/recipes.md.
 	Exclude []Exclude `yaml:"exclude"`
@@ -145,6 +146,44 @@ type SecureBoot struct {
 	// must stop booting where SBAT is enforced (shim with an SbatLevel
 	// naming drover,N): docs/security.md, "Revoking old UKIs". Default 1.
 	SBATGeneration uint32 `yaml:"sbatGeneration"`
+}
+
+// CNI chooses which of the CNI plugins the image's packages install in
+// CNIDir (Debian's containernetworking-plugins: sixteen, 56 MB) ship: a
+// cluster's network add-on uses a few, and the rest is code on every node
+// that nothing runs. Like remove, it acts on files, not on what the lock
+// resolves, so it is not part of InputsDigest.
+type CNI struct {
+	// Plugins are the plugins shipped, by file name. nil (the field left
+	// out, or null) means DefaultCNIPlugins; an empty list ships none. A
+	// pointer, so that a recipe written back out keeps the difference.
+	Plugins *[]string `yaml:"plugins,omitempty"`
+	// At is where each plugin was written ("file:line"), for the build's
+	// errors; Line and From are the cni mapping's.
+	At   []string `yaml:"-"`
+	Line int      `yaml:"-"`
+	From string   `yaml:"-"`
+}
+
+// CNIDir is where Debian's containernetworking-plugins installs the
+// plugins, and containerd's CNI bin_dirs on a node (agent/nodeconfig).
+const CNIDir = "/usr/lib/cni"
+
+// DefaultCNIPlugins are the plugins a recipe that does not say ships: what
+// the documented setups run. The smoke test's network and flannel's
+// (its own flannel plugin delegates to bridge with host-local IPAM, and
+// its conflist chains portmap) need bridge, host-local and portmap;
+// loopback is what containerd's CRI sets up every pod's lo with. Terway
+// and flannel install their own plugin themselves.
+func DefaultCNIPlugins() []string { return []string{"bridge", "host-local", "loopback", "portmap"} }
+
+// CNIPlugins are the plugins the image ships, and whether the recipe named
+// them (cni.plugins) or they are the default.
+func (r *Recipe) CNIPlugins() (plugins []string, named bool) {
+	if r.CNI.Plugins == nil {
+		return DefaultCNIPlugins(), false
+	}
+	return *r.CNI.Plugins, true
 }
 
 // Exclude is a package the closure drags in that the image leaves out. The

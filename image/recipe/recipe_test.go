@@ -35,7 +35,7 @@ func TestDefaults(t *testing.T) {
 func TestErrors(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"unknown field", "name: x\npackges: [a]\n",
-			"r.yaml:2: packges: unknown field (known: extends, name, arch, epoch, debian, kernel, packages, prefer, go, urls, files, units, cmdline, image, sandbox, secureBoot, exclude, remove)"},
+			"r.yaml:2: packges: unknown field (known: extends, name, arch, epoch, debian, kernel, packages, prefer, go, urls, files, units, cmdline, image, sandbox, secureBoot, cni, exclude, remove)"},
 		{"unknown nested field", "name: x\ndebian:\n  suite: trixie\n  mirror: foo\n",
 			"r.yaml:4: debian.mirror: unknown field (known: suites, suite, components, keyring)"},
 		{"wrong type list", "name: x\npackages: systemd\n",
@@ -89,6 +89,14 @@ func TestErrors(t *testing.T) {
 			`r.yaml:3: debian.suites[0]: "trixie-security": the first suite is the release itself (e.g. trixie), the others its updates (trixie-updates, trixie-security)`},
 		{"suite twice", "name: x\ndebian:\n  suites: [trixie, trixie-updates, trixie-updates]\n",
 			`r.yaml:3: debian.suites[2]: "trixie-updates" is listed twice`},
+		{"cni plugin name", "name: x\ncni:\n  plugins: [bridge, ../sbin/sh]\n",
+			`r.yaml:3: cni.plugins[1]: "../sbin/sh" is not a CNI plugin name: want the name of a file in /usr/lib/cni, such as bridge`},
+		{"cni plugin twice", "name: x\ncni:\n  plugins:\n    - bridge\n    - loopback\n    - bridge\n",
+			`r.yaml:6: cni.plugins[2]: "bridge" is listed twice`},
+		{"cni plugins not a list", "name: x\ncni:\n  plugins: bridge\n",
+			`r.yaml:3: cni.plugins: want a list, got "bridge"`},
+		{"cni unknown field", "name: x\ncni:\n  plugin: [bridge]\n",
+			"r.yaml:3: cni.plugin: unknown field (known: plugins)"},
 		{"remove without why", "name: x\nremove:\n  - glob: /usr/bin/su\n",
 			"r.yaml:3: remove[0].why: required: say why the node does not need /usr/bin/su"},
 		{"credential import", "name: x\ncmdline:\n  - console=ttyS0\n  - systemd.import_credentials=yes\n",
@@ -107,6 +115,48 @@ func TestErrors(t *testing.T) {
 				t.Errorf("error\n got: %s\nwant: %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestCNIPlugins: a recipe that says nothing ships the default plugins; one
+// that lists them ships exactly those, an empty list none; each listed
+// plugin's place is kept for the build's errors; and the choice, a
+// file-level one, never makes the lock stale.
+func TestCNIPlugins(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string
+		named      bool
+	}{
+		{"absent", "name: x\n", DefaultCNIPlugins(), false},
+		{"plugins left out", "name: x\ncni: {}\n", DefaultCNIPlugins(), false},
+		{"listed", "name: x\ncni:\n  plugins: [loopback, ptp]\n", []string{"loopback", "ptp"}, true},
+		{"none", "name: x\ncni:\n  plugins: []\n", []string{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Parse("r.yaml", []byte(tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, named := r.CNIPlugins()
+			if strings.Join(got, " ") != strings.Join(tc.want, " ") || named != tc.named || got == nil {
+				t.Errorf("CNIPlugins() = %q, %v; want %q, %v", got, named, tc.want, tc.named)
+			}
+			base, _ := Parse("r.yaml", []byte("name: x\n"))
+			if r.InputsDigest() != base.InputsDigest() {
+				t.Error("cni changed the inputs digest: a lock would go stale for a file-level choice")
+			}
+		})
+	}
+	if d := DefaultCNIPlugins(); strings.Join(d, " ") != "bridge host-local loopback portmap" {
+		t.Errorf("default %q: the documented setups (docs/recipes.md) need bridge, host-local, loopback and portmap", d)
+	}
+	r, err := Parse("r.yaml", []byte("name: x\ncni:\n  plugins:\n    - loopback\n    - ptp\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(r.CNI.At, " ") != "r.yaml:4 r.yaml:5" {
+		t.Errorf("At = %q, want each plugin's line", r.CNI.At)
 	}
 }
 

@@ -85,6 +85,7 @@ func (r *Recipe) validate(t *tree) []error {
 	v.image()
 	v.sandbox()
 	v.secureBoot()
+	v.cni()
 	v.exclude()
 	v.remove()
 	return v.errs
@@ -209,6 +210,30 @@ func (v *validator) cmdline() {
 func (v *validator) sandbox() {
 	if d := v.r.Sandbox.Digest; d != "" && !sandboxDigest.MatchString(d) {
 		v.fail("sandbox.digest", "%q is not an image index digest: want sha256: and 64 lowercase hex digits, as `drover build` prints it", d)
+	}
+}
+
+// cni checks cni.plugins' names; whether the image's packages offer them
+// is known only once they are unpacked (image/build). It records where
+// each was written for those errors.
+func (v *validator) cni() {
+	seen := map[string]bool{}
+	plugins, _ := v.r.CNIPlugins()
+	if v.r.CNI.Plugins == nil {
+		plugins = nil // the default: nothing written to check
+	}
+	v.r.CNI.At = make([]string, len(plugins))
+	for i, p := range plugins {
+		f := fmt.Sprintf("cni.plugins[%d]", i)
+		n, line := nodeOf(v.t.doc, f)
+		v.r.CNI.At[i] = fmt.Sprintf("%s:%d", v.t.fileOf(n, v.r.Path), line)
+		switch {
+		case !nameRE.MatchString(p):
+			v.fail(f, "%q is not a CNI plugin name: want the name of a file in %s, such as bridge", p, CNIDir)
+		case seen[p]:
+			v.fail(f, "%q is listed twice", p)
+		}
+		seen[p] = true
 	}
 }
 

@@ -42,6 +42,8 @@
 //	probe kill-containerd N
 //	                      SIGKILL containerd's main process N times, each time once systemd
 //	                      has restarted it (a new MainPID, active); report the PIDs killed
+//	probe images          containerd's image records in the CRI's namespace (name, target
+//	                      digest, labels), asked of its images service on the node's socket
 //	probe journal UNIT    the node's journal of UNIT this boot (its last 60 lines)
 //	probe pressure SECS MIB
 //	                      start a transient unit on the node, outside the pods' cgroup, that
@@ -180,9 +182,9 @@ func main() {
 		out, _ = json.Marshal(res)
 	case "images":
 		// containerd's own list of the CRI's images (name, digest,
-		// labels), from the node's ctr in its namespaces.
-		o, err := hostCommand("/usr/bin/ctr", "--namespace", "k8s.io", "images", "ls")
-		res := map[string]any{"images": o}
+		// labels), from its images service on the node.
+		imgs, err := containerdImages(containerdSocket, "k8s.io")
+		res := map[string]any{"images": imgs}
 		if err != nil {
 			res["error"] = err.Error()
 			code = 1
