@@ -90,7 +90,8 @@ func (a *Aliyun) Instances(ctx context.Context, groupID string) ([]Instance, err
 			return nil, err
 		}
 		for _, i := range resp.ScalingInstances.ScalingInstance {
-			out = append(out, Instance{ID: i.InstanceId, State: i.LifecycleState, TemplateID: i.LaunchTemplateId, TemplateVersion: i.LaunchTemplateVersion})
+			out = append(out, Instance{ID: i.InstanceId, State: i.LifecycleState, TemplateID: i.LaunchTemplateId, TemplateVersion: i.LaunchTemplateVersion,
+				CreationType: i.CreationType})
 		}
 		if len(resp.ScalingInstances.ScalingInstance) == 0 || len(out) >= resp.TotalCount {
 			return out, nil

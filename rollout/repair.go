@@ -38,6 +38,12 @@ func PlanRepair(st State, now time.Time, after time.Duration) *RepairPlan {
 		}
 		n := st.node(in.ID)
 		switch {
+		case in.attached():
+			// Removed without lowering the desired capacity, it would
+			// leave the group still running (unless entrusted) and be
+			// replaced by one from the template: not drover's to do.
+			rp.Notes = append(rp.Notes, in.ID+": attached to the group by hand (CreationType Attached), not judged")
+			continue
 		case in.State != InService:
 			rp.Notes = append(rp.Notes, in.ID+": "+in.State+", not judged")
 			continue

@@ -125,11 +125,15 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 			}
 		}
 		first = false
-		old, ready, pending := len(p.Replace), len(p.Current), len(p.Pending)
+		// Skipped instances (Standby, Protected, attached) count in the
+		// group's desired capacity and in the size it returns to (the
+		// stamp counts them), so they count here: an old instance leaves
+		// only when Ready new ones cover it.
+		old, ready, pending, skipped := len(p.Replace), len(p.Current), len(p.Pending), len(p.Skipped)
 		if old == 0 && pending == 0 {
 			break
 		}
-		if cover := ready + old - size; cover > 0 && old > 0 {
+		if cover := ready + old + skipped - size; cover > 0 && old > 0 {
 			if err := e.retire(ctx, groupID, p.Replace[:min(cover, o.MaxUnavailable, old)]); err != nil {
 				return err
 			}
@@ -151,7 +155,8 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 			}
 			continue
 		}
-		if total := old + ready; g.DesiredCapacity > total {
+		total := old + ready + skipped
+		if g.DesiredCapacity > total {
 			// ESS is launching what it has not listed yet.
 			if short.IsZero() {
 				short = now
@@ -164,7 +169,7 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 			continue
 		}
 		short = time.Time{}
-		n := min(o.Surge, old) - (ready + old - size)
+		n := min(o.Surge, old) - (total - size)
 		if want := g.DesiredCapacity + n; want > g.MaxSize {
 			if err := e.Cloud.SetMaxSize(ctx, groupID, want); err != nil {
 				return err

@@ -124,6 +124,7 @@ func TestRollout(t *testing.T) {
 		t.Run("RefusedUserData", func(t *testing.T) { t.Parallel(); e.refusedUserData(t) })
 		t.Run("InterruptedResume", func(t *testing.T) { t.Parallel(); e.interruptedResume(t) })
 		t.Run("Repair", func(t *testing.T) { t.Parallel(); e.repair(t) })
+		t.Run("SkippedStates", func(t *testing.T) { t.Parallel(); e.skippedStates(t) })
 	})
 }
 
@@ -200,6 +201,13 @@ func (s *scenario) writePool(t *testing.T, sp *userdata.Spec) []byte {
 // both Nodes.
 func (e *rolloutEnv) newScenario(t *testing.T, name string) (*scenario, []string) {
 	t.Helper()
+	return e.newScenarioWith(t, name, ecsapi.ScalingGroup{MinSize: 2, MaxSize: 3, DesiredCapacity: 2}, 2)
+}
+
+// newScenarioWith is newScenario with the group's sizes (and whether it has
+// a desired capacity) from g; it waits for size Ready Nodes.
+func (e *rolloutEnv) newScenarioWith(t *testing.T, name string, g ecsapi.ScalingGroup, size int) (*scenario, []string) {
+	t.Helper()
 	s := &scenario{e: e, name: strings.ToLower(name), dir: t.TempDir()}
 	s.pool = filepath.Join(s.dir, "pool.yaml")
 	ud := s.writePool(t, s.spec("a", e.cluster.BootstrapToken()))
@@ -211,10 +219,10 @@ func (e *rolloutEnv) newScenario(t *testing.T, name string) (*scenario, []string
 		t.Fatal(err)
 	}
 	s.template = resp.LaunchTemplateId
-	s.group = e.srv.AddScalingGroup(ecsapi.ScalingGroup{Name: s.name, LaunchTemplateID: s.template, LaunchTemplateVersion: "1",
-		MinSize: 2, MaxSize: 3, DesiredCapacity: 2})
+	g.Name, g.LaunchTemplateID, g.LaunchTemplateVersion = s.name, s.template, "1"
+	s.group = e.srv.AddScalingGroup(g)
 	var ids []string
-	waitFor(t, "2 Ready Nodes of group "+s.group, 2*time.Minute, func() error {
+	waitFor(t, fmt.Sprintf("%d Ready Nodes of group %s", size, s.group), 2*time.Minute, func() error {
 		ids = nil
 		for _, in := range s.instances(t) {
 			n := s.node(t, in.InstanceId)
@@ -227,7 +235,7 @@ func (e *rolloutEnv) newScenario(t *testing.T, name string) (*scenario, []string
 			}
 			ids = append(ids, in.InstanceId)
 		}
-		if len(ids) != 2 {
+		if len(ids) != size {
 			return fmt.Errorf("instances %v", ids)
 		}
 		return nil

@@ -1,0 +1,115 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/requests"
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/ess"
+
+	"github.com/drover-os/drover/agent/userdata"
+	"github.com/drover-os/drover/harness/ecsapi"
+)
+
+// Scenarios of issue 35: what a real group holds besides the instances it
+// launched, and more than one drover acting on it.
+
+// skippedStates: a Standby, a Protected and an attached instance count in
+// the group's desired capacity and are left alone; the one other instance
+// is replaced and MaxSize comes back after the surge.
+func (e *rolloutEnv) skippedStates(t *testing.T) {
+	s, old := e.newScenarioWith(t, "skipped", ecsapi.ScalingGroup{MinSize: 2, MaxSize: 4, DesiredCapacity: 3}, 3)
+	ud, err := userdata.Render(s.spec("a", e.cluster.BootstrapToken()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	standby, protected, plain := old[0], old[1], old[2]
+	s.waitIdle(t)
+	es := ess.CreateEnterStandbyRequest()
+	es.ScalingGroupId, es.InstanceId = s.group, &[]string{standby}
+	if _, err := e.ess.EnterStandby(es); err != nil {
+		t.Fatal(err)
+	}
+	sp := ess.CreateSetInstancesProtectionRequest()
+	sp.ScalingGroupId, sp.InstanceId, sp.ProtectedFromScaleIn = s.group, &[]string{protected}, requests.NewBoolean(true)
+	if _, err := e.ess.SetInstancesProtection(sp); err != nil {
+		t.Fatal(err)
+	}
+	attached, err := e.srv.RunInstance(context.Background(), s.template, "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the loose instance's Node Ready", time.Minute, func() error {
+		if n := s.node(t, attached); n == nil || !ready(n) {
+			return errNotYet
+		}
+		return nil
+	})
+	s.waitIdle(t)
+	ai := ess.CreateAttachInstancesRequest()
+	ai.ScalingGroupId, ai.InstanceId = s.group, &[]string{attached}
+	if _, err := e.ess.AttachInstances(ai); err != nil {
+		t.Fatal(err)
+	}
+	if g := s.scalingGroup(t); g.DesiredCapacity != 4 || g.MaxSize != 4 {
+		t.Fatalf("setup: desired %d, MaxSize %d; want 4 and 4", g.DesiredCapacity, g.MaxSize)
+	}
+
+	sm := s.sample()
+	stdout, stderr, code := s.rollout(t, "--image", e.imageB, "--userdata", s.pool, "--ready-timeout", "30s")
+	sm.finish(t)
+	if code != 0 {
+		t.Errorf("rollout exit %d, want 0", code)
+	}
+	for id, why := range map[string]string{standby: "Standby", protected: "Protected", attached: "Attached"} {
+		if !strings.Contains(stdout, "skip "+id) || !strings.Contains(stdout, why) {
+			t.Errorf("the plan does not list %s as skipped (%s):\n%s", id, why, stdout)
+		}
+	}
+	got := map[string]ess.ScalingInstance{}
+	var fresh []string
+	for _, in := range s.instances(t) {
+		got[in.InstanceId] = in
+		if !contains(old, in.InstanceId) && in.InstanceId != attached {
+			fresh = append(fresh, in.InstanceId)
+		}
+	}
+	if got[standby].LifecycleState != "Standby" || got[protected].LifecycleState != "Protected" ||
+		got[attached].LifecycleState != "InService" || got[attached].CreationType != "Attached" {
+		t.Errorf("the skipped instances: %+v", got)
+	}
+	if _, ok := got[plain]; ok || len(fresh) != 1 || len(got) != 4 {
+		t.Errorf("instances %v: want %s replaced by one new instance, 4 in all", got, plain)
+	}
+	s.serving(t, fresh, roBuildB, ud)
+	s.serving(t, []string{attached}, roBuildA, ud)
+	if g := s.scalingGroup(t); g.DesiredCapacity != 4 || g.MaxSize != 4 {
+		t.Errorf("after the rollout: desired %d, MaxSize %d; want 4 and 4 again\n%s", g.DesiredCapacity, g.MaxSize, stderr)
+	}
+	if sm.maxIns > 5 {
+		t.Errorf("as many as %d instances, want ≤ 5 (surge 1)", sm.maxIns)
+	}
+}
+
+type notYet struct{}
+
+func (notYet) Error() string { return "not yet" }
+
+var errNotYet = notYet{}
+
+// waitIdle waits until the group has no scaling activity in progress.
+func (s *scenario) waitIdle(t *testing.T) {
+	t.Helper()
+	waitFor(t, "no scaling activity in progress", time.Minute, func() error {
+		for _, a := range s.activities(t) {
+			if a.StatusCode == "InProgress" {
+				return errNotYet
+			}
+		}
+		return nil
+	})
+}
