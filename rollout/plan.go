@@ -67,6 +67,9 @@ func (p *Plan) NothingToDo() bool {
 // not exist).
 func PlanRollout(st State, d Desired) (*Plan, error) {
 	g := st.Group
+	if g.NoDesiredCapacity {
+		return nil, errNoDesired(g.ID)
+	}
 	if g.TemplateID == "" {
 		return nil, fmt.Errorf("scaling group %s has no launch template (it uses a scaling configuration): drover rollout needs a group created from a launch template", g.ID)
 	}
@@ -189,6 +192,12 @@ func PlanRollout(st State, d Desired) (*Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+func errNoDesired(group string) error {
+	return fmt.Errorf("scaling group %s has no desired capacity (ESS's \"expected number of instances\", which can be set only when a group is created): "+
+		"drover counts on ESS keeping the group at it — without one a removed instance is not replaced and a failed launch is not retried; "+
+		"create the group with a desired capacity (Terraform desired_capacity) and roll that one", group)
 }
 
 // MaxTemplateVersions is how many versions ECS keeps per launch template

@@ -134,6 +134,11 @@ func (e *Env) Repair(ctx context.Context, groupID string, after time.Duration, o
 	if err != nil {
 		return err
 	}
+	if st.Group.NoDesiredCapacity {
+		// The replacement of a removed instance is ESS's, for the
+		// desired capacity.
+		return errNoDesired(groupID)
+	}
 	rp := PlanRepair(st, e.now(), after)
 	for _, line := range strings.Split(strings.TrimSuffix(rp.Text(after), "\n"), "\n") {
 		e.emit(Event{Kind: EventPlan, Group: groupID, Message: line})

@@ -22,6 +22,11 @@ type Group struct {
 	MinSize         int
 	MaxSize         int
 	DesiredCapacity int
+	// NoDesiredCapacity: the group was created without an expected number
+	// of instances (DescribeScalingGroups answers no DesiredCapacity).
+	// ESS then neither replaces a removed instance nor retries a failed
+	// launch, and a rollout cannot count on it: Run and Repair refuse it.
+	NoDesiredCapacity bool
 }
 
 // Lifecycle states of a scaling group's instance (ESS LifecycleState).

@@ -81,3 +81,21 @@ func TestRepairDoesNotJudgeAttached(t *testing.T) {
 		t.Errorf("repair plan %+v:\n%s", rp.Replace, rp.Text(time.Minute))
 	}
 }
+
+func TestNoDesiredCapacityIsRefused(t *testing.T) {
+	ud := userData(t, "abcdef.0123456789abcdef", nil)
+	a, b := desired(t, "m-a", "build-a", ud), desired(t, "m-b", "build-b", ud)
+	w := newWorld(t, 2, a)
+	w.cloud.G.NoDesiredCapacity, w.cloud.G.DesiredCapacity = true, 0
+	for _, run := range map[string]func() error{
+		"rollout": func() error { return w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false) },
+		"repair":  func() error { return w.env.Repair(context.Background(), "asg-1", time.Minute, Options{1, 1}) },
+	} {
+		if err := run(); err == nil || !strings.Contains(err.Error(), "has no desired capacity") {
+			t.Errorf("err %v", err)
+		}
+	}
+	if len(w.cloud.Writes()) != 0 {
+		t.Errorf("wrote %v", w.cloud.Writes())
+	}
+}

@@ -95,6 +95,23 @@ func (e *rolloutEnv) skippedStates(t *testing.T) {
 	}
 }
 
+// noDesiredCapacity: a group created without a desired capacity is refused
+// before anything changes.
+func (e *rolloutEnv) noDesiredCapacity(t *testing.T) {
+	s, old := e.newScenarioWith(t, "nodesired", ecsapi.ScalingGroup{MinSize: 2, MaxSize: 3, NoDesiredCapacity: true}, 2)
+	s.waitIdle(t)
+	acts := len(s.activities(t))
+	stdout, stderr, code := s.rollout(t, "--image", e.imageB, "--userdata", s.pool, "--ready-timeout", "30s")
+	if code != 1 || !strings.Contains(stdout+stderr, "desired capacity") {
+		t.Errorf("rollout of a group without a desired capacity: exit %d; want 1 and a refusal naming the desired capacity\n%s%s", code, stdout, stderr)
+	}
+	if g := s.scalingGroup(t); len(s.versions(t)) != 1 || g.LaunchTemplateVersion != "1" || len(s.activities(t)) != acts ||
+		strings.Join(s.instanceIDs(t), " ") != strings.Join(old, " ") {
+		t.Errorf("the refused rollout changed the group: %d versions, group on %q, %d activities (were %d), instances %v (were %v)",
+			len(s.versions(t)), g.LaunchTemplateVersion, len(s.activities(t)), acts, s.instanceIDs(t), old)
+	}
+}
+
 type notYet struct{}
 
 func (notYet) Error() string { return "not yet" }
