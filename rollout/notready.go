@@ -54,10 +54,9 @@ func (e *Env) notReady(ctx context.Context, groupID string, m Member, maxSize in
 		}
 	}
 	e.emit(Event{Kind: EventFailed, Group: groupID, Instance: id, Message: strings.TrimSuffix(b.String(), "\n")})
-	if !keep {
-		if err := e.restoreMax(ctx, groupID, maxSize); err != nil {
-			e.emit(Event{Kind: EventWarning, Group: groupID, Message: "restoring MaxSize: " + err.Error()})
-		}
+	// A kept instance holds the surge up: restoreMax says so.
+	if err := e.restoreMax(ctx, groupID, maxSize); err != nil {
+		e.emit(Event{Kind: EventWarning, Group: groupID, Message: "restoring MaxSize: " + err.Error()})
 	}
 	return &NotReadyError{Instance: id, Reason: m.Reason, Report: b.String()}
 }

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,12 +22,22 @@ func (e *Env) Run(ctx context.Context, groupID string, d Desired, o Options, res
 	if err != nil {
 		return err
 	}
+	tags, err := e.Cloud.GroupTags(ctx, groupID)
+	if err != nil {
+		return err
+	}
 	p, err := PlanRollout(st, d)
 	if err != nil {
 		return err
 	}
+	_, surged := tags[SurgeTag]
 	e.emitPlan(p, o)
-	if p.NothingToDo() {
+	if surged {
+		sg, _ := parseSurge(tags[SurgeTag])
+		e.emit(Event{Kind: EventPlan, Group: groupID, Message: fmt.Sprintf("restore MaxSize %d (now %d): a rollout raised it to %d for its surge and did not put it back (tag %s)",
+			cmp.Or(p.Stamp.MaxSize, sg.Max), st.Group.MaxSize, sg.Surge, SurgeTag)})
+	}
+	if p.NothingToDo() && !surged {
 		e.emit(Event{Kind: EventDone, Group: groupID, Message: "nothing to do: every instance runs image " + d.ImageID + " with node config " + d.ConfigLabel()})
 		return nil
 	}
@@ -35,6 +46,29 @@ func (e *Env) Run(ctx context.Context, groupID string, d Desired, o Options, res
 	}
 	if p.InFlight != "" && !resume {
 		return fmt.Errorf("scaling group %s is in the middle of a rollout to this image and node config (%s): run again with --resume to continue it", groupID, p.InFlight)
+	}
+	return e.run(ctx, groupID, d, o, resume)
+}
+
+// run carries the rollout out from a fresh look at the group.
+func (e *Env) run(ctx context.Context, groupID string, d Desired, o Options, resume bool) error {
+	st, err := e.Observe(ctx, groupID)
+	if err != nil {
+		return err
+	}
+	p, err := PlanRollout(st, d)
+	if err != nil {
+		return err
+	}
+	if p.InFlight != "" && !resume {
+		return fmt.Errorf("scaling group %s is in the middle of a rollout to this image and node config (%s): run again with --resume to continue it", groupID, p.InFlight)
+	}
+	if p.NothingToDo() {
+		if err := e.restoreMax(ctx, groupID, p.Stamp.MaxSize); err != nil {
+			return err
+		}
+		e.emit(Event{Kind: EventDone, Group: groupID, Message: "nothing to replace: every instance runs image " + d.ImageID + " with node config " + d.ConfigLabel()})
+		return nil
 	}
 	g := p.Group
 	switched := ""
@@ -64,18 +98,33 @@ func (e *Env) Run(ctx context.Context, groupID string, d Desired, o Options, res
 		e.emit(Event{Kind: EventGroup, Group: groupID, Message: fmt.Sprintf("the group launches from version %s (was %s)", target, g.TemplateVersion)})
 	}
 	if len(p.Replace) == 0 && len(p.Pending) == 0 {
+		if err := e.restoreMax(ctx, groupID, p.Stamp.MaxSize); err != nil {
+			return err
+		}
 		e.emit(Event{Kind: EventDone, Group: groupID, Message: "no instance to replace: new instances get the new user-data"})
 		return nil
 	}
 	err = e.replace(ctx, groupID, d, o, p.Stamp)
 	var nr *NotReadyError
-	if errors.As(err, &nr) && switched != "" {
-		// New instances ESS launches on its own (a health check
-		// replacement) must not come from the version that failed.
-		if rerr := e.Cloud.SetTemplateVersion(ctx, groupID, g.TemplateID, switched); rerr != nil {
-			e.emit(Event{Kind: EventWarning, Group: groupID, Message: "switching the group back to version " + switched + ": " + rerr.Error()})
-		} else {
-			e.emit(Event{Kind: EventGroup, Group: groupID, Message: "the group launches from version " + switched + " again"})
+	switch {
+	case errors.As(err, &nr):
+		if switched != "" {
+			// New instances ESS launches on its own (a health check
+			// replacement) must not come from the version that failed.
+			if rerr := e.Cloud.SetTemplateVersion(ctx, groupID, g.TemplateID, switched); rerr != nil {
+				e.emit(Event{Kind: EventWarning, Group: groupID, Message: "switching the group back to version " + switched + ": " + rerr.Error()})
+			} else {
+				e.emit(Event{Kind: EventGroup, Group: groupID, Message: "the group launches from version " + switched + " again"})
+			}
+		}
+	case err != nil:
+		// Stopped (a drain timeout, an API error, a signal): MaxSize goes
+		// back unless the surge still holds instances above it; restoreMax
+		// says which. A cancelled run still gets a minute for it.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if rerr := e.restoreMax(rctx, groupID, p.Stamp.MaxSize); rerr != nil {
+			e.emit(Event{Kind: EventWarning, Group: groupID, Message: "restoring MaxSize: " + rerr.Error()})
 		}
 	}
 	return err
@@ -103,7 +152,8 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 	seen := map[string]time.Time{}
 	announced := map[string]bool{}
 	first := true
-	var short time.Time
+	var short, scaled time.Time
+	scaledFrom := 0
 	for {
 		st, err := e.Observe(ctx, groupID)
 		if err != nil {
@@ -133,6 +183,9 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 		if old == 0 && pending == 0 {
 			break
 		}
+		if pending > 0 || g.DesiredCapacity > scaledFrom {
+			scaled = time.Time{} // the last ScaleOut took effect
+		}
 		if cover := ready + old + skipped - size; cover > 0 && old > 0 {
 			if err := e.retire(ctx, groupID, p.Replace[:min(cover, o.MaxUnavailable, old)]); err != nil {
 				return err
@@ -161,7 +214,7 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 			if short.IsZero() {
 				short = now
 			} else if now.Sub(short) > e.ReadyTimeout {
-				return fmt.Errorf("scaling group %s wants %d instances but lists %d after %s: see its scaling activities (DescribeScalingActivities)", groupID, g.DesiredCapacity, total, e.ReadyTimeout)
+				return fmt.Errorf("scaling group %s wants %d instances but lists %d after %s%s", groupID, g.DesiredCapacity, total, e.ReadyTimeout, e.lastActivity(ctx, groupID))
 			}
 			if err := e.sleep(ctx); err != nil {
 				return err
@@ -169,19 +222,32 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 			continue
 		}
 		short = time.Time{}
-		n := min(o.Surge, old) - (total - size)
-		if want := g.DesiredCapacity + n; want > g.MaxSize {
-			if err := e.Cloud.SetMaxSize(ctx, groupID, want); err != nil {
+		if !scaled.IsZero() {
+			// The last ScaleOut left the desired capacity where it was:
+			// the group is at its MaxSize (someone lowered it again) or
+			// ESS refused the activity. Asking again would loop.
+			if now.Sub(scaled) > e.ReadyTimeout {
+				return fmt.Errorf("scaling group %s did not grow: ScaleWithAdjustment left its desired capacity at %d (MaxSize %d) for %s; is MaxSize held down by someone else (Terraform, a scaling rule)?%s",
+					groupID, g.DesiredCapacity, g.MaxSize, e.ReadyTimeout, e.lastActivity(ctx, groupID))
+			}
+			if err := e.sleep(ctx); err != nil {
 				return err
 			}
-			e.emit(Event{Kind: EventGroup, Group: groupID, Message: fmt.Sprintf("MaxSize %d for the surge (was %d; %d is restored at the end)", want, g.MaxSize, stamp.MaxSize)})
+			continue
+		}
+		n := min(o.Surge, old) - (total - size)
+		if want := g.DesiredCapacity + n; want > g.MaxSize {
+			if err := e.raiseMax(ctx, groupID, g, want, stamp.MaxSize); err != nil {
+				return err
+			}
 		}
 		if err := e.Cloud.ScaleOut(ctx, groupID, n); err != nil {
 			return err
 		}
 		e.emit(Event{Kind: EventScale, Group: groupID, Message: fmt.Sprintf("launching %d new instance(s)", n)})
 		// ESS raises the desired capacity at once; the next round waits
-		// for the instances.
+		// for the instances, or finds that it did not.
+		scaled, scaledFrom = now, g.DesiredCapacity
 	}
 	if err := e.restoreMax(ctx, groupID, stamp.MaxSize); err != nil {
 		return err
@@ -190,20 +256,17 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 	return nil
 }
 
-// restoreMax puts back the MaxSize a surge raised.
-func (e *Env) restoreMax(ctx context.Context, groupID string, maxSize int) error {
-	g, err := e.Cloud.Group(ctx, groupID)
-	if err != nil {
-		return err
+// lastActivity is ": the last scaling activity: …" for an error, or ""
+// when there is none to tell.
+func (e *Env) lastActivity(ctx context.Context, groupID string) string {
+	a, ok, err := e.Cloud.LastActivity(ctx, groupID)
+	switch {
+	case err != nil:
+		return " (DescribeScalingActivities: " + err.Error() + ")"
+	case !ok:
+		return ": the group has no scaling activity"
 	}
-	if maxSize <= 0 || g.MaxSize <= maxSize || g.DesiredCapacity > maxSize {
-		return nil
-	}
-	if err := e.Cloud.SetMaxSize(ctx, groupID, maxSize); err != nil {
-		return err
-	}
-	e.emit(Event{Kind: EventGroup, Group: groupID, Message: fmt.Sprintf("MaxSize %d again", maxSize)})
-	return nil
+	return ": the last scaling activity (DescribeScalingActivities) is " + a.String()
 }
 
 // retire cordons and drains the batch's Nodes, at once, then removes the

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -95,7 +96,141 @@ func TestNoDesiredCapacityIsRefused(t *testing.T) {
 			t.Errorf("err %v", err)
 		}
 	}
-	if len(w.cloud.Writes()) != 0 {
-		t.Errorf("wrote %v", w.cloud.Writes())
+	if len(w.cloud.Writes())+len(w.cloud.TagWrites()) != 0 {
+		t.Errorf("wrote %v %v", w.cloud.Writes(), w.cloud.TagWrites())
+	}
+}
+
+// surgeLeft is a group a killed rollout left after its last removal: on
+// the new version, MaxSize raised to 3 for the surge and recorded.
+func surgeLeft(t *testing.T) (*world, Desired) {
+	ud := userData(t, "abcdef.0123456789abcdef", nil)
+	a, b := desired(t, "m-a", "build-a", ud), desired(t, "m-b", "build-b", ud)
+	w := newWorld(t, 2, a)
+	w.builds["m-b"] = "build-b"
+	w.cloud.Versions = append(w.cloud.Versions, version(2, b, true)) // size=2 max=2
+	w.cloud.G.TemplateVersion, w.cloud.G.MaxSize = "2", 3
+	w.cloud.Insts = []Instance{inst("i-new1", "2"), inst("i-new2", "2")}
+	w.cluster = NewFakeCluster(readyNode("i-new1", b), readyNode("i-new2", b))
+	w.env.Cluster = w.cluster
+	w.cloud.Tags = map[string]string{SurgeTag: "max=2 surge=3"}
+	return w, b
+}
+
+func TestRerunRestoresMaxSizeLeftBySurge(t *testing.T) {
+	for _, resume := range []bool{false, true} {
+		w, b := surgeLeft(t)
+		if err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, resume); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.cloud.Writes(); !slices.Equal(got, []string{"SetMaxSize 2"}) || w.cloud.G.MaxSize != 2 {
+			t.Errorf("resume %v: cloud calls %v, MaxSize %d; want MaxSize 2 again", resume, got, w.cloud.G.MaxSize)
+		}
+		if _, ok := w.cloud.Tags[SurgeTag]; ok || !strings.Contains(w.messages(EventGroup), "MaxSize 2 again") {
+			t.Errorf("tags %v, events %s", w.cloud.Tags, w.messages(EventGroup))
+		}
+		if !strings.Contains(w.messages(EventPlan), "restore MaxSize 2 (now 3)") {
+			t.Errorf("plan:\n%s", w.messages(EventPlan))
+		}
+	}
+}
+
+// restoreMax never skips without saying why.
+func TestRestoreMaxSaysWhy(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		setup func(*world)
+		max   int
+		why   string
+		kept  bool // the surge tag stays
+	}{
+		{"not raised by drover", func(w *world) { delete(w.cloud.Tags, SurgeTag) }, 3, "MaxSize 3 stays: above the 2 this rollout started from, but drover did not raise it", false},
+		{"changed since", func(w *world) { w.cloud.G.MaxSize = 4 }, 4, "MaxSize 4 stays: drover raised it to 3 for a surge", false},
+		{"surge still there", func(w *world) {
+			w.cloud.Insts = append(w.cloud.Insts, inst("i-new3", "2"))
+			w.cloud.G.DesiredCapacity = 3
+		}, 3, "MaxSize 3 stays for now: the group wants 3 instances, more than the MaxSize 2", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, _ := surgeLeft(t)
+			c.setup(w)
+			if err := w.env.restoreMax(context.Background(), "asg-1", 2); err != nil {
+				t.Fatal(err)
+			}
+			if w.cloud.G.MaxSize != c.max || len(w.cloud.Writes()) != 0 {
+				t.Errorf("MaxSize %d, writes %v; want %d and none", w.cloud.G.MaxSize, w.cloud.Writes(), c.max)
+			}
+			if _, ok := w.cloud.Tags[SurgeTag]; ok != c.kept {
+				t.Errorf("surge tag kept: %v, want %v", ok, c.kept)
+			}
+			if !strings.Contains(w.messages(EventWarning), c.why) {
+				t.Errorf("warnings %q, want %q", w.messages(EventWarning), c.why)
+			}
+		})
+	}
+}
+
+// A drain that times out stops the rollout with a surge instance above the
+// MaxSize it started from: MaxSize stays, and says why; once a later run
+// finishes, it is restored.
+func TestStoppedRolloutRestoresMaxSizeWhenSafe(t *testing.T) {
+	ud := userData(t, "abcdef.0123456789abcdef", nil)
+	a, b := desired(t, "m-a", "build-a", ud), desired(t, "m-b", "build-b", ud)
+	w := newWorld(t, 2, a)
+	w.builds["m-b"] = "build-b"
+	w.cluster.DrainFunc = func(ctx context.Context, _ string) error { <-ctx.Done(); return ctx.Err() }
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false); err == nil || !strings.Contains(err.Error(), "--drain-timeout") {
+		t.Fatalf("err %v", err)
+	}
+	if g := w.cloud.G; g.MaxSize != 3 || !strings.Contains(w.messages(EventWarning), "MaxSize 3 stays for now: the group wants 3 instances") {
+		t.Errorf("MaxSize %d, warnings %s", g.MaxSize, w.messages(EventWarning))
+	}
+	w.cluster.DrainFunc = nil
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, true); err != nil {
+		t.Fatal(err)
+	}
+	if g := w.cloud.G; g.MaxSize != 2 || g.DesiredCapacity != 2 {
+		t.Errorf("after --resume: %+v", g)
+	}
+	// A failed instance kept for inspection holds the surge up too, and
+	// that is said.
+	w2 := newWorld(t, 2, a)
+	w2.broken["m-b"] = true
+	w2.env.KeepFailed = true
+	var nr *NotReadyError
+	if err := w2.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false); !errors.As(err, &nr) {
+		t.Fatalf("err %v", err)
+	}
+	if g := w2.cloud.G; g.MaxSize != 3 || !strings.Contains(w2.messages(EventWarning), "MaxSize 3 stays for now") {
+		t.Errorf("kept failed instance: MaxSize %d (want 3: the instance is still there), warnings %s", g.MaxSize, w2.messages(EventWarning))
+	}
+}
+
+// A ScaleOut that leaves the desired capacity where it was (MaxSize held
+// down by someone else) stops the rollout after --ready-timeout with the
+// group's last scaling activity, instead of asking again forever.
+func TestScaleOutThatDoesNotGrowStops(t *testing.T) {
+	ud := userData(t, "abcdef.0123456789abcdef", nil)
+	a, b := desired(t, "m-a", "build-a", ud), desired(t, "m-b", "build-b", ud)
+	w := newWorld(t, 2, a)
+	w.builds["m-b"] = "build-b"
+	w.cloud.AfterSetMaxSize = func(n int) {
+		if n > 2 {
+			w.cloud.mu.Lock()
+			w.cloud.G.MaxSize = 2 // Terraform puts it back
+			w.cloud.mu.Unlock()
+		}
+	}
+	w.cloud.Activities = []Activity{{ID: "asa-1", StatusCode: "Rejected", Description: "Add \"1\" ECS instance(s)", StatusMessage: "the group is at its MaxSize"}}
+	start := time.Now()
+	err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false)
+	if err == nil || !strings.Contains(err.Error(), "did not grow") || !strings.Contains(err.Error(), "asa-1 Rejected") {
+		t.Fatalf("err %v", err)
+	}
+	if n := strings.Count(strings.Join(w.cloud.Writes(), "\n"), "ScaleOut"); n != 1 {
+		t.Errorf("%d ScaleOut calls, want 1: %v", n, w.cloud.Writes())
+	}
+	if time.Since(start) > 10*w.env.ReadyTimeout {
+		t.Errorf("took %s", time.Since(start))
 	}
 }

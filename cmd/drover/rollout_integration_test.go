@@ -125,6 +125,7 @@ func TestRollout(t *testing.T) {
 		t.Run("InterruptedResume", func(t *testing.T) { t.Parallel(); e.interruptedResume(t) })
 		t.Run("Repair", func(t *testing.T) { t.Parallel(); e.repair(t) })
 		t.Run("SkippedStates", func(t *testing.T) { t.Parallel(); e.skippedStates(t) })
+		t.Run("KilledBeforeMaxSize", func(t *testing.T) { t.Parallel(); e.killedBeforeMaxSize(t) })
 		t.Run("NoDesiredCapacity", func(t *testing.T) { t.Parallel(); e.noDesiredCapacity(t) })
 	})
 }

@@ -3,8 +3,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,6 +94,59 @@ func (e *rolloutEnv) skippedStates(t *testing.T) {
 	}
 	if sm.maxIns > 5 {
 		t.Errorf("as many as %d instances, want ≤ 5 (surge 1)", sm.maxIns)
+	}
+}
+
+// killedBeforeMaxSize: a rollout that raised MaxSize for its surge is
+// killed right after its last RemoveInstances; --resume puts MaxSize back
+// although nothing is left to replace.
+func (e *rolloutEnv) killedBeforeMaxSize(t *testing.T) {
+	s, old := e.newScenarioWith(t, "killed", ecsapi.ScalingGroup{MinSize: 2, MaxSize: 2, DesiredCapacity: 2}, 2)
+	args := []string{"--image", e.imageB, "--userdata", s.pool, "--ready-timeout", "60s"}
+	cmd := s.command(t, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	var mu sync.Mutex
+	removed := map[string]bool{}
+	killed := make(chan struct{})
+	var once sync.Once
+	defer e.srv.AfterCall(func(c ecsapi.Call) {
+		if c.Product != "ess" || c.Action != "RemoveInstances" || c.Params.Get("ScalingGroupId") != s.group {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for k, v := range c.Params {
+			if strings.HasPrefix(k, "InstanceId.") {
+				removed[v[0]] = true
+			}
+		}
+		if removed[old[0]] && removed[old[1]] {
+			once.Do(func() { _ = cmd.Process.Kill(); close(killed) })
+		}
+	})()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-killed:
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatalf("no RemoveInstances of both old instances\n%s", out.String())
+	}
+	_ = cmd.Wait()
+	t.Logf("killed drover rollout after its last RemoveInstances; its output:\n%s", out.String())
+	s.waitIdle(t)
+	if g := s.scalingGroup(t); g.MaxSize != 3 {
+		t.Fatalf("setup: MaxSize %d after the kill, want the surge's 3", g.MaxSize)
+	}
+
+	stdout, stderr, code := s.rollout(t, append(args, "--resume")...)
+	if g := s.scalingGroup(t); code != 0 || g.MaxSize != 2 || g.DesiredCapacity != 2 {
+		t.Errorf("--resume: exit %d, MaxSize %d, desired %d; want 0, 2, 2\n%s%s", code, g.MaxSize, g.DesiredCapacity, stdout, stderr)
+	}
+	if !strings.Contains(stdout+stderr, "MaxSize 2 again") {
+		t.Errorf("--resume does not say it restored MaxSize 2:\n%s%s", stdout, stderr)
 	}
 }
 
