@@ -131,6 +131,13 @@ type Env struct {
 	DryRun bool
 	// Now is time.Now unless a test sets another.
 	Now func() time.Time
+	// Owner names this run in the group's lock (user@host); RunID tells
+	// it from others (NewRunID when empty). LockTTL is how long the lock
+	// lasts unrenewed (DefaultLockTTL when 0). BreakLock removes another
+	// run's live lock: for a holder known to be dead.
+	Owner, RunID string
+	LockTTL      time.Duration
+	BreakLock    bool
 }
 
 func (e *Env) now() time.Time {

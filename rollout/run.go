@@ -13,7 +13,8 @@ import (
 // Run rolls the group to d: it prints (as events) and then carries out
 // Plan, re-observing the group between steps so that an interrupted run
 // continues from what the group shows. resume allows continuing a rollout
-// already in flight.
+// already in flight. It holds the group's lock (lock.go) while it writes,
+// and refuses a group another run holds.
 func (e *Env) Run(ctx context.Context, groupID string, d Desired, o Options, resume bool) error {
 	if err := o.Check(); err != nil {
 		return err
@@ -37,6 +38,13 @@ func (e *Env) Run(ctx context.Context, groupID string, d Desired, o Options, res
 		e.emit(Event{Kind: EventPlan, Group: groupID, Message: fmt.Sprintf("restore MaxSize %d (now %d): a rollout raised it to %d for its surge and did not put it back (tag %s)",
 			cmp.Or(p.Stamp.MaxSize, sg.Max), st.Group.MaxSize, sg.Surge, SurgeTag)})
 	}
+	if lerr := e.checkLock(groupID, tags); lerr != nil {
+		if e.DryRun {
+			e.emit(Event{Kind: EventPlan, Group: groupID, Message: lerr.Error()})
+		} else {
+			return lerr
+		}
+	}
 	if p.NothingToDo() && !surged {
 		e.emit(Event{Kind: EventDone, Group: groupID, Message: "nothing to do: every instance runs image " + d.ImageID + " with node config " + d.ConfigLabel()})
 		return nil
@@ -47,10 +55,22 @@ func (e *Env) Run(ctx context.Context, groupID string, d Desired, o Options, res
 	if p.InFlight != "" && !resume {
 		return fmt.Errorf("scaling group %s is in the middle of a rollout to this image and node config (%s): run again with --resume to continue it", groupID, p.InFlight)
 	}
-	return e.run(ctx, groupID, d, o, resume)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	h, err := e.lock(ctx, groupID, cancel)
+	if err != nil {
+		return err
+	}
+	defer h.stop()
+	err = e.run(ctx, groupID, d, o, resume)
+	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause // the lock was lost
+	}
+	return err
 }
 
-// run carries the rollout out from a fresh look at the group.
+// run is Run under the group's lock: it plans again (the group may have
+// changed before the lock was taken) and carries the plan out.
 func (e *Env) run(ctx context.Context, groupID string, d Desired, o Options, resume bool) error {
 	st, err := e.Observe(ctx, groupID)
 	if err != nil {

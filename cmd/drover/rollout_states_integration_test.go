@@ -97,6 +97,67 @@ func (e *rolloutEnv) skippedStates(t *testing.T) {
 	}
 }
 
+// locked: while a rollout runs, a second one (--resume) and a repair are
+// refused, each naming the holder of the group's lock and until when; the
+// lock is gone when the rollout ends.
+func (e *rolloutEnv) locked(t *testing.T) {
+	s, old := e.newScenario(t, "locked")
+	ud, err := userdata.Render(s.spec("a", e.cluster.BootstrapToken()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := s.command(t, "--image", e.imageB, "--userdata", s.pool, "--ready-timeout", "60s", "--poll-interval", "3s")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	waitFor(t, "the first rollout to switch the group", time.Minute, func() error {
+		if s.scalingGroup(t).LaunchTemplateVersion != "2" {
+			return errNotYet
+		}
+		return nil
+	})
+	holder := s.lockTags(t)
+	if len(holder) != 1 {
+		t.Errorf("lock tags on the group while a rollout runs: %v, want one", holder)
+	}
+	for _, args := range [][]string{{"--resume"}, {"--repair", "--after", "10m"}} {
+		stdout, stderr, code := s.rollout(t, args...)
+		msg := stdout + stderr
+		if code != 1 || !strings.Contains(msg, "locked") {
+			t.Errorf("drover rollout %v during a rollout: exit %d; want 1 and a refusal naming the lock's holder:\n%s", args, code, msg)
+		}
+		for _, v := range holder {
+			for _, f := range strings.Fields(v) { // owner=…, run=…, until=…
+				if _, val, _ := strings.Cut(f, "="); !strings.Contains(msg, val) {
+					t.Errorf("drover rollout %v: the refusal does not name %s:\n%s", args, f, msg)
+				}
+			}
+		}
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the first rollout: %v\n%s", err, out.String())
+		}
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the first rollout did not finish\n%s", out.String())
+	}
+	t.Logf("the first rollout:\n%s", out.String())
+	if tags := s.lockTags(t); len(tags) != 0 {
+		t.Errorf("lock tags left after the rollout: %v", tags)
+	}
+	now := s.instanceIDs(t)
+	if len(now) != 2 || contains(now, old[0]) || contains(now, old[1]) {
+		t.Errorf("instances %v after the rollout, want 2 new ones", now)
+	}
+	s.serving(t, now, roBuildB, ud)
+}
+
 // killedBeforeMaxSize: a rollout that raised MaxSize for its surge is
 // killed right after its last RemoveInstances; --resume puts MaxSize back
 // although nothing is left to replace.
@@ -141,12 +202,22 @@ func (e *rolloutEnv) killedBeforeMaxSize(t *testing.T) {
 		t.Fatalf("setup: MaxSize %d after the kill, want the surge's 3", g.MaxSize)
 	}
 
+	// The killed run's lock is still there: --resume names it; the dead
+	// holder's lock is broken with --break-lock.
+	dead := s.lockTags(t)
 	stdout, stderr, code := s.rollout(t, append(args, "--resume")...)
+	if g := s.scalingGroup(t); len(dead) != 1 || code != 1 || !strings.Contains(stdout+stderr, "--break-lock") || g.MaxSize != 3 {
+		t.Errorf("--resume over the killed run's lock %v: exit %d, MaxSize %d; want 1, a hint at --break-lock and no change\n%s%s", dead, code, g.MaxSize, stdout, stderr)
+	}
+	stdout, stderr, code = s.rollout(t, append(args, "--resume", "--break-lock")...)
 	if g := s.scalingGroup(t); code != 0 || g.MaxSize != 2 || g.DesiredCapacity != 2 {
 		t.Errorf("--resume: exit %d, MaxSize %d, desired %d; want 0, 2, 2\n%s%s", code, g.MaxSize, g.DesiredCapacity, stdout, stderr)
 	}
 	if !strings.Contains(stdout+stderr, "MaxSize 2 again") {
 		t.Errorf("--resume does not say it restored MaxSize 2:\n%s%s", stdout, stderr)
+	}
+	if tags := s.lockTags(t); len(tags) != 0 {
+		t.Errorf("lock tags left: %v", tags)
 	}
 }
 
@@ -184,4 +255,22 @@ func (s *scenario) waitIdle(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// lockTags are the group's drover:lock:… tags, key → value.
+func (s *scenario) lockTags(t *testing.T) map[string]string {
+	t.Helper()
+	req := ess.CreateListTagResourcesRequest()
+	req.ResourceType, req.ResourceId = "scalinggroup", &[]string{s.group}
+	resp, err := s.e.ess.ListTagResources(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, tr := range resp.TagResources.TagResource {
+		if strings.HasPrefix(tr.TagKey, "drover:lock:") {
+			out[tr.TagKey] = tr.TagValue
+		}
+	}
+	return out
 }
