@@ -66,8 +66,13 @@ func (a *Aliyun) Group(ctx context.Context, id string) (Group, error) {
 	}
 	for _, g := range resp.ScalingGroups.ScalingGroup {
 		if g.ScalingGroupId == id {
+			// DesiredCapacity is answered only by a group that has one; a
+			// group that has one and wants 0 instances answers
+			// EnableDesiredCapacity (an empty group without it is taken
+			// as having none).
 			return Group{ID: id, TemplateID: g.LaunchTemplateId, TemplateVersion: g.LaunchTemplateVersion,
-				MinSize: g.MinSize, MaxSize: g.MaxSize, DesiredCapacity: g.DesiredCapacity}, nil
+				MinSize: g.MinSize, MaxSize: g.MaxSize, DesiredCapacity: g.DesiredCapacity,
+				NoDesiredCapacity: !g.EnableDesiredCapacity && g.DesiredCapacity == 0}, nil
 		}
 	}
 	return Group{}, fmt.Errorf("scaling group %s: not found in the region: check --scaling-group and --region", id)
@@ -90,7 +95,8 @@ func (a *Aliyun) Instances(ctx context.Context, groupID string) ([]Instance, err
 			return nil, err
 		}
 		for _, i := range resp.ScalingInstances.ScalingInstance {
-			out = append(out, Instance{ID: i.InstanceId, State: i.LifecycleState, TemplateID: i.LaunchTemplateId, TemplateVersion: i.LaunchTemplateVersion})
+			out = append(out, Instance{ID: i.InstanceId, State: i.LifecycleState, TemplateID: i.LaunchTemplateId, TemplateVersion: i.LaunchTemplateVersion,
+				CreationType: i.CreationType})
 		}
 		if len(resp.ScalingInstances.ScalingInstance) == 0 || len(out) >= resp.TotalCount {
 			return out, nil

@@ -37,6 +37,31 @@ type Cloud interface {
 	Remove(ctx context.Context, groupID string, ids []string, decrease bool) error
 	// ConsoleOutput is GetInstanceConsoleOutput, decoded.
 	ConsoleOutput(ctx context.Context, instanceID string) ([]byte, error)
+	// GroupTags is ListTagResources of the group (key → value).
+	GroupTags(ctx context.Context, groupID string) (map[string]string, error)
+	// SetGroupTags is TagResources on the group: each key set to its value.
+	SetGroupTags(ctx context.Context, groupID string, tags map[string]string) error
+	// RemoveGroupTags is UntagResources of the keys on the group.
+	RemoveGroupTags(ctx context.Context, groupID string, keys []string) error
+	// LastActivity is the group's newest scaling activity
+	// (DescribeScalingActivities); ok is false when it has none.
+	LastActivity(ctx context.Context, groupID string) (a Activity, ok bool, err error)
+}
+
+// Activity is a scaling activity as DescribeScalingActivities describes it.
+type Activity struct {
+	ID, Description, Cause string
+	// StatusCode is Successful, Failed, Rejected, InProgress or Warning;
+	// StatusMessage says why when it did not succeed.
+	StatusCode, StatusMessage string
+}
+
+func (a Activity) String() string {
+	s := a.ID + " " + a.StatusCode + ": " + a.Description
+	if a.StatusMessage != "" {
+		s += ": " + a.StatusMessage
+	}
+	return s
 }
 
 // Cluster is what a rollout asks of the API server (kube.go implements
@@ -106,6 +131,13 @@ type Env struct {
 	DryRun bool
 	// Now is time.Now unless a test sets another.
 	Now func() time.Time
+	// Owner names this run in the group's lock (user@host); RunID tells
+	// it from others (NewRunID when empty). LockTTL is how long the lock
+	// lasts unrenewed (DefaultLockTTL when 0). BreakLock removes another
+	// run's live lock: for a holder known to be dead.
+	Owner, RunID string
+	LockTTL      time.Duration
+	BreakLock    bool
 }
 
 func (e *Env) now() time.Time {

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -23,10 +24,20 @@ type FakeCloud struct {
 	// BeforeRemove is called (without the lock) before each Remove; an
 	// error fails the call.
 	BeforeRemove func(ids []string, decrease bool) error
-	// Calls records every write, e.g. "ScaleOut 1", "Remove i-1 true".
-	Calls  []string
-	next   int
-	latest int64 // the highest version number ever made: ECS never reuses one
+	// AfterSetMaxSize is called (without the lock) after each SetMaxSize,
+	// e.g. to play someone changing MaxSize back.
+	AfterSetMaxSize func(n int)
+	// Tags are the group's tags; Activities its scaling activities, newest
+	// last (LastActivity answers the last).
+	Tags       map[string]string
+	Activities []Activity
+	// Calls records every write but the tag ones, e.g. "ScaleOut 1",
+	// "Remove i-1 true"; TagCalls those, e.g. "Tag drover:surge=max=2
+	// surge=3", "Untag drover:surge".
+	Calls    []string
+	TagCalls []string
+	next     int
+	latest   int64 // the highest version number ever made: ECS never reuses one
 }
 
 func (f *FakeCloud) record(format string, a ...any) {
@@ -127,6 +138,11 @@ func (f *FakeCloud) SetMaxSize(_ context.Context, _ string, n int) error {
 	}
 	f.G.MaxSize = n
 	f.record("SetMaxSize %d", n)
+	if fn := f.AfterSetMaxSize; fn != nil {
+		f.mu.Unlock()
+		fn(n)
+		f.mu.Lock()
+	}
 	return nil
 }
 
@@ -142,14 +158,11 @@ func (f *FakeCloud) SetMinSize(_ context.Context, _ string, n int) error {
 	return nil
 }
 
-// ScaleOut implements Cloud.
+// ScaleOut implements Cloud; like ESS it clamps the desired capacity to
+// MaxSize and succeeds.
 func (f *FakeCloud) ScaleOut(_ context.Context, _ string, n int) error {
 	f.mu.Lock()
-	if f.G.DesiredCapacity+n > f.G.MaxSize {
-		f.mu.Unlock()
-		return fmt.Errorf("ScaleWithAdjustment: desired capacity %d would exceed MaxSize %d", f.G.DesiredCapacity+n, f.G.MaxSize)
-	}
-	f.G.DesiredCapacity += n
+	f.G.DesiredCapacity = min(f.G.DesiredCapacity+n, f.G.MaxSize)
 	f.record("ScaleOut %d", n)
 	launched := f.converge()
 	f.mu.Unlock()
@@ -221,6 +234,55 @@ func (f *FakeCloud) ConsoleOutput(_ context.Context, id string) ([]byte, error) 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.Console[id], nil
+}
+
+// GroupTags implements Cloud.
+func (f *FakeCloud) GroupTags(context.Context, string) (map[string]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.Tags), nil
+}
+
+// SetGroupTags implements Cloud.
+func (f *FakeCloud) SetGroupTags(_ context.Context, _ string, tags map[string]string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Tags == nil {
+		f.Tags = map[string]string{}
+	}
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		f.Tags[k] = tags[k]
+		f.TagCalls = append(f.TagCalls, "Tag "+k+"="+tags[k])
+	}
+	return nil
+}
+
+// RemoveGroupTags implements Cloud.
+func (f *FakeCloud) RemoveGroupTags(_ context.Context, _ string, keys []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, k := range keys {
+		delete(f.Tags, k)
+		f.TagCalls = append(f.TagCalls, "Untag "+k)
+	}
+	return nil
+}
+
+// LastActivity implements Cloud.
+func (f *FakeCloud) LastActivity(context.Context, string) (Activity, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.Activities) == 0 {
+		return Activity{}, false, nil
+	}
+	return f.Activities[len(f.Activities)-1], true, nil
+}
+
+// TagWrites returns the recorded tag writes.
+func (f *FakeCloud) TagWrites() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.TagCalls)
 }
 
 // FakeCluster is Cluster in memory.

@@ -67,6 +67,9 @@ func (p *Plan) NothingToDo() bool {
 // not exist).
 func PlanRollout(st State, d Desired) (*Plan, error) {
 	g := st.Group
+	if g.NoDesiredCapacity {
+		return nil, errNoDesired(g.ID)
+	}
 	if g.TemplateID == "" {
 		return nil, fmt.Errorf("scaling group %s has no launch template (it uses a scaling configuration): drover rollout needs a group created from a launch template", g.ID)
 	}
@@ -100,8 +103,7 @@ func PlanRollout(st State, d Desired) (*Plan, error) {
 			continue
 		}
 		m := Member{Instance: in, Node: st.node(in.ID)}
-		if !in.active() {
-			m.Reason = "lifecycle state " + in.State + ": not replaced (take it out of " + in.State + " to have it rolled)"
+		if m.Reason = in.skip(); m.Reason != "" {
 			p.Skipped = append(p.Skipped, m)
 			continue
 		}
@@ -159,7 +161,10 @@ func PlanRollout(st State, d Desired) (*Plan, error) {
 		return p.Replace[i].Instance.ID < p.Replace[j].Instance.ID
 	})
 
-	capacity := max(g.DesiredCapacity, len(p.Current)+len(p.Pending)+len(p.Replace))
+	// Skipped instances count toward the desired capacity as much as the
+	// others (ESS's "stable instances" are InService, Standby and
+	// Protected): the size a rollout returns to counts them too.
+	capacity := max(g.DesiredCapacity, len(p.Current)+len(p.Pending)+len(p.Replace)+len(p.Skipped))
 	p.Stamp = Stamp{BuildID: d.BuildID, Config: d.ConfigLabel(), ImageID: d.ImageID, Size: capacity, MaxSize: g.MaxSize}
 	if s, ok := ParseStamp(active.Description); ok && p.Create && (len(p.Replace) > 0 || len(p.Pending) > 0) && rolling(st, active) {
 		// A new rollout over an unfinished one: return the group to the
@@ -187,6 +192,12 @@ func PlanRollout(st State, d Desired) (*Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+func errNoDesired(group string) error {
+	return fmt.Errorf("scaling group %s has no desired capacity (ESS's \"expected number of instances\", which can be set only when a group is created): "+
+		"drover counts on ESS keeping the group at it — without one a removed instance is not replaced and a failed launch is not retried; "+
+		"create the group with a desired capacity (Terraform desired_capacity) and roll that one", group)
 }
 
 // MaxTemplateVersions is how many versions ECS keeps per launch template
@@ -228,7 +239,7 @@ func pruneFor(st State, active *TemplateVersion) ([]int64, error) {
 // another state than v's: a rollout to v has not finished.
 func rolling(st State, v *TemplateVersion) bool {
 	for _, in := range st.Instances {
-		if !in.active() {
+		if in.skip() != "" {
 			continue
 		}
 		iv := st.version(in.TemplateID, in.TemplateVersion)

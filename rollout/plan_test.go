@@ -120,7 +120,8 @@ func TestPlanNewImage(t *testing.T) {
 	a, b := desired(t, "m-a", "build-a", ud), desired(t, "m-b", "build-b", ud)
 	old2 := readyNode("i-2", a)
 	old2.Unschedulable = true // an interrupted run was draining it
-	st := State{Region: region, Group: group("1", 2), Versions: []TemplateVersion{version(1, a, false)},
+	// The Standby instance counts in the desired capacity, as in ESS.
+	st := State{Region: region, Group: group("1", 3), Versions: []TemplateVersion{version(1, a, false)},
 		Instances: []Instance{inst("i-1", "1"), inst("i-2", "1"), {ID: "i-3", State: "Standby", TemplateID: "lt-1", TemplateVersion: "1"}, {ID: "i-4", State: "Removing", TemplateID: "lt-1", TemplateVersion: "1"}},
 		Nodes:     []Node{readyNode("i-1", a), old2}}
 	p, err := PlanRollout(st, b)
@@ -139,7 +140,7 @@ func TestPlanNewImage(t *testing.T) {
 	if !strings.Contains(p.Replace[0].Reason, "image m-a, want m-b") {
 		t.Errorf("reason %q", p.Replace[0].Reason)
 	}
-	want := Stamp{BuildID: "build-b", Config: b.ConfigLabel(), ImageID: "m-b", Size: 2, MaxSize: 2}
+	want := Stamp{BuildID: "build-b", Config: b.ConfigLabel(), ImageID: "m-b", Size: 3, MaxSize: 3}
 	if p.Stamp != want {
 		t.Errorf("stamp %+v, want %+v", p.Stamp, want)
 	}

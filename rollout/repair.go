@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -38,6 +39,12 @@ func PlanRepair(st State, now time.Time, after time.Duration) *RepairPlan {
 		}
 		n := st.node(in.ID)
 		switch {
+		case in.attached():
+			// Removed without lowering the desired capacity, it would
+			// leave the group still running (unless entrusted) and be
+			// replaced by one from the template: not drover's to do.
+			rp.Notes = append(rp.Notes, in.ID+": attached to the group by hand (CreationType Attached), not judged")
+			continue
 		case in.State != InService:
 			rp.Notes = append(rp.Notes, in.ID+": "+in.State+", not judged")
 			continue
@@ -128,9 +135,24 @@ func (e *Env) Repair(ctx context.Context, groupID string, after time.Duration, o
 	if err != nil {
 		return err
 	}
+	if st.Group.NoDesiredCapacity {
+		// The replacement of a removed instance is ESS's, for the
+		// desired capacity.
+		return errNoDesired(groupID)
+	}
+	tags, err := e.Cloud.GroupTags(ctx, groupID)
+	if err != nil {
+		return err
+	}
 	rp := PlanRepair(st, e.now(), after)
 	for _, line := range strings.Split(strings.TrimSuffix(rp.Text(after), "\n"), "\n") {
 		e.emit(Event{Kind: EventPlan, Group: groupID, Message: line})
+	}
+	if lerr := e.checkLock(groupID, tags); lerr != nil {
+		if !e.DryRun {
+			return lerr
+		}
+		e.emit(Event{Kind: EventPlan, Group: groupID, Message: lerr.Error()})
 	}
 	if len(rp.Replace) == 0 {
 		e.emit(Event{Kind: EventDone, Group: groupID, Message: "nothing to repair"})
@@ -139,6 +161,22 @@ func (e *Env) Repair(ctx context.Context, groupID string, after time.Duration, o
 	if e.DryRun {
 		return nil
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	h, err := e.lock(ctx, groupID, cancel)
+	if err != nil {
+		return err
+	}
+	defer h.stop()
+	err = e.repair(ctx, groupID, after, o, rp)
+	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause // the lock was lost
+	}
+	return err
+}
+
+// repair is Repair under the group's lock.
+func (e *Env) repair(ctx context.Context, groupID string, after time.Duration, o Options, rp *RepairPlan) error {
 	for _, c := range rp.Replace {
 		st, err := e.Observe(ctx, groupID)
 		if err != nil {

@@ -1,7 +1,7 @@
 package rollout
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,23 +10,11 @@ import (
 	"time"
 )
 
-// NotReadyError stops a rollout: a new instance's Node was not Ready with
-// the desired labels in time. Report holds why (console output, the Node's
-// conditions and Events).
-type NotReadyError struct {
-	Instance string
-	Reason   string
-	Report   string
-}
-
-func (e *NotReadyError) Error() string {
-	return fmt.Sprintf("new instance %s is not Ready: %s; no old instance was removed without a Ready replacement", e.Instance, e.Reason)
-}
-
 // Run rolls the group to d: it prints (as events) and then carries out
 // Plan, re-observing the group between steps so that an interrupted run
 // continues from what the group shows. resume allows continuing a rollout
-// already in flight.
+// already in flight. It holds the group's lock (lock.go) while it writes,
+// and refuses a group another run holds.
 func (e *Env) Run(ctx context.Context, groupID string, d Desired, o Options, resume bool) error {
 	if err := o.Check(); err != nil {
 		return err
@@ -35,12 +23,29 @@ func (e *Env) Run(ctx context.Context, groupID string, d Desired, o Options, res
 	if err != nil {
 		return err
 	}
+	tags, err := e.Cloud.GroupTags(ctx, groupID)
+	if err != nil {
+		return err
+	}
 	p, err := PlanRollout(st, d)
 	if err != nil {
 		return err
 	}
+	_, surged := tags[SurgeTag]
 	e.emitPlan(p, o)
-	if p.NothingToDo() {
+	if surged {
+		sg, _ := parseSurge(tags[SurgeTag])
+		e.emit(Event{Kind: EventPlan, Group: groupID, Message: fmt.Sprintf("restore MaxSize %d (now %d): a rollout raised it to %d for its surge and did not put it back (tag %s)",
+			cmp.Or(p.Stamp.MaxSize, sg.Max), st.Group.MaxSize, sg.Surge, SurgeTag)})
+	}
+	if lerr := e.checkLock(groupID, tags); lerr != nil {
+		if e.DryRun {
+			e.emit(Event{Kind: EventPlan, Group: groupID, Message: lerr.Error()})
+		} else {
+			return lerr
+		}
+	}
+	if p.NothingToDo() && !surged {
 		e.emit(Event{Kind: EventDone, Group: groupID, Message: "nothing to do: every instance runs image " + d.ImageID + " with node config " + d.ConfigLabel()})
 		return nil
 	}
@@ -49,6 +54,41 @@ func (e *Env) Run(ctx context.Context, groupID string, d Desired, o Options, res
 	}
 	if p.InFlight != "" && !resume {
 		return fmt.Errorf("scaling group %s is in the middle of a rollout to this image and node config (%s): run again with --resume to continue it", groupID, p.InFlight)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	h, err := e.lock(ctx, groupID, cancel)
+	if err != nil {
+		return err
+	}
+	defer h.stop()
+	err = e.run(ctx, groupID, d, o, resume)
+	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause // the lock was lost
+	}
+	return err
+}
+
+// run is Run under the group's lock: it plans again (the group may have
+// changed before the lock was taken) and carries the plan out.
+func (e *Env) run(ctx context.Context, groupID string, d Desired, o Options, resume bool) error {
+	st, err := e.Observe(ctx, groupID)
+	if err != nil {
+		return err
+	}
+	p, err := PlanRollout(st, d)
+	if err != nil {
+		return err
+	}
+	if p.InFlight != "" && !resume {
+		return fmt.Errorf("scaling group %s is in the middle of a rollout to this image and node config (%s): run again with --resume to continue it", groupID, p.InFlight)
+	}
+	if p.NothingToDo() {
+		if err := e.restoreMax(ctx, groupID, p.Stamp.MaxSize); err != nil {
+			return err
+		}
+		e.emit(Event{Kind: EventDone, Group: groupID, Message: "nothing to replace: every instance runs image " + d.ImageID + " with node config " + d.ConfigLabel()})
+		return nil
 	}
 	g := p.Group
 	switched := ""
@@ -78,18 +118,33 @@ func (e *Env) Run(ctx context.Context, groupID string, d Desired, o Options, res
 		e.emit(Event{Kind: EventGroup, Group: groupID, Message: fmt.Sprintf("the group launches from version %s (was %s)", target, g.TemplateVersion)})
 	}
 	if len(p.Replace) == 0 && len(p.Pending) == 0 {
+		if err := e.restoreMax(ctx, groupID, p.Stamp.MaxSize); err != nil {
+			return err
+		}
 		e.emit(Event{Kind: EventDone, Group: groupID, Message: "no instance to replace: new instances get the new user-data"})
 		return nil
 	}
 	err = e.replace(ctx, groupID, d, o, p.Stamp)
 	var nr *NotReadyError
-	if errors.As(err, &nr) && switched != "" {
-		// New instances ESS launches on its own (a health check
-		// replacement) must not come from the version that failed.
-		if rerr := e.Cloud.SetTemplateVersion(ctx, groupID, g.TemplateID, switched); rerr != nil {
-			e.emit(Event{Kind: EventWarning, Group: groupID, Message: "switching the group back to version " + switched + ": " + rerr.Error()})
-		} else {
-			e.emit(Event{Kind: EventGroup, Group: groupID, Message: "the group launches from version " + switched + " again"})
+	switch {
+	case errors.As(err, &nr):
+		if switched != "" {
+			// New instances ESS launches on its own (a health check
+			// replacement) must not come from the version that failed.
+			if rerr := e.Cloud.SetTemplateVersion(ctx, groupID, g.TemplateID, switched); rerr != nil {
+				e.emit(Event{Kind: EventWarning, Group: groupID, Message: "switching the group back to version " + switched + ": " + rerr.Error()})
+			} else {
+				e.emit(Event{Kind: EventGroup, Group: groupID, Message: "the group launches from version " + switched + " again"})
+			}
+		}
+	case err != nil:
+		// Stopped (a drain timeout, an API error, a signal): MaxSize goes
+		// back unless the surge still holds instances above it; restoreMax
+		// says which. A cancelled run still gets a minute for it.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if rerr := e.restoreMax(rctx, groupID, p.Stamp.MaxSize); rerr != nil {
+			e.emit(Event{Kind: EventWarning, Group: groupID, Message: "restoring MaxSize: " + rerr.Error()})
 		}
 	}
 	return err
@@ -117,7 +172,8 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 	seen := map[string]time.Time{}
 	announced := map[string]bool{}
 	first := true
-	var short time.Time
+	var short, scaled time.Time
+	scaledFrom := 0
 	for {
 		st, err := e.Observe(ctx, groupID)
 		if err != nil {
@@ -139,11 +195,18 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 			}
 		}
 		first = false
-		old, ready, pending := len(p.Replace), len(p.Current), len(p.Pending)
+		// Skipped instances (Standby, Protected, attached) count in the
+		// group's desired capacity and in the size it returns to (the
+		// stamp counts them), so they count here: an old instance leaves
+		// only when Ready new ones cover it.
+		old, ready, pending, skipped := len(p.Replace), len(p.Current), len(p.Pending), len(p.Skipped)
 		if old == 0 && pending == 0 {
 			break
 		}
-		if cover := ready + old - size; cover > 0 && old > 0 {
+		if pending > 0 || g.DesiredCapacity > scaledFrom {
+			scaled = time.Time{} // the last ScaleOut took effect
+		}
+		if cover := ready + old + skipped - size; cover > 0 && old > 0 {
 			if err := e.retire(ctx, groupID, p.Replace[:min(cover, o.MaxUnavailable, old)]); err != nil {
 				return err
 			}
@@ -165,12 +228,13 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 			}
 			continue
 		}
-		if total := old + ready; g.DesiredCapacity > total {
+		total := old + ready + skipped
+		if g.DesiredCapacity > total {
 			// ESS is launching what it has not listed yet.
 			if short.IsZero() {
 				short = now
 			} else if now.Sub(short) > e.ReadyTimeout {
-				return fmt.Errorf("scaling group %s wants %d instances but lists %d after %s: see its scaling activities (DescribeScalingActivities)", groupID, g.DesiredCapacity, total, e.ReadyTimeout)
+				return fmt.Errorf("scaling group %s wants %d instances but lists %d after %s%s", groupID, g.DesiredCapacity, total, e.ReadyTimeout, e.lastActivity(ctx, groupID))
 			}
 			if err := e.sleep(ctx); err != nil {
 				return err
@@ -178,19 +242,32 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 			continue
 		}
 		short = time.Time{}
-		n := min(o.Surge, old) - (ready + old - size)
-		if want := g.DesiredCapacity + n; want > g.MaxSize {
-			if err := e.Cloud.SetMaxSize(ctx, groupID, want); err != nil {
+		if !scaled.IsZero() {
+			// The last ScaleOut left the desired capacity where it was:
+			// the group is at its MaxSize (someone lowered it again) or
+			// ESS refused the activity. Asking again would loop.
+			if now.Sub(scaled) > e.ReadyTimeout {
+				return fmt.Errorf("scaling group %s did not grow: ScaleWithAdjustment left its desired capacity at %d (MaxSize %d) for %s; is MaxSize held down by someone else (Terraform, a scaling rule)?%s",
+					groupID, g.DesiredCapacity, g.MaxSize, e.ReadyTimeout, e.lastActivity(ctx, groupID))
+			}
+			if err := e.sleep(ctx); err != nil {
 				return err
 			}
-			e.emit(Event{Kind: EventGroup, Group: groupID, Message: fmt.Sprintf("MaxSize %d for the surge (was %d; %d is restored at the end)", want, g.MaxSize, stamp.MaxSize)})
+			continue
+		}
+		n := min(o.Surge, old) - (total - size)
+		if want := g.DesiredCapacity + n; want > g.MaxSize {
+			if err := e.raiseMax(ctx, groupID, g, want, stamp.MaxSize); err != nil {
+				return err
+			}
 		}
 		if err := e.Cloud.ScaleOut(ctx, groupID, n); err != nil {
 			return err
 		}
 		e.emit(Event{Kind: EventScale, Group: groupID, Message: fmt.Sprintf("launching %d new instance(s)", n)})
 		// ESS raises the desired capacity at once; the next round waits
-		// for the instances.
+		// for the instances, or finds that it did not.
+		scaled, scaledFrom = now, g.DesiredCapacity
 	}
 	if err := e.restoreMax(ctx, groupID, stamp.MaxSize); err != nil {
 		return err
@@ -199,20 +276,17 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 	return nil
 }
 
-// restoreMax puts back the MaxSize a surge raised.
-func (e *Env) restoreMax(ctx context.Context, groupID string, maxSize int) error {
-	g, err := e.Cloud.Group(ctx, groupID)
-	if err != nil {
-		return err
+// lastActivity is ": the last scaling activity: …" for an error, or ""
+// when there is none to tell.
+func (e *Env) lastActivity(ctx context.Context, groupID string) string {
+	a, ok, err := e.Cloud.LastActivity(ctx, groupID)
+	switch {
+	case err != nil:
+		return " (DescribeScalingActivities: " + err.Error() + ")"
+	case !ok:
+		return ": the group has no scaling activity"
 	}
-	if maxSize <= 0 || g.MaxSize <= maxSize || g.DesiredCapacity > maxSize {
-		return nil
-	}
-	if err := e.Cloud.SetMaxSize(ctx, groupID, maxSize); err != nil {
-		return err
-	}
-	e.emit(Event{Kind: EventGroup, Group: groupID, Message: fmt.Sprintf("MaxSize %d again", maxSize)})
-	return nil
+	return ": the last scaling activity (DescribeScalingActivities) is " + a.String()
 }
 
 // retire cordons and drains the batch's Nodes, at once, then removes the
@@ -276,66 +350,6 @@ func (e *Env) drain(ctx context.Context, groupID string, m Member, wait bool) er
 	}
 	e.emit(Event{Kind: EventDrain, Group: groupID, Instance: m.Instance.ID, Node: n, Message: "drained"})
 	return nil
-}
-
-// notReady gathers why a new instance failed, then removes it (unless
-// keep: --keep-failed, or a repair's replacement) and stops.
-func (e *Env) notReady(ctx context.Context, groupID string, m Member, maxSize int, keep bool) error {
-	id := m.Instance.ID
-	var b strings.Builder
-	fmt.Fprintf(&b, "new instance %s is not Ready after %s: %s\n", id, e.ReadyTimeout, m.Reason)
-	if out, err := e.Cloud.ConsoleOutput(ctx, id); err != nil {
-		fmt.Fprintf(&b, "console output: %v\n", err)
-	} else {
-		fmt.Fprintf(&b, "console output (last lines):\n%s", indent(tail(out, 40)))
-	}
-	if m.Node != nil {
-		fmt.Fprintf(&b, "Node %s conditions:\n", m.Node.Name)
-		for _, c := range m.Node.Conditions {
-			fmt.Fprintf(&b, "  %s=%s %s: %s (since %s)\n", c.Type, c.Status, c.Reason, c.Message, c.Since.UTC().Format(time.RFC3339))
-		}
-		if evs, err := e.Cluster.Events(ctx, m.Node.Name); err != nil {
-			fmt.Fprintf(&b, "Node %s events: %v\n", m.Node.Name, err)
-		} else if len(evs) > 0 {
-			fmt.Fprintf(&b, "Node %s events:\n%s", m.Node.Name, indent([]byte(strings.Join(evs, "\n")+"\n")))
-		}
-	}
-	if keep {
-		fmt.Fprintf(&b, "the instance stays in the group for inspection: remove it (RemoveInstances with DecreaseDesiredCapacity) before running drover rollout again\n")
-	} else if err := e.Cloud.Remove(ctx, groupID, []string{id}, true); err != nil {
-		fmt.Fprintf(&b, "removing it: %v: remove it by hand (RemoveInstances with DecreaseDesiredCapacity)\n", err)
-	} else {
-		fmt.Fprintf(&b, "removed it from the group (--keep-failed leaves a failed instance for inspection)\n")
-		if m.Node != nil {
-			_ = e.Cluster.DeleteNode(ctx, m.Node.Name)
-		}
-	}
-	e.emit(Event{Kind: EventFailed, Group: groupID, Instance: id, Message: strings.TrimSuffix(b.String(), "\n")})
-	if !keep {
-		if err := e.restoreMax(ctx, groupID, maxSize); err != nil {
-			e.emit(Event{Kind: EventWarning, Group: groupID, Message: "restoring MaxSize: " + err.Error()})
-		}
-	}
-	return &NotReadyError{Instance: id, Reason: m.Reason, Report: b.String()}
-}
-
-func tail(b []byte, n int) []byte {
-	b = bytes.TrimRight(b, "\n")
-	lines := bytes.Split(b, []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return append(bytes.Join(lines, []byte("\n")), '\n')
-}
-
-func indent(b []byte) string {
-	var s strings.Builder
-	for _, l := range strings.SplitAfter(string(b), "\n") {
-		if l != "" {
-			s.WriteString("  " + l)
-		}
-	}
-	return s.String()
 }
 
 func contains(s []string, x string) bool {

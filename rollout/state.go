@@ -22,14 +22,28 @@ type Group struct {
 	MinSize         int
 	MaxSize         int
 	DesiredCapacity int
+	// NoDesiredCapacity: the group was created without an expected number
+	// of instances (DescribeScalingGroups answers no DesiredCapacity).
+	// ESS then neither replaces a removed instance nor retries a failed
+	// launch, and a rollout cannot count on it: Run and Repair refuse it.
+	NoDesiredCapacity bool
 }
 
 // Lifecycle states of a scaling group's instance (ESS LifecycleState).
+// Standby and Protected instances count toward the group's desired
+// capacity and no scale-in removes them (ESS EnterStandby,
+// SetInstancesProtection); a rollout leaves them alone.
 const (
 	InService   = "InService"
 	Pending     = "Pending"
 	PendingWait = "Pending:Wait"
+	Standby     = "Standby"
+	Protected   = "Protected"
 )
+
+// Attached is the CreationType of an instance added to the group by hand
+// (AttachInstances) rather than launched by it (AutoCreated).
+const Attached = "Attached"
 
 // Instance is one instance of the group.
 type Instance struct {
@@ -37,6 +51,30 @@ type Instance struct {
 	State           string
 	TemplateID      string
 	TemplateVersion string
+	// CreationType is AutoCreated, Attached or "" (not known: taken as
+	// AutoCreated).
+	CreationType string
+}
+
+// attached reports whether the instance was added to the group by hand.
+func (i Instance) attached() bool { return i.CreationType == Attached }
+
+// skip says why a rollout leaves the instance alone ("" when it does not):
+// it counts toward the group's desired capacity, but drover did not launch
+// it or ESS keeps it from being scaled in. Repair does not judge these
+// either.
+func (i Instance) skip() string {
+	switch {
+	case i.attached():
+		return "attached to the group by hand (CreationType Attached), not launched from its template: not replaced; roll it by hand (RemoveInstances, then let the group launch one)"
+	case i.State == Standby:
+		return "in Standby (EnterStandby): not replaced; ExitStandby it and run again to have it rolled"
+	case i.State == Protected:
+		return "Protected from scale-in (SetInstancesProtection): not replaced; remove the protection and run again to have it rolled"
+	case !i.active():
+		return "lifecycle state " + i.State + ": not replaced; once it is InService again, run again to have it rolled"
+	}
+	return ""
 }
 
 // active reports whether the instance counts toward the group's capacity:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,7 +28,9 @@ type rolloutFlags struct {
 	ecsEndpoint, essEndpoint                   string
 	maxUnavailable, surge                      int
 	readyTimeout, drainTimeout, after, poll    time.Duration
+	lockTTL                                    time.Duration
 	resume, dryRun, asJSON, repair, keep       bool
+	breakLock                                  bool
 }
 
 func newRolloutCmd(g *globals) *cobra.Command {
@@ -54,6 +57,15 @@ stops the rollout (exit 1) with the instance's console output and the Node's
 conditions and Events; the failed instance is removed (--keep-failed leaves
 it) and the group launches from its previous version again. An interrupted
 rollout continues with --resume, from the group's state alone.
+
+Instances in Standby or Protected, and instances attached to the group by
+hand, count in its size and are left alone (listed as skipped). A group
+without a desired capacity is refused. A rollout or repair locks the group
+with a tag (drover:lock:<run>, renewed while it runs, removed at the end):
+another run on a locked group is refused, naming the holder and until when;
+--break-lock removes the lock of a run that is dead. A MaxSize raised for the
+surge is recorded on the group (tag drover:surge) and restored at the end, on
+a stop when no surge instance is left above it, or by the next run.
 
 --image is an image ID (m-…) or a manifest or image file: the image tagged
 drover:build-id=<the manifest's buildID> by drover publish. --userdata is the
@@ -96,7 +108,9 @@ $KUBECONFIG, ~/.kube/config or the pod's service account. See docs/rollout.md.`,
 	fl.StringVar(&f.ecsEndpoint, "ecs-endpoint", "", "ECS API endpoint (default $DROVER_ECS_ENDPOINT, else the region's)")
 	fl.StringVar(&f.essEndpoint, "ess-endpoint", "", "ESS API endpoint (default $DROVER_ESS_ENDPOINT, else the region's)")
 	fl.DurationVar(&f.poll, "poll-interval", 10*time.Second, "pause between two looks at the group and the cluster")
-	for _, h := range []string{"ecs-endpoint", "ess-endpoint", "poll-interval"} {
+	fl.BoolVar(&f.breakLock, "break-lock", false, "remove another run's lock on the group first: only when that run is dead (killed, its runner gone)")
+	fl.DurationVar(&f.lockTTL, "lock-ttl", rollout.DefaultLockTTL, "how long the group's lock lasts unrenewed")
+	for _, h := range []string{"ecs-endpoint", "ess-endpoint", "poll-interval", "lock-ttl"} {
 		_ = fl.MarkHidden(h)
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: 2, err: err} })
@@ -119,6 +133,8 @@ func runRollout(ctx context.Context, f *rolloutFlags, stdout, log io.Writer) err
 		return usage("pass both --image and --userdata, or neither with --resume")
 	case f.poll <= 0:
 		return usage("--poll-interval must be positive")
+	case f.lockTTL < 3*time.Second:
+		return usage("--lock-ttl must be at least 3s")
 	}
 	clients, err := aliyun.New(aliyun.Options{Region: f.region, ECSEndpoint: f.ecsEndpoint, ESSEndpoint: f.essEndpoint})
 	if err != nil {
@@ -132,7 +148,7 @@ func runRollout(ctx context.Context, f *rolloutFlags, stdout, log io.Writer) err
 	cloud.ActivityWait = min(f.poll, cloud.ActivityWait)
 	env := &rollout.Env{Cloud: cloud, Cluster: &rollout.Kube{Client: kc, Poll: min(f.poll, 5*time.Second)}, Region: clients.Region,
 		Event: eventPrinter(f.asJSON, stdout, log), Poll: f.poll, ReadyTimeout: f.readyTimeout, DrainTimeout: f.drainTimeout,
-		KeepFailed: f.keep, DryRun: f.dryRun}
+		KeepFailed: f.keep, DryRun: f.dryRun, Owner: lockOwner(), RunID: rollout.NewRunID(), LockTTL: f.lockTTL, BreakLock: f.breakLock}
 	o := rollout.Options{MaxUnavailable: f.maxUnavailable, Surge: f.surge}
 	if f.repair {
 		return env.Repair(ctx, f.group, f.after, o)
@@ -234,6 +250,28 @@ func desiredFromGroup(ctx context.Context, env *rollout.Env, group string) (roll
 }
 
 func formatVersion(v rollout.TemplateVersion) string { return fmt.Sprint(v.Number) }
+
+// lockOwner names this run in the group's lock: user@host (a CronJob's
+// host is its pod), with no spaces and short enough for a tag value.
+func lockOwner() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	o := strings.Join(strings.Fields(firstNonEmpty(name, "unknown")+"@"+firstNonEmpty(host, "unknown")), "_")
+	if len(o) > 64 {
+		o = o[:64]
+	}
+	return o
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
 
 func kubeClient(path string) (kubernetes.Interface, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()

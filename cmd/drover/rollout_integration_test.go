@@ -124,6 +124,10 @@ func TestRollout(t *testing.T) {
 		t.Run("RefusedUserData", func(t *testing.T) { t.Parallel(); e.refusedUserData(t) })
 		t.Run("InterruptedResume", func(t *testing.T) { t.Parallel(); e.interruptedResume(t) })
 		t.Run("Repair", func(t *testing.T) { t.Parallel(); e.repair(t) })
+		t.Run("SkippedStates", func(t *testing.T) { t.Parallel(); e.skippedStates(t) })
+		t.Run("Locked", func(t *testing.T) { t.Parallel(); e.locked(t) })
+		t.Run("KilledBeforeMaxSize", func(t *testing.T) { t.Parallel(); e.killedBeforeMaxSize(t) })
+		t.Run("NoDesiredCapacity", func(t *testing.T) { t.Parallel(); e.noDesiredCapacity(t) })
 	})
 }
 
@@ -200,6 +204,13 @@ func (s *scenario) writePool(t *testing.T, sp *userdata.Spec) []byte {
 // both Nodes.
 func (e *rolloutEnv) newScenario(t *testing.T, name string) (*scenario, []string) {
 	t.Helper()
+	return e.newScenarioWith(t, name, ecsapi.ScalingGroup{MinSize: 2, MaxSize: 3, DesiredCapacity: 2}, 2)
+}
+
+// newScenarioWith is newScenario with the group's sizes (and whether it has
+// a desired capacity) from g; it waits for size Ready Nodes.
+func (e *rolloutEnv) newScenarioWith(t *testing.T, name string, g ecsapi.ScalingGroup, size int) (*scenario, []string) {
+	t.Helper()
 	s := &scenario{e: e, name: strings.ToLower(name), dir: t.TempDir()}
 	s.pool = filepath.Join(s.dir, "pool.yaml")
 	ud := s.writePool(t, s.spec("a", e.cluster.BootstrapToken()))
@@ -211,10 +222,10 @@ func (e *rolloutEnv) newScenario(t *testing.T, name string) (*scenario, []string
 		t.Fatal(err)
 	}
 	s.template = resp.LaunchTemplateId
-	s.group = e.srv.AddScalingGroup(ecsapi.ScalingGroup{Name: s.name, LaunchTemplateID: s.template, LaunchTemplateVersion: "1",
-		MinSize: 2, MaxSize: 3, DesiredCapacity: 2})
+	g.Name, g.LaunchTemplateID, g.LaunchTemplateVersion = s.name, s.template, "1"
+	s.group = e.srv.AddScalingGroup(g)
 	var ids []string
-	waitFor(t, "2 Ready Nodes of group "+s.group, 2*time.Minute, func() error {
+	waitFor(t, fmt.Sprintf("%d Ready Nodes of group %s", size, s.group), 2*time.Minute, func() error {
 		ids = nil
 		for _, in := range s.instances(t) {
 			n := s.node(t, in.InstanceId)
@@ -227,7 +238,7 @@ func (e *rolloutEnv) newScenario(t *testing.T, name string) (*scenario, []string
 			}
 			ids = append(ids, in.InstanceId)
 		}
-		if len(ids) != 2 {
+		if len(ids) != size {
 			return fmt.Errorf("instances %v", ids)
 		}
 		return nil
@@ -646,7 +657,7 @@ func (e *rolloutEnv) interruptedResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := []string{"--image", e.imageB, "--userdata", s.pool, "--ready-timeout", "60s"}
-	cmd := s.command(t, args...)
+	cmd := s.command(t, append(args, "--lock-ttl", "3s")...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -671,6 +682,18 @@ func (e *rolloutEnv) interruptedResume(t *testing.T) {
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	t.Logf("killed drover rollout at %s; its output:\n%s", when, out.String())
+	// Its lock (renewed every second, --lock-ttl 3s) outlives it by at most
+	// 3 s; then the next run takes the group over (KilledBeforeMaxSize
+	// breaks a live one instead).
+	waitFor(t, "the killed run's lock to expire", 30*time.Second, func() error {
+		for k, v := range s.lockTags(t) {
+			_, until, _ := strings.Cut(v, "until=")
+			if u, err := time.Parse(time.RFC3339, until); err != nil || !time.Now().After(u) {
+				return fmt.Errorf("lock %s=%s", k, v)
+			}
+		}
+		return nil
+	})
 
 	acts, vers := len(s.activities(t)), len(s.versions(t))
 	stdout, stderr, code := s.rollout(t, args...)
@@ -678,8 +701,8 @@ func (e *rolloutEnv) interruptedResume(t *testing.T) {
 		t.Errorf("plain re-run: exit %d, %d activities (were %d), %d versions (were %d); want 1, a hint at --resume and no change",
 			code, len(s.activities(t)), acts, len(s.versions(t)), vers)
 	}
-	if _, _, code := s.rollout(t, append(args, "--resume")...); code != 0 {
-		t.Fatalf("--resume exit %d, want 0", code)
+	if _, stderr, code := s.rollout(t, append(args, "--resume")...); code != 0 || !strings.Contains(stderr, "expired: its holder is gone; taking over") {
+		t.Fatalf("--resume exit %d, want 0 and the dead run's lock taken over:\n%s", code, stderr)
 	}
 	created, destroyed := map[string]int{}, map[string]int{}
 	for _, a := range s.activities(t) {

@@ -23,14 +23,36 @@ type ScalingGroup struct {
 	LaunchTemplateVersion string // a number, Default or Latest; empty means Default
 	MinSize, MaxSize      int
 	DesiredCapacity       int
-	MultiAZPolicy         string // default PRIORITY
+	// NoDesiredCapacity makes a group created without an expected number
+	// of instances (ESS "Expected number of instances": it can be set only
+	// when a group is created, help/en/auto-scaling/user-guide/
+	// expected-number-of-instances). DesiredCapacity is then ignored:
+	// DescribeScalingGroups answers none, the group only keeps its size
+	// within MinSize..MaxSize and refuses a scaling activity while another
+	// is in progress.
+	NoDesiredCapacity bool
+	MultiAZPolicy     string // default PRIORITY
 }
 
-// Lifecycle states of scaling instances, as DescribeScalingInstances names them.
+// Lifecycle states of scaling instances, as DescribeScalingInstances names
+// them (help/en/auto-scaling/user-guide/instance-lifecycles). Standby and
+// Protected instances are "stable instances" like InService ones: they count
+// toward the expected number of instances (help/en/auto-scaling/user-guide/
+// expected-number-of-instances, "stable instance"), and no scale-in removes
+// them (EnterStandby, SetInstancesProtection); RemoveInstances does.
 const (
 	Pending   = "Pending"
 	InService = "InService"
 	Removing  = "Removing"
+	Standby   = "Standby"
+	Protected = "Protected"
+)
+
+// How an instance came into its group (DescribeScalingInstances
+// CreationType): launched by the group, or added by AttachInstances.
+const (
+	AutoCreated = "AutoCreated"
+	Attached    = "Attached"
 )
 
 // launchRetryDelay is how long a group waits after a failed launch before
@@ -43,6 +65,7 @@ type group struct {
 	members           []*member
 	activities        []*activity
 	retryAt           time.Time
+	tags              []groupTag
 }
 
 type member struct {
@@ -50,6 +73,11 @@ type member struct {
 	state       string
 	ltID, ltVer string
 	activityID  string
+	// creation is AutoCreated or Attached; entrusted says whether the
+	// group manages an attached instance's lifecycle (AttachInstances
+	// Entrusted): removing one that is not entrusted leaves it running.
+	creation  string
+	entrusted bool
 }
 
 type instance struct {
@@ -130,11 +158,17 @@ func (s *Server) converge() {
 		if g.busy() || now.Before(g.retryAt) {
 			continue
 		}
-		switch have := g.capacity(); {
-		case have < g.DesiredCapacity:
-			s.launchBatch(g, g.DesiredCapacity-have, "the desired capacity was not met", now)
-		case have > g.DesiredCapacity:
-			s.removeMembers(g, g.oldest(have-g.DesiredCapacity), "the desired capacity was exceeded", now)
+		switch have, want := g.capacity(), g.target(); {
+		case have < want:
+			s.launchBatch(g, want-have, "the desired capacity was not met", now)
+		case have > want:
+			// Only InService instances go: Standby and Protected ones are
+			// never scaled in. When nothing can go, ESS's answer is not
+			// documented: no activity here (AWS documents the same for
+			// protected instances: "Could not scale to desired capacity").
+			if ms := g.oldest(have - want); len(ms) > 0 {
+				s.removeMembers(g, ms, "the desired capacity was exceeded", now)
+			}
 		}
 	}
 }
@@ -148,7 +182,18 @@ func (g *group) busy() bool {
 	return false
 }
 
-// capacity counts the instances that serve or will: Pending and InService.
+// target is the number of instances the group keeps: its desired capacity,
+// or, for a group without one, its size within MinSize..MaxSize (the
+// minimum and maximum instance checks).
+func (g *group) target() int {
+	if g.NoDesiredCapacity {
+		return min(max(g.capacity(), g.MinSize), g.MaxSize)
+	}
+	return g.DesiredCapacity
+}
+
+// capacity counts the instances that serve or will: every one not being
+// removed (Pending, InService, Standby, Protected).
 func (g *group) capacity() int {
 	n := 0
 	for _, m := range g.members {
@@ -206,7 +251,7 @@ func (s *Server) launchBatch(g *group, n int, cause string, now time.Time) *acti
 		in := &instance{id: newID("i-", 20), region: g.RegionID, zone: g.ZoneID, status: "Pending",
 			seq: len(s.instances), created: now}
 		s.instances[in.id] = in
-		m := &member{inst: in, state: Pending, activityID: a.id}
+		m := &member{inst: in, state: Pending, activityID: a.id, creation: AutoCreated}
 		g.members = append(g.members, m)
 		a.created = append(a.created, in.id)
 		s.wg.Add(1)
@@ -301,8 +346,15 @@ func (s *Server) removeMembers(g *group, ms []*member, cause string, now time.Ti
 	a := g.newActivity(fmt.Sprintf("Remove %q ECS instance(s)", strconv.Itoa(len(ms))), cause, now, len(ms))
 	for _, m := range ms {
 		m.state = Removing
-		m.inst.status = "Stopping"
 		a.destroyed = append(a.destroyed, m.inst.id)
+		if m.creation == Attached && !m.entrusted {
+			// Removed from the group, not released
+			// (help/en/auto-scaling/user-guide/instance-lifecycles).
+			g.drop(m)
+			a.done(now)
+			continue
+		}
+		m.inst.status = "Stopping"
 		h := m.inst.handle
 		s.wg.Add(1)
 		go func() {

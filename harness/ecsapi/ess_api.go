@@ -29,7 +29,7 @@ func (c *call) describeScalingGroups() (obj, *apiError) {
 		for _, m := range g.members {
 			count[m.state]++
 		}
-		out = append(out, obj{
+		o := obj{
 			"ScalingGroupId": g.ID, "ScalingGroupName": g.Name, "RegionId": g.RegionID,
 			"LifecycleState": "Active", "GroupType": "ECS", "HealthCheckType": "ECS",
 			"MinSize": g.MinSize, "MaxSize": g.MaxSize, "DesiredCapacity": g.DesiredCapacity,
@@ -37,10 +37,18 @@ func (c *call) describeScalingGroups() (obj, *apiError) {
 			"LaunchTemplateId": g.LaunchTemplateID, "LaunchTemplateVersion": firstOf(g.LaunchTemplateVersion, "Default"),
 			"TotalCapacity": len(g.members), "TotalInstanceCount": len(g.members),
 			"ActiveCapacity": count[InService], "PendingCapacity": count[Pending], "RemovingCapacity": count[Removing],
-			"StandbyCapacity": 0, "ProtectedCapacity": 0, "StoppedCapacity": 0,
+			"StandbyCapacity": count[Standby], "ProtectedCapacity": count[Protected], "StoppedCapacity": 0,
 			"DefaultCooldown": 300, "CreationTime": essTime(g.created), "ModificationTime": essTime(g.modified),
 			"RemovalPolicies": obj{"RemovalPolicy": []string{"OldestScalingConfiguration", "OldestInstance"}},
-		})
+		}
+		if g.NoDesiredCapacity {
+			// DescribeScalingGroups: DesiredCapacity is returned only
+			// when the group has one. Whether EnableDesiredCapacity is
+			// then false or absent is not documented: false here.
+			delete(o, "DesiredCapacity")
+			o["EnableDesiredCapacity"] = false
+		}
+		out = append(out, o)
 	}
 	return obj{"TotalCount": len(match), "PageNumber": number, "PageSize": size,
 		"ScalingGroups": obj{"ScalingGroup": out}}, nil
@@ -70,9 +78,17 @@ func (c *call) modifyScalingGroup() (obj, *apiError) {
 		return nil, errf(400, "InvalidParameter", "The specified value of parameter \"MinSize\" must not be greater than \"MaxSize\".")
 	}
 	// ESS keeps DesiredCapacity within the new bounds when only they change.
-	if c.p.Get("DesiredCapacity") == "" {
+	switch {
+	case g.NoDesiredCapacity && c.p.Get("DesiredCapacity") != "":
+		// The expected number of instances can be set only when a group
+		// is created (help/en/auto-scaling/user-guide/
+		// expected-number-of-instances); the error of setting it later is
+		// not documented: refused as an invalid parameter.
+		return nil, errf(400, "InvalidParameter", "The scaling group was created without an expected number of instances: \"DesiredCapacity\" cannot be set.")
+	case g.NoDesiredCapacity:
+	case c.p.Get("DesiredCapacity") == "":
 		next.DesiredCapacity = min(max(next.DesiredCapacity, next.MinSize), next.MaxSize)
-	} else if next.DesiredCapacity < next.MinSize || next.DesiredCapacity > next.MaxSize {
+	case next.DesiredCapacity < next.MinSize || next.DesiredCapacity > next.MaxSize:
 		return nil, errf(400, "InvalidParameter", "The specified value of parameter \"DesiredCapacity\" must be between \"MinSize\" and \"MaxSize\".")
 	}
 	if v := c.p.Get("LaunchTemplateId"); v != "" {
@@ -131,7 +147,7 @@ func (c *call) describeScalingInstances() (obj, *apiError) {
 	for _, g := range groups {
 		for _, m := range g.members {
 			if (len(ids) > 0 && !contains(ids, m.inst.id)) || (state != "" && state != m.state) ||
-				(c.p.Get("CreationType") != "" && c.p.Get("CreationType") != "AutoCreated") ||
+				(c.p.Get("CreationType") != "" && c.p.Get("CreationType") != m.creation) ||
 				(c.p.Get("HealthStatus") != "" && c.p.Get("HealthStatus") != "Healthy") {
 				continue
 			}
@@ -148,7 +164,7 @@ func (c *call) describeScalingInstances() (obj, *apiError) {
 		in := r.m.inst
 		out = append(out, obj{
 			"InstanceId": in.id, "ScalingGroupId": r.g.ID, "LifecycleState": r.m.state,
-			"HealthStatus": "Healthy", "CreationType": "AutoCreated", "Entrusted": true,
+			"HealthStatus": "Healthy", "CreationType": r.m.creation, "Entrusted": r.m.creation == AutoCreated || r.m.entrusted,
 			"LaunchTemplateId": r.m.ltID, "LaunchTemplateVersion": r.m.ltVer,
 			"CreationTime": essTime(in.created), "CreatedTime": essTime(in.created),
 			"ZoneId": in.zone, "InstanceType": in.itype, "ScalingActivityId": r.m.activityID,
@@ -186,13 +202,16 @@ func (c *call) scaleWithAdjustment() (obj, *apiError) {
 		return nil, errInProgress()
 	}
 	have := g.capacity()
-	g.DesiredCapacity = min(max(have+n, g.MinSize), g.MaxSize)
+	want := min(max(have+n, g.MinSize), g.MaxSize)
+	if !g.NoDesiredCapacity {
+		g.DesiredCapacity = want
+	}
 	var a *activity
 	switch {
-	case g.DesiredCapacity > have:
-		a = s.launchBatch(g, g.DesiredCapacity-have, "a user requested an adjustment", c.now)
-	case g.DesiredCapacity < have:
-		a = s.removeMembers(g, g.oldest(have-g.DesiredCapacity), "a user requested an adjustment", c.now)
+	case want > have:
+		a = s.launchBatch(g, want-have, "a user requested an adjustment", c.now)
+	case want < have:
+		a = s.removeMembers(g, g.oldest(have-want), "a user requested an adjustment", c.now)
 	default:
 		a = g.newActivity("Adjust by "+strconv.Itoa(n), "the capacity is already at its bound", c.now, 0)
 	}
@@ -234,7 +253,7 @@ func (c *call) removeInstances() (obj, *apiError) {
 	if len(g.members)-len(ms) < g.MinSize {
 		return nil, errf(400, "IncorrectCapacity.MinSize", "To remove the instances, the total capacity will be lesser than the MinSize.")
 	}
-	if decrease {
+	if decrease && !g.NoDesiredCapacity {
 		g.DesiredCapacity = max(g.DesiredCapacity-len(ms), g.MinSize)
 	}
 	a := s.removeMembers(g, ms, "a user removed instances", c.now)

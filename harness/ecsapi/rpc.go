@@ -99,6 +99,7 @@ func (s *Server) rpcHandler(product, version string, actions map[string]action) 
 			if r.Form.Get("ClientToken") != "" {
 				s.rememberCall(key, tokenCall{params: params, resp: maps.Clone(resp)})
 			}
+			s.afterCall(product, r.Form)
 			if s.takeLost(r.Form.Get("Action")) {
 				return errf(503, "ServiceUnavailable", "The request has failed due to a temporary failure of the server.")
 			}
@@ -148,6 +149,13 @@ func (s *Server) ESSHandler() http.Handler {
 		"ScaleWithAdjustment":       (*call).scaleWithAdjustment,
 		"RemoveInstances":           (*call).removeInstances,
 		"DescribeScalingActivities": (*call).describeScalingActivities,
+		"EnterStandby":              (*call).enterStandby,
+		"ExitStandby":               (*call).exitStandby,
+		"SetInstancesProtection":    (*call).setInstancesProtection,
+		"AttachInstances":           (*call).attachInstances,
+		"TagResources":              (*call).essTagResources,
+		"ListTagResources":          (*call).essListTagResources,
+		"UntagResources":            (*call).essUntagResources,
 	})
 }
 

@@ -33,6 +33,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -96,6 +97,8 @@ type Server struct {
 	failLaunch int
 	failImport int
 	servers    []*http.Server
+	hooks      map[int]func(Call)
+	nextHook   int
 }
 
 // New returns a server; Start serves it, Close releases it.
@@ -221,6 +224,46 @@ func (s *Server) FailImport(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failImport += n
+}
+
+// Call is an ECS or ESS request that succeeded, as AfterCall hooks see it.
+type Call struct {
+	Product string // "ecs" or "ess"
+	Action  string
+	Params  url.Values
+}
+
+// AfterCall registers fn to run after every successful ECS or ESS call has
+// taken effect and before its answer is sent, so a test can act at an exact
+// point of a client's sequence (kill it after a given call, say). fn runs
+// on the request's goroutine without the server's lock; remove unregisters
+// it.
+func (s *Server) AfterCall(fn func(Call)) (remove func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hooks == nil {
+		s.hooks = map[int]func(Call){}
+	}
+	id := s.nextHook
+	s.nextHook++
+	s.hooks[id] = fn
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.hooks, id)
+	}
+}
+
+func (s *Server) afterCall(product string, p url.Values) {
+	s.mu.Lock()
+	var fns []func(Call)
+	for _, fn := range s.hooks {
+		fns = append(fns, fn)
+	}
+	s.mu.Unlock()
+	for _, fn := range fns {
+		fn(Call{Product: product, Action: p.Get("Action"), Params: p})
+	}
 }
 
 func (s *Server) logf(format string, args ...any) {

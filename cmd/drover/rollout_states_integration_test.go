@@ -1,0 +1,276 @@
+//go:build integration
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/requests"
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/ess"
+
+	"github.com/drover-os/drover/agent/userdata"
+	"github.com/drover-os/drover/harness/ecsapi"
+)
+
+// Scenarios of issue 35: what a real group holds besides the instances it
+// launched, and more than one drover acting on it.
+
+// skippedStates: a Standby, a Protected and an attached instance count in
+// the group's desired capacity and are left alone; the one other instance
+// is replaced and MaxSize comes back after the surge.
+func (e *rolloutEnv) skippedStates(t *testing.T) {
+	s, old := e.newScenarioWith(t, "skipped", ecsapi.ScalingGroup{MinSize: 2, MaxSize: 4, DesiredCapacity: 3}, 3)
+	ud, err := userdata.Render(s.spec("a", e.cluster.BootstrapToken()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	standby, protected, plain := old[0], old[1], old[2]
+	s.waitIdle(t)
+	es := ess.CreateEnterStandbyRequest()
+	es.ScalingGroupId, es.InstanceId = s.group, &[]string{standby}
+	if _, err := e.ess.EnterStandby(es); err != nil {
+		t.Fatal(err)
+	}
+	sp := ess.CreateSetInstancesProtectionRequest()
+	sp.ScalingGroupId, sp.InstanceId, sp.ProtectedFromScaleIn = s.group, &[]string{protected}, requests.NewBoolean(true)
+	if _, err := e.ess.SetInstancesProtection(sp); err != nil {
+		t.Fatal(err)
+	}
+	attached, err := e.srv.RunInstance(context.Background(), s.template, "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the loose instance's Node Ready", time.Minute, func() error {
+		if n := s.node(t, attached); n == nil || !ready(n) {
+			return errNotYet
+		}
+		return nil
+	})
+	s.waitIdle(t)
+	ai := ess.CreateAttachInstancesRequest()
+	ai.ScalingGroupId, ai.InstanceId = s.group, &[]string{attached}
+	if _, err := e.ess.AttachInstances(ai); err != nil {
+		t.Fatal(err)
+	}
+	if g := s.scalingGroup(t); g.DesiredCapacity != 4 || g.MaxSize != 4 {
+		t.Fatalf("setup: desired %d, MaxSize %d; want 4 and 4", g.DesiredCapacity, g.MaxSize)
+	}
+
+	sm := s.sample()
+	stdout, stderr, code := s.rollout(t, "--image", e.imageB, "--userdata", s.pool, "--ready-timeout", "30s")
+	sm.finish(t)
+	if code != 0 {
+		t.Errorf("rollout exit %d, want 0", code)
+	}
+	for id, why := range map[string]string{standby: "Standby", protected: "Protected", attached: "Attached"} {
+		if !strings.Contains(stdout, "skip "+id) || !strings.Contains(stdout, why) {
+			t.Errorf("the plan does not list %s as skipped (%s):\n%s", id, why, stdout)
+		}
+	}
+	got := map[string]ess.ScalingInstance{}
+	var fresh []string
+	for _, in := range s.instances(t) {
+		got[in.InstanceId] = in
+		if !contains(old, in.InstanceId) && in.InstanceId != attached {
+			fresh = append(fresh, in.InstanceId)
+		}
+	}
+	if got[standby].LifecycleState != "Standby" || got[protected].LifecycleState != "Protected" ||
+		got[attached].LifecycleState != "InService" || got[attached].CreationType != "Attached" {
+		t.Errorf("the skipped instances: %+v", got)
+	}
+	if _, ok := got[plain]; ok || len(fresh) != 1 || len(got) != 4 {
+		t.Errorf("instances %v: want %s replaced by one new instance, 4 in all", got, plain)
+	}
+	s.serving(t, fresh, roBuildB, ud)
+	s.serving(t, []string{attached}, roBuildA, ud)
+	if g := s.scalingGroup(t); g.DesiredCapacity != 4 || g.MaxSize != 4 {
+		t.Errorf("after the rollout: desired %d, MaxSize %d; want 4 and 4 again\n%s", g.DesiredCapacity, g.MaxSize, stderr)
+	}
+	if sm.maxIns > 5 {
+		t.Errorf("as many as %d instances, want ≤ 5 (surge 1)", sm.maxIns)
+	}
+}
+
+// locked: while a rollout runs, a second one (--resume) and a repair are
+// refused, each naming the holder of the group's lock and until when; the
+// lock is gone when the rollout ends.
+func (e *rolloutEnv) locked(t *testing.T) {
+	s, old := e.newScenario(t, "locked")
+	ud, err := userdata.Render(s.spec("a", e.cluster.BootstrapToken()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := s.command(t, "--image", e.imageB, "--userdata", s.pool, "--ready-timeout", "60s", "--poll-interval", "3s")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	waitFor(t, "the first rollout to switch the group", time.Minute, func() error {
+		if s.scalingGroup(t).LaunchTemplateVersion != "2" {
+			return errNotYet
+		}
+		return nil
+	})
+	holder := s.lockTags(t)
+	if len(holder) != 1 {
+		t.Errorf("lock tags on the group while a rollout runs: %v, want one", holder)
+	}
+	for _, args := range [][]string{{"--resume"}, {"--repair", "--after", "10m"}} {
+		stdout, stderr, code := s.rollout(t, args...)
+		msg := stdout + stderr
+		if code != 1 || !strings.Contains(msg, "locked") {
+			t.Errorf("drover rollout %v during a rollout: exit %d; want 1 and a refusal naming the lock's holder:\n%s", args, code, msg)
+		}
+		for _, v := range holder {
+			for _, f := range strings.Fields(v) { // owner=…, run=…, until=…
+				if _, val, _ := strings.Cut(f, "="); !strings.Contains(msg, val) {
+					t.Errorf("drover rollout %v: the refusal does not name %s:\n%s", args, f, msg)
+				}
+			}
+		}
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the first rollout: %v\n%s", err, out.String())
+		}
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the first rollout did not finish\n%s", out.String())
+	}
+	t.Logf("the first rollout:\n%s", out.String())
+	if tags := s.lockTags(t); len(tags) != 0 {
+		t.Errorf("lock tags left after the rollout: %v", tags)
+	}
+	now := s.instanceIDs(t)
+	if len(now) != 2 || contains(now, old[0]) || contains(now, old[1]) {
+		t.Errorf("instances %v after the rollout, want 2 new ones", now)
+	}
+	s.serving(t, now, roBuildB, ud)
+}
+
+// killedBeforeMaxSize: a rollout that raised MaxSize for its surge is
+// killed right after its last RemoveInstances; --resume puts MaxSize back
+// although nothing is left to replace.
+func (e *rolloutEnv) killedBeforeMaxSize(t *testing.T) {
+	s, old := e.newScenarioWith(t, "killed", ecsapi.ScalingGroup{MinSize: 2, MaxSize: 2, DesiredCapacity: 2}, 2)
+	args := []string{"--image", e.imageB, "--userdata", s.pool, "--ready-timeout", "60s"}
+	cmd := s.command(t, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	var mu sync.Mutex
+	removed := map[string]bool{}
+	killed := make(chan struct{})
+	var once sync.Once
+	defer e.srv.AfterCall(func(c ecsapi.Call) {
+		if c.Product != "ess" || c.Action != "RemoveInstances" || c.Params.Get("ScalingGroupId") != s.group {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for k, v := range c.Params {
+			if strings.HasPrefix(k, "InstanceId.") {
+				removed[v[0]] = true
+			}
+		}
+		if removed[old[0]] && removed[old[1]] {
+			once.Do(func() { _ = cmd.Process.Kill(); close(killed) })
+		}
+	})()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-killed:
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatalf("no RemoveInstances of both old instances\n%s", out.String())
+	}
+	_ = cmd.Wait()
+	t.Logf("killed drover rollout after its last RemoveInstances; its output:\n%s", out.String())
+	s.waitIdle(t)
+	if g := s.scalingGroup(t); g.MaxSize != 3 {
+		t.Fatalf("setup: MaxSize %d after the kill, want the surge's 3", g.MaxSize)
+	}
+
+	// The killed run's lock is still there: --resume names it; the dead
+	// holder's lock is broken with --break-lock.
+	dead := s.lockTags(t)
+	stdout, stderr, code := s.rollout(t, append(args, "--resume")...)
+	if g := s.scalingGroup(t); len(dead) != 1 || code != 1 || !strings.Contains(stdout+stderr, "--break-lock") || g.MaxSize != 3 {
+		t.Errorf("--resume over the killed run's lock %v: exit %d, MaxSize %d; want 1, a hint at --break-lock and no change\n%s%s", dead, code, g.MaxSize, stdout, stderr)
+	}
+	stdout, stderr, code = s.rollout(t, append(args, "--resume", "--break-lock")...)
+	if g := s.scalingGroup(t); code != 0 || g.MaxSize != 2 || g.DesiredCapacity != 2 {
+		t.Errorf("--resume: exit %d, MaxSize %d, desired %d; want 0, 2, 2\n%s%s", code, g.MaxSize, g.DesiredCapacity, stdout, stderr)
+	}
+	if !strings.Contains(stdout+stderr, "MaxSize 2 again") {
+		t.Errorf("--resume does not say it restored MaxSize 2:\n%s%s", stdout, stderr)
+	}
+	if tags := s.lockTags(t); len(tags) != 0 {
+		t.Errorf("lock tags left: %v", tags)
+	}
+}
+
+// noDesiredCapacity: a group created without a desired capacity is refused
+// before anything changes.
+func (e *rolloutEnv) noDesiredCapacity(t *testing.T) {
+	s, old := e.newScenarioWith(t, "nodesired", ecsapi.ScalingGroup{MinSize: 2, MaxSize: 3, NoDesiredCapacity: true}, 2)
+	s.waitIdle(t)
+	acts := len(s.activities(t))
+	stdout, stderr, code := s.rollout(t, "--image", e.imageB, "--userdata", s.pool, "--ready-timeout", "30s")
+	if code != 1 || !strings.Contains(stdout+stderr, "desired capacity") {
+		t.Errorf("rollout of a group without a desired capacity: exit %d; want 1 and a refusal naming the desired capacity\n%s%s", code, stdout, stderr)
+	}
+	if g := s.scalingGroup(t); len(s.versions(t)) != 1 || g.LaunchTemplateVersion != "1" || len(s.activities(t)) != acts ||
+		strings.Join(s.instanceIDs(t), " ") != strings.Join(old, " ") {
+		t.Errorf("the refused rollout changed the group: %d versions, group on %q, %d activities (were %d), instances %v (were %v)",
+			len(s.versions(t)), g.LaunchTemplateVersion, len(s.activities(t)), acts, s.instanceIDs(t), old)
+	}
+}
+
+type notYet struct{}
+
+func (notYet) Error() string { return "not yet" }
+
+var errNotYet = notYet{}
+
+// waitIdle waits until the group has no scaling activity in progress.
+func (s *scenario) waitIdle(t *testing.T) {
+	t.Helper()
+	waitFor(t, "no scaling activity in progress", time.Minute, func() error {
+		for _, a := range s.activities(t) {
+			if a.StatusCode == "InProgress" {
+				return errNotYet
+			}
+		}
+		return nil
+	})
+}
+
+// lockTags are the group's drover:lock:… tags, key → value.
+func (s *scenario) lockTags(t *testing.T) map[string]string {
+	t.Helper()
+	req := ess.CreateListTagResourcesRequest()
+	req.ResourceType, req.ResourceId = "scalinggroup", &[]string{s.group}
+	resp, err := s.e.ess.ListTagResources(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, tr := range resp.TagResources.TagResource {
+		if strings.HasPrefix(tr.TagKey, "drover:lock:") {
+			out[tr.TagKey] = tr.TagValue
+		}
+	}
+	return out
+}
