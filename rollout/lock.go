@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -267,4 +268,21 @@ func (e *Env) renew(ctx context.Context, groupID string, l *Lock, done <-chan st
 		}
 		e.emit(Event{Kind: EventWarning, Group: groupID, Message: "renewing the lock: " + err.Error() + "; trying again"})
 	}
+}
+
+// underLock runs fn holding the group's lock, renewed meanwhile; fn's
+// context ends when the lock is lost, and the error then says so.
+func (e *Env) underLock(ctx context.Context, groupID string, fn func(context.Context) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	h, err := e.lock(ctx, groupID, cancel)
+	if err != nil {
+		return err
+	}
+	defer h.stop()
+	err = fn(ctx)
+	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause // the lock was lost
+	}
+	return err
 }

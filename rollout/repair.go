@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -161,18 +160,7 @@ func (e *Env) Repair(ctx context.Context, groupID string, after time.Duration, o
 	if e.DryRun {
 		return nil
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	h, err := e.lock(ctx, groupID, cancel)
-	if err != nil {
-		return err
-	}
-	defer h.stop()
-	err = e.repair(ctx, groupID, after, o, rp)
-	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
-		err = cause // the lock was lost
-	}
-	return err
+	return e.underLock(ctx, groupID, func(ctx context.Context) error { return e.repair(ctx, groupID, after, o, rp) })
 }
 
 // repair is Repair under the group's lock.

@@ -55,18 +55,7 @@ func (e *Env) Run(ctx context.Context, groupID string, d Desired, o Options, res
 	if p.InFlight != "" && !resume {
 		return fmt.Errorf("scaling group %s is in the middle of a rollout to this image and node config (%s): run again with --resume to continue it", groupID, p.InFlight)
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	h, err := e.lock(ctx, groupID, cancel)
-	if err != nil {
-		return err
-	}
-	defer h.stop()
-	err = e.run(ctx, groupID, d, o, resume)
-	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
-		err = cause // the lock was lost
-	}
-	return err
+	return e.underLock(ctx, groupID, func(ctx context.Context) error { return e.run(ctx, groupID, d, o, resume) })
 }
 
 // run is Run under the group's lock: it plans again (the group may have
