@@ -183,6 +183,9 @@ func documentedSteps(mirror string) []step {
 
 		// Lock, fetch, build.
 		{line: "drover lock recipes/ecs-node.yaml", covers: []string{"drover lock recipes/ecs-node.yaml", "drover lock RECIPE"}},
+		// Re-resolves every package; the fetch below checks the result
+		// against the signed indexes.
+		{line: "drover lock --refresh recipes/ecs-node.yaml", covers: []string{"drover lock --refresh recipes/ecs-node.yaml", "drover lock --refresh"}},
 		{line: "DROVER_MIRROR=" + mirror + " drover lock recipes/ecs-node.yaml",
 			covers: []string{"DROVER_MIRROR=http://mirror.example/debian drover lock recipes/ecs-node.yaml"},
 			note:   "the build host's own mirror (drover mirror) instead of the placeholder"},
@@ -198,7 +201,7 @@ func documentedSteps(mirror string) []step {
 		{line: "drover outdated --json recipes/ecs-node.yaml | jq '.packages[] | select(.security)'",
 			covers: []string{"drover outdated --json recipes/ecs-node.yaml | jq '.packages[] | select(.security)'"}},
 		{line: "drover build --plan recipes/minimal.yaml", covers: []string{"drover build --plan recipes/minimal.yaml", "drover build --plan"}},
-		{line: "drover build recipes/minimal.yaml -o out/", covers: []string{"drover build RECIPE -o out/"}, check: contains("out/minimal.raw")},
+		{line: "drover build recipes/minimal.yaml -o out/", covers: []string{"drover build RECIPE -o out/", "drover build"}, check: contains("out/minimal.raw")},
 
 		// Boots: Ctrl-C once the kernel runs; the --until example to the end.
 		{line: "drover run out/minimal.raw", covers: []string{"drover run out/minimal.raw"}, until: "Linux version"},

@@ -173,7 +173,7 @@ func TestRolloutQEMU(t *testing.T) {
 			t.Errorf("old node %s was never seen cordoned", n)
 			continue
 		}
-		if ready := w.readyBefore(c); ready < w.cordonRank(n) {
+		if ready := w.readyBefore(n); ready < w.cordonRank(n) {
 			t.Errorf("old node %s cordoned at %s with %d new Node(s) with build %s Ready before it, want %d", n, c.Format(time.TimeOnly), ready, mfB.BuildID, w.cordonRank(n))
 		}
 	}
@@ -363,26 +363,41 @@ func bind(ctx context.Context, kc kubernetes.Interface) {
 	}
 }
 
-// watcher samples the API server every second during the rollout.
+// watcher follows the API server during the rollout: the Deployment's
+// pods every second, the Nodes by a watch.
 type watcher struct {
 	mu           sync.Mutex
 	minAvailable int
 	minAt        time.Time
-	cordoned     map[string]time.Time // node → first seen unschedulable
-	readyNew     map[string]time.Time // new node → first seen Ready with the new build
-	done         chan struct{}
-	stopped      chan struct{}
+	// The Node side comes from a watch, whose events arrive in the order
+	// the API server stored the changes: seq orders a new Node's Ready
+	// before or after an old Node's cordon even within one second (a
+	// one-second poll saw both at once when the rollout cordoned right
+	// after the Ready). Times are for the messages.
+	seq         int
+	cordoned    map[string]time.Time // node → first seen unschedulable
+	cordonedSeq map[string]int
+	readyNew    map[string]time.Time // new node → first seen Ready with the new build
+	readyNewSeq map[string]int
+	done        chan struct{}
+	stopped     chan struct{}
 }
 
 func startWatch(ctx context.Context, kc kubernetes.Interface, build string) *watcher {
 	w := &watcher{minAvailable: 1 << 30, cordoned: map[string]time.Time{}, readyNew: map[string]time.Time{},
+		cordonedSeq: map[string]int{}, readyNewSeq: map[string]int{},
 		done: make(chan struct{}), stopped: make(chan struct{})}
+	nodesDone := make(chan struct{})
+	go func() {
+		defer close(nodesDone)
+		w.watchNodes(ctx, kc, build)
+	}()
 	go func() {
 		defer close(w.stopped)
+		defer func() { <-nodesDone }()
 		for {
 			now := time.Now()
 			pods, perr := kc.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=rollout-e2e"})
-			nodes, nerr := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 			w.mu.Lock()
 			if perr == nil {
 				avail := 0
@@ -393,16 +408,6 @@ func startWatch(ctx context.Context, kc kubernetes.Interface, build string) *wat
 				}
 				if avail < w.minAvailable {
 					w.minAvailable, w.minAt = avail, now
-				}
-			}
-			if nerr == nil {
-				for _, n := range nodes.Items {
-					if _, seen := w.cordoned[n.Name]; !seen && n.Spec.Unschedulable {
-						w.cordoned[n.Name] = now
-					}
-					if _, seen := w.readyNew[n.Name]; !seen && n.Labels[nodeconfig.LabelBuildID] == build && nodeIsReady(&n) {
-						w.readyNew[n.Name] = now
-					}
 				}
 			}
 			w.mu.Unlock()
@@ -416,17 +421,74 @@ func startWatch(ctx context.Context, kc kubernetes.Interface, build string) *wat
 	return w
 }
 
+// watchNodes lists the Nodes, then watches them from that list's
+// resourceVersion (listing again if the watch ends), until w.done.
+func (w *watcher) watchNodes(ctx context.Context, kc kubernetes.Interface, build string) {
+	for {
+		select {
+		case <-w.done:
+			return
+		default:
+		}
+		list, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		for i := range list.Items {
+			w.observeNode(&list.Items[i], build)
+		}
+		wi, err := kc.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		func() {
+			defer wi.Stop()
+			for {
+				select {
+				case <-w.done:
+					return
+				case ev, ok := <-wi.ResultChan():
+					if !ok {
+						return
+					}
+					if n, isNode := ev.Object.(*corev1.Node); isNode {
+						w.observeNode(n, build)
+					}
+				}
+			}
+		}()
+	}
+}
+
+// observeNode records, in the order the API server's changes arrive, an
+// old Node's first cordon and a new Node's first Ready with the new build.
+func (w *watcher) observeNode(n *corev1.Node, build string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seq++
+	now := time.Now()
+	if _, seen := w.cordoned[n.Name]; !seen && n.Spec.Unschedulable {
+		w.cordoned[n.Name], w.cordonedSeq[n.Name] = now, w.seq
+	}
+	if _, seen := w.readyNew[n.Name]; !seen && n.Labels[nodeconfig.LabelBuildID] == build && nodeIsReady(n) {
+		w.readyNew[n.Name], w.readyNewSeq[n.Name] = now, w.seq
+	}
+}
+
 func (w *watcher) stop() *watcher {
 	close(w.done)
 	<-w.stopped
 	return w
 }
 
-// readyBefore counts the new Nodes seen Ready before t.
-func (w *watcher) readyBefore(t time.Time) int {
+// readyBefore counts the new Nodes whose Ready the watch delivered before
+// node's cordon.
+func (w *watcher) readyBefore(node string) int {
 	n := 0
-	for _, r := range w.readyNew {
-		if r.Before(t) {
+	for _, r := range w.readyNewSeq {
+		if r < w.cordonedSeq[node] {
 			n++
 		}
 	}
@@ -436,8 +498,8 @@ func (w *watcher) readyBefore(t time.Time) int {
 // cordonRank is 1 for the first old node cordoned, 2 for the second…
 func (w *watcher) cordonRank(node string) int {
 	rank := 0
-	for _, c := range w.cordoned {
-		if !c.After(w.cordoned[node]) {
+	for _, c := range w.cordonedSeq {
+		if c <= w.cordonedSeq[node] {
 			rank++
 		}
 	}
