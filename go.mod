@@ -22,6 +22,7 @@ require (
 	github.com/in-toto/attestation v1.2.0
 	github.com/klauspost/compress v1.20.4
 	github.com/package-url/packageurl-go v0.1.7
+	github.com/pierrec/lz4/v4 v4.1.34
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/secure-systems-lab/go-securesystemslib v0.11.1

@@ -1,0 +1,192 @@
+//go:build integration
+
+package erofsz
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/drover-os/drover/image/tree"
+)
+
+// run runs a host tool, failing with the Debian package to install when it
+// is missing.
+func run(t *testing.T, pkg, name string, args ...string) string {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		t.Fatalf("%s not found: apt-get install %s", name, pkg)
+	}
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func needRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CI runs the integration tests as root)")
+	}
+}
+
+// erofsUtilsReads says whether the host's erofs-utils decompress a: they
+// list what they were built with (1.5, Debian bookworm's, has LZ4 only).
+func erofsUtilsReads(t *testing.T, a Algorithm) bool {
+	if a == None {
+		return true
+	}
+	out, _ := exec.Command("mkfs.erofs", "--help").CombinedOutput()
+	_, list, _ := strings.Cut(string(out), "Available compressors are:")
+	name := map[Algorithm]string{LZ4: "lz4", LZ4HC: "lz4", Zstd: "zstd"}[a]
+	return regexp.MustCompile(`\b` + name + `\b`).MatchString(list)
+}
+
+func writeFile(t *testing.T, tr *tree.Tree, opts Options) string {
+	t.Helper()
+	img, _ := writeBytes(t, tr, opts)
+	p := filepath.Join(t.TempDir(), "root.erofs")
+	if err := os.WriteFile(p, img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestIntegrationFsck checks each algorithm's image with fsck.erofs, then
+// extracts it and compares every file with the tree.
+func TestIntegrationFsck(t *testing.T) {
+	tr := testTree(t)
+	for _, a := range algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			if !erofsUtilsReads(t, a) {
+				t.Skipf("this host's erofs-utils do not decompress %s; TestIntegrationMount reads it with the kernel", a)
+			}
+			img := writeFile(t, tr, Options{BuildTime: testTime, UUID: testUUID, Label: "root", Compression: a})
+			run(t, "erofs-utils", "fsck.erofs", img)
+			if os.Geteuid() != 0 {
+				return // extracting with owners needs root
+			}
+			dir := filepath.Join(t.TempDir(), "x")
+			run(t, "erofs-utils", "fsck.erofs", "--extract="+dir, "--preserve", img)
+			checkDir(t, tr, dir, false)
+		})
+	}
+}
+
+// TestIntegrationDump checks with dump.erofs which files are compressed:
+// those that shrink by a block besides their tail, not tiny,
+// incompressible or gzipped ones.
+func TestIntegrationDump(t *testing.T) {
+	tr := testTree(t)
+	img := writeFile(t, tr, Options{BuildTime: testTime, Compression: LZ4})
+	if sb := run(t, "erofs-utils", "dump.erofs", "-s", img); !strings.Contains(sb, "0padding big_pcluster") {
+		t.Errorf("superblock features:\n%s", sb)
+	}
+	for p, compressed := range map[string]bool{
+		"/usr/bin/big": true, "/zeros/200000": true, "/text/065537": true, "/mixed": true, "/home/user/data": true,
+		"/zeros/008193": true, "/text/004097": false, "/zeros/004097": false, "/random/200000": false,
+		"/usr/share/doc/changelog.gz": false, "/zeros/000000": false,
+	} {
+		out := run(t, "erofs-utils", "dump.erofs", "--path="+p, img)
+		if got := strings.Contains(out, "Layout: 1 "); got != compressed {
+			t.Errorf("%s: compressed %v, want %v (layout 1: compressed, 0: plain, 2: inline tail):\n%s", p, got, compressed, out)
+		}
+	}
+	// /mixed: compressed, plain, compressed, … — the extent map shows the
+	// uncompressed ones block by block, logical length equal to physical.
+	ext := run(t, "erofs-utils", "dump.erofs", "-e", "--path=/mixed", img)
+	if !regexp.MustCompile(`65536\.\.\s+69632 \|\s+4096 :.*\|\s+4096\n`).MatchString(ext) ||
+		!regexp.MustCompile(`0\.\.\s+65536 \|\s+65536 :`).MatchString(ext) {
+		t.Errorf("/mixed extents:\n%s", ext)
+	}
+}
+
+// TestIntegrationMount mounts each image with the host's kernel, the
+// reader that matters at boot, and compares everything, xattrs included.
+func TestIntegrationMount(t *testing.T) {
+	needRoot(t)
+	tr := testTree(t)
+	for _, a := range algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			img := writeFile(t, tr, Options{BuildTime: testTime, UUID: testUUID, Compression: a})
+			mnt := t.TempDir()
+			if out, err := exec.Command("mount", "-t", "erofs", "-o", "loop,ro", img, mnt).CombinedOutput(); err != nil {
+				t.Fatalf("mount -t erofs -o loop: %v\n%s(needs erofs with CONFIG_EROFS_FS_ZIP%s and loop devices)", err, out,
+					map[Algorithm]string{Zstd: "_ZSTD"}[a])
+			}
+			defer func() {
+				if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+					t.Errorf("umount %s: %v\n%s", mnt, err, out)
+				}
+			}()
+			checkDir(t, tr, mnt, true)
+		})
+	}
+}
+
+// checkDir compares every node of tr with what is under root.
+func checkDir(t *testing.T, tr *tree.Tree, root string, xattrs bool) {
+	t.Helper()
+	err := tr.Walk(func(n *tree.Node) error {
+		p := filepath.Join(root, n.Path)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Errorf("%s: %v", n.Path, err)
+			return nil
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if st.Mode&syscall.S_IFMT != uint32(typeBits(n.Kind)) {
+			t.Errorf("%s: type %#o, want %#o", n.Path, st.Mode&syscall.S_IFMT, typeBits(n.Kind))
+		}
+		// fsck.erofs chowns after chmod, so the kernel clears setuid
+		// and setgid of what it extracts: compare those on mounts.
+		perm := uint32(0o1777)
+		if xattrs {
+			perm = 0o7777
+		}
+		if n.Kind != tree.Symlink && st.Mode&perm != n.Mode&perm {
+			t.Errorf("%s: mode %#o, want %#o", n.Path, st.Mode&0o7777, n.Mode)
+		}
+		if st.Uid != n.UID || st.Gid != n.GID {
+			t.Errorf("%s: owner %d:%d, want %d:%d", n.Path, st.Uid, st.Gid, n.UID, n.GID)
+		}
+		if n.Kind != tree.Symlink && st.Mtim.Sec != testTime {
+			t.Errorf("%s: mtime %d, want %d", n.Path, st.Mtim.Sec, testTime)
+		}
+		switch n.Kind {
+		case tree.Regular:
+			data, err := os.ReadFile(p)
+			if err != nil || !bytes.Equal(data, n.Data) {
+				t.Errorf("%s: content differs (%d bytes, err %v; want %d)", n.Path, len(data), err, len(n.Data))
+			}
+		case tree.Symlink:
+			if target, err := os.Readlink(p); err != nil || target != n.Target {
+				t.Errorf("%s: target %q (err %v), want %q", n.Path, target, err, n.Target)
+			}
+		case tree.CharDev, tree.BlockDev:
+			if st.Rdev != n.Rdev {
+				t.Errorf("%s: rdev %#x, want %#x", n.Path, st.Rdev, n.Rdev)
+			}
+		}
+		if xattrs {
+			for name, want := range n.Xattrs {
+				buf := make([]byte, 1024)
+				k, err := unix.Lgetxattr(p, name, buf)
+				if err != nil || !bytes.Equal(buf[:k], want) {
+					t.Errorf("%s: xattr %s = %q (err %v), want %q", n.Path, name, buf[:max(k, 0)], err, want)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
