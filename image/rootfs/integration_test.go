@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/drover-os/drover/image/erofsz"
 	"github.com/drover-os/drover/image/tree"
 )
 
@@ -36,14 +37,23 @@ func needRoot(t *testing.T) {
 	}
 }
 
+// compressions are the writers' settings the integration tests cover:
+// go-erofs's uncompressed image and erofsz's LZ4 one (image/erofsz's own
+// tests cover its other algorithms).
+var compressions = []erofsz.Algorithm{erofsz.None, erofsz.LZ4}
+
 func TestIntegrationFsck(t *testing.T) {
-	img, _ := writeImage(t, sampleTree(t), Options{UUID: testUUID, Label: "drover-root"})
-	run(t, "erofs-utils", "fsck.erofs", img)
-	out := run(t, "util-linux", "blkid", "-o", "export", "-p", img)
-	for _, want := range []string{"TYPE=erofs", "UUID=8a1b2c3d-4e5f-4071-8293-a4b5c6d7e8f9", "LABEL=drover-root", "BLOCK_SIZE=4096"} {
-		if !strings.Contains(out, want+"\n") {
-			t.Errorf("blkid does not report %s:\n%s", want, out)
-		}
+	for _, c := range compressions {
+		t.Run(c.String(), func(t *testing.T) {
+			img, _ := writeImage(t, sampleTree(t), Options{UUID: testUUID, Label: "drover-root", Compression: c})
+			run(t, "erofs-utils", "fsck.erofs", img)
+			out := run(t, "util-linux", "blkid", "-o", "export", "-p", img)
+			for _, want := range []string{"TYPE=erofs", "UUID=8a1b2c3d-4e5f-4071-8293-a4b5c6d7e8f9", "LABEL=drover-root", "BLOCK_SIZE=4096"} {
+				if !strings.Contains(out, want+"\n") {
+					t.Errorf("blkid does not report %s:\n%s", want, out)
+				}
+			}
+		})
 	}
 }
 
@@ -52,34 +62,44 @@ func TestIntegrationFsck(t *testing.T) {
 // after chmod and the kernel then clears setuid and setgid.
 func TestIntegrationExtract(t *testing.T) {
 	needRoot(t)
-	tr := sampleTree(t)
-	img, _ := writeImage(t, tr, Options{UUID: testUUID})
+	for _, c := range compressions {
+		t.Run(c.String(), func(t *testing.T) {
+			tr := sampleTree(t)
+			img, st := writeImage(t, tr, Options{UUID: testUUID, Compression: c})
+			if c != erofsz.None && st.Compressed == 0 {
+				t.Error("no file was compressed")
+			}
+			owners := filepath.Join(t.TempDir(), "x")
+			run(t, "erofs-utils", "fsck.erofs", "--extract="+owners, "--preserve", img)
+			perms := filepath.Join(t.TempDir(), "x")
+			run(t, "erofs-utils", "fsck.erofs", "--extract="+perms, "--preserve-perms", "--no-preserve-owner", img)
 
-	owners := filepath.Join(t.TempDir(), "x")
-	run(t, "erofs-utils", "fsck.erofs", "--extract="+owners, "--preserve", img)
-	perms := filepath.Join(t.TempDir(), "x")
-	run(t, "erofs-utils", "fsck.erofs", "--extract="+perms, "--preserve-perms", "--no-preserve-owner", img)
-
-	checkDir(t, tr, owners, checkOwner|checkContent|checkTime)
-	checkDir(t, tr, perms, checkMode)
+			checkDir(t, tr, owners, checkOwner|checkContent|checkTime)
+			checkDir(t, tr, perms, checkMode)
+		})
+	}
 }
 
 // TestIntegrationMount mounts the image with the kernel, the reader that
 // matters at boot, and checks everything including xattrs.
 func TestIntegrationMount(t *testing.T) {
 	needRoot(t)
-	tr := sampleTree(t)
-	img, _ := writeImage(t, tr, Options{UUID: testUUID})
-	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "erofs", "-o", "loop,ro", img, mnt).CombinedOutput(); err != nil {
-		t.Fatalf("mount -t erofs -o loop: %v\n%s(needs the erofs kernel module and loop devices)", err, out)
+	for _, c := range compressions {
+		t.Run(c.String(), func(t *testing.T) {
+			tr := sampleTree(t)
+			img, _ := writeImage(t, tr, Options{UUID: testUUID, Compression: c})
+			mnt := t.TempDir()
+			if out, err := exec.Command("mount", "-t", "erofs", "-o", "loop,ro", img, mnt).CombinedOutput(); err != nil {
+				t.Fatalf("mount -t erofs -o loop: %v\n%s(needs the erofs kernel module and loop devices)", err, out)
+			}
+			defer func() {
+				if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+					t.Errorf("umount %s: %v\n%s", mnt, err, out)
+				}
+			}()
+			checkDir(t, tr, mnt, checkOwner|checkContent|checkTime|checkMode|checkXattrs)
+		})
 	}
-	defer func() {
-		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v\n%s", mnt, err, out)
-		}
-	}()
-	checkDir(t, tr, mnt, checkOwner|checkContent|checkTime|checkMode|checkXattrs)
 }
 
 const (

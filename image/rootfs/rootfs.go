@@ -3,11 +3,12 @@
 //
 // The image is reproducible: entries are written in sorted path order, every
 // timestamp is the build epoch, and the filesystem UUID and label come from
-// the caller (the UUID is derived from content). The writer is
-// github.com/erofs/go-erofs, which writes uncompressed images only (its
-// reader cannot read compressed ones either) and knows no hard links, so a
-// hard-linked file is stored once per name. Blocks are 4 KiB, so the image
-// size is a whole number of dm-verity data blocks.
+// the caller (the UUID is derived from content). Uncompressed, the writer
+// is github.com/erofs/go-erofs, which writes uncompressed images only (its
+// reader cannot read compressed ones either); compressed, it is
+// image/erofsz. Neither knows hard links, so a hard-linked file is stored
+// once per name. Blocks are 4 KiB, so the image size is a whole number of
+// dm-verity data blocks.
 package rootfs
 
 import (
@@ -19,6 +20,7 @@ import (
 
 	erofs "github.com/erofs/go-erofs"
 
+	"github.com/drover-os/drover/image/erofsz"
 	"github.com/drover-os/drover/image/tree"
 )
 
@@ -35,22 +37,19 @@ const (
 	maxLabel         = 16
 )
 
-// Options are the identity of the filesystem.
+// Options are the identity of the filesystem and how files are stored.
 type Options struct {
 	UUID  [16]byte
 	Label string // at most 16 bytes
+	// Compression is how regular files are compressed (erofsz.None: not).
+	Compression erofsz.Algorithm
+	// Cache keeps compressed files across builds (with Compression).
+	Cache erofsz.Cache
 }
 
-// Stats describe a written image.
-type Stats struct {
-	Size      int64 // bytes, a multiple of BlockSize
-	Inodes    int
-	Files     int
-	Dirs      int
-	Symlinks  int
-	Specials  int   // devices and fifos
-	DataBytes int64 // content of regular files
-}
+// Stats describe a written image; the compression counts stay zero
+// without compression.
+type Stats = erofsz.Stats
 
 // xattrPrefixes are the namespaces go-erofs encodes the way the kernel
 // reads them. Others (POSIX ACLs among them: go-erofs expects a "." after
@@ -81,6 +80,9 @@ func Write(w io.WriteSeeker, t *tree.Tree, epoch time.Time, opts Options) (*Stat
 		return nil, fmt.Errorf("writing erofs: the tree has no root directory")
 	}
 
+	if opts.Compression != erofsz.None {
+		return writeCompressed(w, nodes, epoch, opts)
+	}
 	ew := erofs.Create(w, erofs.WithBlockSize(BlockSize), erofs.WithBuildTime(uint64(epoch.Unix()), 0))
 	if err := ew.CopyFrom(newTreeFS(nodes, epoch)); err != nil {
 		return nil, fmt.Errorf("writing erofs: %w", err)
@@ -111,6 +113,13 @@ func Write(w io.WriteSeeker, t *tree.Tree, epoch time.Time, opts Options) (*Stat
 	}
 	st.Size = size
 	return st, nil
+}
+
+// writeCompressed writes the image with image/erofsz, which lays out the
+// whole filesystem itself.
+func writeCompressed(w io.WriteSeeker, nodes []*tree.Node, epoch time.Time, opts Options) (*Stats, error) {
+	return erofsz.Write(w, nodes, erofsz.Options{BuildTime: epoch.Unix(), UUID: opts.UUID, Label: opts.Label,
+		Compression: opts.Compression, Cache: opts.Cache})
 }
 
 // checkNode rejects what EROFS cannot store faithfully.

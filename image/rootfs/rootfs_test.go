@@ -14,6 +14,7 @@ import (
 
 	erofs "github.com/erofs/go-erofs"
 
+	"github.com/drover-os/drover/image/erofsz"
 	"github.com/drover-os/drover/image/tree"
 )
 
@@ -77,26 +78,30 @@ func writeImage(t testing.TB, tr *tree.Tree, opts Options) (string, *Stats) {
 }
 
 func TestWriteDeterministic(t *testing.T) {
-	p1, _ := writeImage(t, sampleTree(t), Options{UUID: testUUID, Label: "root"})
-	p2, _ := writeImage(t, sampleTree(t), Options{UUID: testUUID, Label: "root"})
-	a, _ := os.ReadFile(p1)
-	b, _ := os.ReadFile(p2)
-	if !bytes.Equal(a, b) {
-		t.Fatal("two writes of the same tree differ")
-	}
-	// A different identity changes exactly the UUID bytes.
-	other := testUUID
-	other[0] ^= 0xff
-	p3, _ := writeImage(t, sampleTree(t), Options{UUID: other, Label: "root"})
-	c, _ := os.ReadFile(p3)
-	var diff []int
-	for i := range a {
-		if a[i] != c[i] {
-			diff = append(diff, i)
-		}
-	}
-	if !reflect.DeepEqual(diff, []int{uuidOffset}) {
-		t.Errorf("changing the UUID changed bytes %v, want only %d", diff, uuidOffset)
+	for _, z := range []erofsz.Algorithm{erofsz.None, erofsz.LZ4} {
+		t.Run(z.String(), func(t *testing.T) {
+			p1, _ := writeImage(t, sampleTree(t), Options{UUID: testUUID, Label: "root", Compression: z})
+			p2, _ := writeImage(t, sampleTree(t), Options{UUID: testUUID, Label: "root", Compression: z})
+			a, _ := os.ReadFile(p1)
+			b, _ := os.ReadFile(p2)
+			if !bytes.Equal(a, b) {
+				t.Fatal("two writes of the same tree differ")
+			}
+			// A different identity changes exactly the UUID bytes.
+			other := testUUID
+			other[0] ^= 0xff
+			p3, _ := writeImage(t, sampleTree(t), Options{UUID: other, Label: "root", Compression: z})
+			c, _ := os.ReadFile(p3)
+			var diff []int
+			for i := range a {
+				if a[i] != c[i] {
+					diff = append(diff, i)
+				}
+			}
+			if !reflect.DeepEqual(diff, []int{uuidOffset}) {
+				t.Errorf("changing the UUID changed bytes %v, want only %d", diff, uuidOffset)
+			}
+		})
 	}
 }
 
