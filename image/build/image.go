@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/drover-os/drover/agent/boot"
+	"github.com/drover-os/drover/image/erofsz"
 	"github.com/drover-os/drover/image/esp"
 	"github.com/drover-os/drover/image/finalize"
 	"github.com/drover-os/drover/image/gpt"
@@ -90,15 +91,27 @@ func (b *builder) image(ctx context.Context) (*diskResult, error) {
 	}
 	defer rf.Close()
 	uuid := derive16("erofs-uuid", b.buildID())
-	st, err := rootfs.Write(rf, b.tree, b.epoch, rootfs.Options{UUID: uuid, Label: "root"})
+	compression, err := erofsz.ParseAlgorithm(r.Image.RootFS.Compression)
+	if err != nil {
+		return nil, fmt.Errorf("image.rootfs.compression: %w", err)
+	}
+	st, err := rootfs.Write(rf, b.tree, b.epoch, rootfs.Options{UUID: uuid, Label: "root",
+		Compression: compression, Cache: compressed{b.o.Sources.Cache}})
 	if err != nil {
 		return nil, err
 	}
 	res.RootSize = st.Size
-	b.man.RootFS = RootFSInfo{Size: st.Size, Files: st.Files, Dirs: st.Dirs, Bytes: st.DataBytes}
+	b.man.RootFS = RootFSInfo{Size: st.Size, Files: st.Files, Dirs: st.Dirs, Bytes: st.DataBytes,
+		Compression: compression.String(), CompressedFiles: st.Compressed, CompressedBytes: st.CompressedBytes,
+		CompressedDiskBytes: st.CompressedDisk}
 	b.man.Files = manifestFiles(b.tree)
 	b.man.Setuid = SetuidFiles(b.man.Files)
-	b.logf("build: rootfs %s, %d files", bytesize.Format(st.Size), st.Files)
+	if compression == erofsz.None {
+		b.logf("build: rootfs %s, %d files", bytesize.Format(st.Size), st.Files)
+	} else {
+		b.logf("build: rootfs %s, %d files, %d of them %s-compressed (%s in %s; %d from the cache)", bytesize.Format(st.Size),
+			st.Files, st.Compressed, compression, bytesize.Format(st.CompressedBytes), bytesize.Format(st.CompressedDisk), st.CacheHits)
+	}
 
 	// dm-verity over the erofs image.
 	digest, err := verity.ContentDigest(rf, st.Size)

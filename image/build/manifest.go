@@ -202,12 +202,19 @@ func (o OwnFile) version(builder string) string {
 	return strings.TrimPrefix(builder, "drover ")
 }
 
-// RootFSInfo summarises the erofs root.
+// RootFSInfo summarises the erofs root. Compression is the recipe's
+// image.rootfs.compression; manifests written before the option have none
+// (""), which means uncompressed. CompressedFiles of Files are stored
+// compressed: CompressedBytes of content in CompressedDiskBytes.
 type RootFSInfo struct {
-	Size  int64 `json:"size"`
-	Files int   `json:"files"`
-	Dirs  int   `json:"dirs"`
-	Bytes int64 `json:"dataBytes"`
+	Size                int64  `json:"size"`
+	Files               int    `json:"files"`
+	Dirs                int    `json:"dirs"`
+	Bytes               int64  `json:"dataBytes"`
+	Compression         string `json:"compression,omitempty"`
+	CompressedFiles     int    `json:"compressedFiles,omitempty"`
+	CompressedBytes     int64  `json:"compressedDataBytes,omitempty"`
+	CompressedDiskBytes int64  `json:"compressedDiskBytes,omitempty"`
 }
 
 // ESPFile is one file on the ESP. The UKI lists its PE sections with

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drover-os/drover/image/erofsz"
 	"github.com/drover-os/drover/image/esp"
 	"github.com/drover-os/drover/image/finalize"
 	"github.com/drover-os/drover/image/lock"
@@ -83,7 +84,7 @@ func NewPlan(r *recipe.Recipe, l *lock.Lock, outDir string) (*Plan, error) {
 		"finalize: "+stepNames(p.Finalize),
 		"needs: no ELF interpreter or DT_NEEDED library, #! interpreter, enabled unit's Exec*=/PAMName= or PAM module is only in a left-out path",
 		"kmod-index: modules.dep/alias/symbols(.bin) from the modules' .modinfo",
-		"rootfs: erofs, every timestamp "+epochString(l.Epoch),
+		"rootfs: "+rootfsStep(r.Image.RootFS.Compression)+", every timestamp "+epochString(l.Epoch),
 		"verity: sha256 hash tree, 4096-byte blocks, salt derived from content",
 		"initrd: drover-init + modules "+strings.Join(InitrdModules, " ")+" (those not built in)",
 		"uki: systemd-stub + .osrel .cmdline .uname .initrd .linux, cmdline "+KernelCmdline(r.Cmdline, "<root hash>")+
@@ -110,6 +111,15 @@ func cniStep(r *recipe.Recipe) string {
 		list = "none"
 	}
 	return fmt.Sprintf("cni: of the plugins packages install in %s, if any, ship %s (%s); leave out the rest", recipe.CNIDir, list, from)
+}
+
+// rootfsStep says how the root is written.
+func rootfsStep(compression string) string {
+	if compression == "" || compression == "none" {
+		return "erofs"
+	}
+	return fmt.Sprintf("erofs, regular files %s-compressed in %d KiB extents (image/erofsz; kept in the cache by content)",
+		compression, erofsz.DefaultExtentSize>>10)
 }
 
 func stepNames(steps []finalize.Step) string {

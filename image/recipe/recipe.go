@@ -127,7 +127,18 @@ type Image struct {
 	Size    string   `yaml:"size"`
 	ESPSize string   `yaml:"espSize"`
 	Formats []string `yaml:"formats"`
+	RootFS  RootFS   `yaml:"rootfs"`
 }
+
+// RootFS holds how the root filesystem is written.
+type RootFS struct {
+	// Compression of regular files: none, lz4, lz4hc or zstd (one of
+	// Compressions; docs/recipes.md weighs them).
+	Compression string `yaml:"compression"`
+}
+
+// Compressions are the root filesystem compressions a recipe may name.
+var Compressions = []string{"none", "lz4", "lz4hc", "zstd"}
 
 // Sandbox is the pod sandbox ("pause") image a node image ships: drover
 // build makes it from cmd/drover-pause (linux/amd64 and linux/arm64, one
@@ -213,6 +224,9 @@ const (
 	DefaultSBATGeneration = 1
 	// MaxSBATGeneration: shim reads a generation as a C int.
 	MaxSBATGeneration = 1<<31 - 1
+	// DefaultCompression keeps the root uncompressed, as every image
+	// before the option was.
+	DefaultCompression = "none"
 )
 
 // DefaultSuites are the suites of a recipe that names none: the release,
@@ -291,6 +305,9 @@ func (r *Recipe) applyDefaults() {
 	}
 	if r.SecureBoot.SBATGeneration == 0 {
 		r.SecureBoot.SBATGeneration = DefaultSBATGeneration
+	}
+	if r.Image.RootFS.Compression == "" {
+		r.Image.RootFS.Compression = DefaultCompression
 	}
 	for i := range r.URLs {
 		if r.URLs[i].Mode == 0 {

@@ -24,7 +24,8 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r.Arch != "amd64" || strings.Join(r.Debian.Suites, " ") != "trixie trixie-updates trixie-security" || r.Debian.Components[0] != "main" ||
-		r.Kernel != "linux-image-cloud-amd64" || r.Files[0].Mode != 0o644 || r.Image.Formats[0] != "raw" {
+		r.Kernel != "linux-image-cloud-amd64" || r.Files[0].Mode != 0o644 || r.Image.Formats[0] != "raw" ||
+		r.Image.RootFS.Compression != "none" {
 		t.Errorf("defaults not applied: %+v", r)
 	}
 	if got := r.LockPath(); got != "r.yaml.lock" {
@@ -61,6 +62,10 @@ func TestErrors(t *testing.T) {
 			"r.yaml:3: files[0]: give exactly one of content (inline) or source (a file beside the recipe)"},
 		{"format", "name: x\nimage:\n  formats: [raw, vmdk]\n",
 			`r.yaml:3: image.formats[1]: "vmdk": supported formats are raw, qcow2 and vhd`},
+		{"compression", "name: x\nimage:\n  rootfs:\n    compression: gzip\n",
+			`r.yaml:4: image.rootfs.compression: "gzip": supported are none, lz4, lz4hc, zstd`},
+		{"rootfs field", "name: x\nimage:\n  rootfs:\n    compress: lz4\n",
+			"r.yaml:4: image.rootfs.compress: unknown field (known: compression)"},
 		{"sandbox digest", "name: x\nsandbox:\n  digest: sha256:ABC\n",
 			`r.yaml:3: sandbox.digest: "sha256:ABC" is not an image index digest: want sha256: and 64 lowercase hex digits, as ` + "`drover build`" + ` prints it`},
 		{"size", "name: x\nimage:\n  size: 2G\n",

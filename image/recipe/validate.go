@@ -265,6 +265,9 @@ func (v *validator) image() {
 			v.fail(fmt.Sprintf("image.formats[%d]", i), "%q: supported formats are raw, qcow2 and vhd", f)
 		}
 	}
+	if c := v.r.Image.RootFS.Compression; !slices.Contains(Compressions, c) {
+		v.fail("image.rootfs.compression", "%q: supported are %s", c, strings.Join(Compressions, ", "))
+	}
 }
 
 // ParseSize reads sizes such as 512MiB or 2GiB.
