@@ -19,6 +19,7 @@ var guestPackages = []struct {
 }{
 	{"dm", "./agent/dm", "^TestGuest", ""},
 	{"boot", "./agent/boot", "^TestGuest", "TestGuestRestartOnCorruption"},
+	{"erofsz", "./image/erofsz", "^TestGuest", ""},
 }
 
 // guestCorruptBlock is the data block agent/boot's

@@ -66,7 +66,9 @@ type Stats struct {
 	Compressed      int   // regular files stored compressed
 	CompressedBytes int64 // their content
 	CompressedDisk  int64 // their pclusters' bytes on disk
-	CacheHits       int
+	// CacheHits counts the files whose encoding came from the cache,
+	// those found not worth compressing included.
+	CacheHits int
 }
 
 // Write writes nodes (a tree's Walk order: sorted paths, the root first)
