@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -234,4 +235,49 @@ func flipByte(t *testing.T, p string, off int64) {
 	if _, err := f.WriteAt(b, off); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// rootDir makes the erofs image img, whose files are compressed with
+// compression (the manifest's rootfs.compression), readable as a
+// directory: extracted by fsck.erofs --extract, which decompresses
+// (plain fsck.erofs checks the metadata only), when the host's
+// erofs-utils know the algorithm (1.5 knows LZ4 only), else mounted
+// read-only through the host's kernel (the e2e tests run as root).
+// go-erofs's reader, rootFS, reads uncompressed images only.
+func rootDir(t *testing.T, img, compression string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "root")
+	help, _ := exec.Command("mkfs.erofs", "--help").CombinedOutput()
+	_, algs, _ := strings.Cut(string(help), "Available compressors are:")
+	if compression == "" || compression == "none" || slices.Contains(strings.FieldsFunc(algs, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }), compression) {
+		run(t, "fsck.erofs", "--extract="+dir, img)
+		return dir
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "mount", "-t", "erofs", "-o", "loop,ro", img, dir)
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	t.Logf("%s: this host's erofs-utils do not decompress %s; read through the kernel", img, compression)
+	return dir
+}
+
+// checkContent compares every regular file under dir with the manifest's
+// sha256 of it.
+func checkContent(t *testing.T, dir string, mf *build.Manifest) {
+	t.Helper()
+	n := 0
+	for _, f := range mf.Files {
+		if f.Kind != "file" {
+			continue
+		}
+		if got := fileSHA(t, filepath.Join(dir, f.Path)); got != f.SHA256 {
+			t.Errorf("%s: sha256 %s, the manifest says %s", f.Path, got, f.SHA256)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Error("the manifest lists no files")
+	}
+	t.Logf("%d files as the manifest says", n)
 }

@@ -305,8 +305,12 @@ func (b *builder) finalize() error {
 	}
 	b.man.Kernel = kver
 	steps := append([]finalize.Step{kmodStep{kver: kver, index: &b.modules}}, finalize.Steps()...)
-	// The kernel and systemd-boot must be taken before strip empties /boot.
+	// The kernel and systemd-boot must be taken, and the kernel's config
+	// read, before strip empties /boot.
 	if err := b.takeBootFiles(kver); err != nil {
+		return err
+	}
+	if err := kernelReads(b.tree.Get("/boot/config-"+kver), kver, b.p.Recipe.Image.RootFS.Compression); err != nil {
 		return err
 	}
 	env := &finalize.Env{Name: b.p.Recipe.Name, Version: b.epoch.Format("20060102.150405"), BuildID: b.buildID(), Source: b.ownSource(),

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/drover-os/drover/agent/boot"
 	"github.com/drover-os/drover/image/erofsz"
@@ -95,6 +96,7 @@ func (b *builder) image(ctx context.Context) (*diskResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("image.rootfs.compression: %w", err)
 	}
+	start := time.Now()
 	st, err := rootfs.Write(rf, b.tree, b.epoch, rootfs.Options{UUID: uuid, Label: "root",
 		Compression: compression, Cache: compressed{b.o.Sources.Cache}})
 	if err != nil {
@@ -106,11 +108,12 @@ func (b *builder) image(ctx context.Context) (*diskResult, error) {
 		CompressedDiskBytes: st.CompressedDisk}
 	b.man.Files = manifestFiles(b.tree)
 	b.man.Setuid = SetuidFiles(b.man.Files)
+	took := time.Since(start).Round(time.Millisecond)
 	if compression == erofsz.None {
-		b.logf("build: rootfs %s, %d files", bytesize.Format(st.Size), st.Files)
+		b.logf("build: rootfs %s, %d files (%s)", bytesize.Format(st.Size), st.Files, took)
 	} else {
-		b.logf("build: rootfs %s, %d files, %d of them %s-compressed (%s in %s; %d from the cache)", bytesize.Format(st.Size),
-			st.Files, st.Compressed, compression, bytesize.Format(st.CompressedBytes), bytesize.Format(st.CompressedDisk), st.CacheHits)
+		b.logf("build: rootfs %s, %d files, %d of them %s-compressed (%s in %s); %d files' encodings from the cache (%s)", bytesize.Format(st.Size),
+			st.Files, st.Compressed, compression, bytesize.Format(st.CompressedBytes), bytesize.Format(st.CompressedDisk), st.CacheHits, took)
 	}
 
 	// dm-verity over the erofs image.
