@@ -96,9 +96,13 @@ func (b *builder) image(ctx context.Context) (*diskResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("image.rootfs.compression: %w", err)
 	}
+	extent, err := recipe.ParseSize(r.Image.RootFS.ExtentSize)
+	if err != nil {
+		return nil, fmt.Errorf("image.rootfs.extentSize: %w", err)
+	}
 	start := time.Now()
 	st, err := rootfs.Write(rf, b.tree, b.epoch, rootfs.Options{UUID: uuid, Label: "root",
-		Compression: compression, Cache: compressed{b.o.Sources.Cache}})
+		Compression: compression, ExtentSize: int(extent), Cache: compressed{b.o.Sources.Cache}})
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/drover-os/drover/image/erofsz"
 	"github.com/drover-os/drover/image/esp"
 	"github.com/drover-os/drover/image/finalize"
 	"github.com/drover-os/drover/image/lock"
@@ -84,7 +83,7 @@ func NewPlan(r *recipe.Recipe, l *lock.Lock, outDir string) (*Plan, error) {
 		"finalize: "+stepNames(p.Finalize),
 		"needs: no ELF interpreter or DT_NEEDED library, #! interpreter, enabled unit's Exec*=/PAMName= or PAM module is only in a left-out path",
 		"kmod-index: modules.dep/alias/symbols(.bin) from the modules' .modinfo",
-		"rootfs: "+rootfsStep(r.Image.RootFS.Compression)+", every timestamp "+epochString(l.Epoch),
+		"rootfs: "+rootfsStep(r.Image.RootFS)+", every timestamp "+epochString(l.Epoch),
 		"verity: sha256 hash tree, 4096-byte blocks, salt derived from content",
 		"initrd: drover-init + modules "+strings.Join(InitrdModules, " ")+" (those not built in)",
 		"uki: systemd-stub + .osrel .cmdline .uname .initrd .linux, cmdline "+KernelCmdline(r.Cmdline, "<root hash>")+
@@ -114,12 +113,12 @@ func cniStep(r *recipe.Recipe) string {
 }
 
 // rootfsStep says how the root is written.
-func rootfsStep(compression string) string {
-	if compression == "" || compression == "none" {
+func rootfsStep(fs recipe.RootFS) string {
+	if fs.Compression == "" || fs.Compression == "none" {
 		return "erofs"
 	}
-	return fmt.Sprintf("erofs, regular files %s-compressed in %d KiB extents (image/erofsz; kept in the cache by content)",
-		compression, erofsz.DefaultExtentSize>>10)
+	return fmt.Sprintf("erofs, regular files %s-compressed in %s extents (image/erofsz; kept in the cache by content)",
+		fs.Compression, fs.ExtentSize)
 }
 
 func stepNames(steps []finalize.Step) string {

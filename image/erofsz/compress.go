@@ -74,7 +74,10 @@ func newCompressor(a Algorithm, extentSize int) (compressor, error) {
 		// One frame per extent: single segment (the content size stands
 		// for the window, which the superblock's record caps at the
 		// extent size), no checksum (dm-verity covers every byte).
-		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1),
+		// The best level: a root is written once and read on every
+		// node, the cache keeps the encodings, and decompression
+		// costs the same at every level.
+		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBestCompression), zstd.WithEncoderConcurrency(1),
 			zstd.WithSingleSegment(true), zstd.WithEncoderCRC(false), zstd.WithWindowSize(extentSize))
 		if err != nil {
 			return nil, fmt.Errorf("zstd encoder: %w", err)

@@ -308,7 +308,8 @@ func encodeCached(c compressor, data []byte, opts Options) (*Encoded, bool, erro
 		return enc, false, err
 	}
 	sum := sha256.Sum256(data)
-	key := fmt.Sprintf("erofsz/v1 %s extent=%d sha256=%s", opts.Compression, opts.ExtentSize, hex.EncodeToString(sum[:]))
+	// v2: zstd at its best level (v1 was the default level).
+	key := fmt.Sprintf("erofsz/v2 %s extent=%d sha256=%s", opts.Compression, opts.ExtentSize, hex.EncodeToString(sum[:]))
 	if b, ok := opts.Cache.Get(key); ok {
 		if enc, err := unmarshalEncoded(b, data, opts.ExtentSize); err == nil {
 			return enc, true, nil

@@ -135,7 +135,18 @@ type RootFS struct {
 	// Compression of regular files: none, lz4, lz4hc or zstd (one of
 	// Compressions; docs/recipes.md weighs them).
 	Compression string `yaml:"compression"`
+	// ExtentSize is how much of a file one compressed block cluster holds
+	// (a power of two from 8KiB to 1MiB): larger compresses better, and a
+	// read of any byte decompresses the whole extent.
+	ExtentSize string `yaml:"extentSize"`
 }
+
+// The bounds of image.rootfs.extentSize: two blocks, and the kernel's
+// largest pcluster (Z_EROFS_PCLUSTER_MAX_SIZE); image/erofsz checks the same.
+const (
+	MinExtentSize = 8 << 10
+	MaxExtentSize = 1 << 20
+)
 
 // Compressions are the root filesystem compressions a recipe may name.
 var Compressions = []string{"none", "lz4", "lz4hc", "zstd"}
@@ -227,6 +238,9 @@ const (
 	// DefaultCompression keeps the root uncompressed, as every image
 	// before the option was.
 	DefaultCompression = "none"
+	// DefaultExtentSize is the extent of a compressed root: the smallest
+	// cost of a random read that still compresses (docs/recipes.md).
+	DefaultExtentSize = "64KiB"
 )
 
 // DefaultSuites are the suites of a recipe that names none: the release,
@@ -308,6 +322,9 @@ func (r *Recipe) applyDefaults() {
 	}
 	if r.Image.RootFS.Compression == "" {
 		r.Image.RootFS.Compression = DefaultCompression
+	}
+	if r.Image.RootFS.ExtentSize == "" {
+		r.Image.RootFS.ExtentSize = DefaultExtentSize
 	}
 	for i := range r.URLs {
 		if r.URLs[i].Mode == 0 {

@@ -268,6 +268,11 @@ func (v *validator) image() {
 	if c := v.r.Image.RootFS.Compression; !slices.Contains(Compressions, c) {
 		v.fail("image.rootfs.compression", "%q: supported are %s", c, strings.Join(Compressions, ", "))
 	}
+	if n, err := ParseSize(v.r.Image.RootFS.ExtentSize); err != nil {
+		v.fail("image.rootfs.extentSize", "%v", err)
+	} else if n < MinExtentSize || n > MaxExtentSize || n&(n-1) != 0 {
+		v.fail("image.rootfs.extentSize", "%q: want a power of two from 8KiB to 1MiB (the kernel's largest compressed cluster)", v.r.Image.RootFS.ExtentSize)
+	}
 }
 
 // ParseSize reads sizes such as 512MiB or 2GiB.

@@ -43,6 +43,9 @@ type Options struct {
 	Label string // at most 16 bytes
 	// Compression is how regular files are compressed (erofsz.None: not).
 	Compression erofsz.Algorithm
+	// ExtentSize is the bytes of a file per compressed extent (0: erofsz's
+	// default).
+	ExtentSize int
 	// Cache keeps compressed files across builds (with Compression).
 	Cache erofsz.Cache
 }
@@ -119,7 +122,7 @@ func Write(w io.WriteSeeker, t *tree.Tree, epoch time.Time, opts Options) (*Stat
 // whole filesystem itself.
 func writeCompressed(w io.WriteSeeker, nodes []*tree.Node, epoch time.Time, opts Options) (*Stats, error) {
 	return erofsz.Write(w, nodes, erofsz.Options{BuildTime: epoch.Unix(), UUID: opts.UUID, Label: opts.Label,
-		Compression: opts.Compression, Cache: opts.Cache})
+		Compression: opts.Compression, ExtentSize: opts.ExtentSize, Cache: opts.Cache})
 }
 
 // checkNode rejects what EROFS cannot store faithfully.
