@@ -41,13 +41,15 @@ type renderedFiles struct {
 
 type rendered struct {
 	data []byte
-	// at is read after the write returned: the file's ctime, stamped by
-	// the kernel's coarse clock during the write, is not later.
+	// at is the file's own change time, read back after the write: the
+	// guarantee compares it with the file's ctime later, both stamped by
+	// the kernel, so a clock step in between (timesyncd's at boot) cannot
+	// make the write look like a later change. The agent's time.Now()
+	// did: a step back after the write put the file 515 ms "after" it.
 	at time.Time
 }
 
-func (r *renderedFiles) put(p string, data []byte) {
-	at := time.Now()
+func (r *renderedFiles) put(p string, data []byte, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.files == nil {

@@ -445,7 +445,11 @@ func (a *Agent) writeFiles(files []nodeconfig.File) error {
 			return err
 		}
 		a.watch.add(a.env.Root, ignition.Managed{Path: f.Path, Kind: "file", SHA256: digest(f.Data)}, "agent")
-		a.files.put(f.Path, f.Data)
+		at := changeTime(a.path(f.Path))
+		if at.IsZero() {
+			return fmt.Errorf("reading back %s after writing it: no change time", f.Path)
+		}
+		a.files.put(f.Path, f.Data, at)
 	}
 	return nil
 }

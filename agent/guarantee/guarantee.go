@@ -66,7 +66,9 @@ type Observation struct {
 	// node's own credential may not read (nodes/proxy): a file read now
 	// is what was loaded only if it has not changed since the agent
 	// wrote it. Every write, rename or link sets ctime to the current
-	// time, and nothing sets it back.
+	// time, and nothing sets it back, so any other ctime than the one the
+	// agent's write left is a later change, even if the clock was stepped
+	// in between (timesyncd steps it at boot).
 	Changed map[string]time.Time
 	// ContainerdArgs is /proc/<containerd's MainPID>/cmdline.
 	ContainerdArgs []string
@@ -98,8 +100,8 @@ type Expect struct {
 	// agent rendered and its contents.
 	KubeletConfigPath string
 	KubeletConfig     []byte
-	// Written maps each file the agent rendered to when it had written
-	// it.
+	// Written maps each file the agent rendered to the change time (ctime)
+	// its write left on the file, read back right after the write.
 	Written map[string]time.Time
 	// ContainerdConfig is the only configuration containerd may load.
 	ContainerdConfig string
@@ -227,10 +229,14 @@ func Check(o Observation, e Expect) []Violation {
 	return out
 }
 
-// unchanged judges the rendered files' change times: each must be no later
-// than the agent's write. Contents that match do not clear a file: a unit
-// that rewrote it before the kubelet (or containerd) read it and restored
-// it afterwards leaves the rendered contents behind.
+// unchanged judges the rendered files' change times: each must still be
+// the one the agent's write left. Equality, not "no later": the agent's
+// own clock reading would race a clock step (a step back between the write
+// and time.Now() made a file look changed after the write), and a change
+// made after a step back carries an earlier ctime. Contents that match do
+// not clear a file: a unit that rewrote it before the kubelet (or
+// containerd) read it and restored it afterwards leaves the rendered
+// contents behind.
 func unchanged(o Observation, e Expect, kubeletSrc string) []Violation {
 	var out []Violation
 	paths := make([]string, 0, len(e.Written))
@@ -241,7 +247,7 @@ func unchanged(o Observation, e Expect, kubeletSrc string) []Violation {
 	for _, p := range paths {
 		written := e.Written[p]
 		changed, ok := o.Changed[p]
-		if !ok || written.IsZero() || !changed.After(written) {
+		if !ok || written.IsZero() || changed.Equal(written) {
 			continue
 		}
 		inv := p + " is unchanged since the agent wrote it, so what read it at its start loaded what the agent rendered"
@@ -250,10 +256,19 @@ func unchanged(o Observation, e Expect, kubeletSrc string) []Violation {
 			inv = "the kubelet's configuration file (" + p + ") is unchanged since the agent wrote it, so the kubelet loaded what the agent rendered"
 			src = orElse(kubeletSrc, p)
 		}
-		out = append(out, Violation{inv, fmt.Sprintf("it was changed %s after the agent wrote it (%s), whatever it holds now",
-			changed.Sub(written).Round(time.Millisecond), changed.UTC().Format(time.RFC3339Nano)), src})
+		out = append(out, Violation{inv, fmt.Sprintf("it was changed after the agent wrote it: its change time is %s, the agent's write left %s (%s), whatever it holds now",
+			changed.UTC().Format(time.RFC3339Nano), written.UTC().Format(time.RFC3339Nano), signed(changed.Sub(written).Round(time.Millisecond))), src})
 	}
 	return out
+}
+
+// signed writes a duration with its sign: a change time before the
+// write's is a clock stepped back, not the same moment.
+func signed(d time.Duration) string {
+	if d > 0 {
+		return "+" + d.String()
+	}
+	return d.String()
 }
 
 func find(us []Unit, name string) (Unit, bool) {

@@ -17,8 +17,8 @@ const (
 
 var (
 	renderedConfig = []byte("kind: KubeletConfiguration\nreadOnlyPort: 0\n")
-	// written is when the agent wrote the kubelet's configuration; the
-	// file's ctime is a moment before (the kernel's coarse clock).
+	// written is the change time the agent's write left on the kubelet's
+	// configuration (read back from the file).
 	written = time.Date(2026, 12, 4, 19, 0, 0, 0, time.UTC)
 )
 
@@ -56,7 +56,7 @@ func good() (Observation, Expect) {
 		},
 		KubeletArgs:    slices.Clone(e.KubeletArgs),
 		KubeletConfig:  renderedConfig,
-		Changed:        map[string]time.Time{cfgPath: written.Add(-time.Millisecond), ctrdPath: written},
+		Changed:        map[string]time.Time{cfgPath: written, ctrdPath: written},
 		ContainerdArgs: []string{"/usr/bin/containerd"},
 		API:            &Probe{Status: 401},
 		ReadOnly:       &Probe{Err: "dial tcp 127.0.0.1:10255: connect: connection refused"},
@@ -148,6 +148,9 @@ func TestBadObservations(t *testing.T) {
 		{"containerd's config rewritten and restored", func(o *Observation) {
 			o.Changed[ctrdPath] = written.Add(time.Second)
 		}, ctrdPath + " is unchanged since the agent wrote it", ctrdPath, true},
+		{"config rewritten after the clock was stepped back", func(o *Observation) {
+			o.Changed[cfgPath] = written.Add(-time.Second)
+		}, "unchanged since the agent wrote it", cfgPath, true},
 		{"config breaks an invariant", func(o *Observation) {
 			o.KubeletConfig = []byte("authentication: {anonymous: {enabled: true}}\n")
 		}, "authentication.anonymous.enabled = false", cfgPath, true},
@@ -209,8 +212,14 @@ func TestRacingDropIn(t *testing.T) {
 		t.Fatalf("want the one violation of the file's change, got %v", v)
 	}
 	if want := "the kubelet's configuration file (" + cfgPath + ") is unchanged since the agent wrote it"; !strings.HasPrefix(v[0].Invariant, want) ||
-		!strings.Contains(v[0].Got, "changed 2.3s after the agent wrote it") || v[0].Source != cfgPath {
+		!strings.Contains(v[0].Got, "changed after the agent wrote it") || !strings.Contains(v[0].Got, "(+2.3s)") || v[0].Source != cfgPath {
 		t.Errorf("violation %v", v[0])
+	}
+	// The same race after timesyncd stepped the clock back: the rewrite's
+	// change time is earlier than the agent's write.
+	o.Changed[cfgPath] = written.Add(-700 * time.Millisecond)
+	if v := Check(o, e); len(v) != 1 || !strings.Contains(v[0].Got, "(-700ms)") {
+		t.Errorf("a file rewritten after a step back: %v", v)
 	}
 	// The same node, without the race: the file last changed when the
 	// agent wrote it.
