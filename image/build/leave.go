@@ -121,6 +121,9 @@ func (b *builder) removePaths() error {
 	r := b.p.Recipe
 	var stale []string
 	for i, rm := range r.Remove {
+		if !rm.Applies(r.Arch) {
+			continue
+		}
 		glob := tree.Canonical(rm.Glob)
 		matched := b.tree.Glob(glob)
 		if len(matched) == 0 {

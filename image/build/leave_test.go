@@ -43,9 +43,12 @@ func TestRemovePaths(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := &recipe.Recipe{Path: "r.yaml", Remove: []recipe.Remove{
+	r := &recipe.Recipe{Path: "r.yaml", Arch: "amd64", Remove: []recipe.Remove{
 		{Glob: "/usr/lib/modules/*/kernel/drivers/gpu", Why: "no GPU", Line: 3},
 		{Glob: "/bin/su", Why: "no logins", Line: 5}, // the merged-/usr alias
+		// another architecture's entry: neither applied nor stale
+		{Glob: "/usr/lib/modules/*/kernel/drivers/net", Why: "arm64 only", Arch: "arm64", Line: 7},
+		{Glob: "/usr/lib/modules/*/kernel/drivers/sound", Why: "arm64 only", Arch: "arm64", Line: 9},
 	}}
 	b := &builder{p: &Plan{Recipe: r}, tree: tr, man: &Manifest{}, leftOut: map[string]string{}}
 	if err := b.removePaths(); err != nil {

@@ -79,7 +79,7 @@ func NewPlan(r *recipe.Recipe, l *lock.Lock, outDir string) (*Plan, error) {
 		fmt.Sprintf("assemble: stream %d data.tar into the in-memory tree (%d excluded packages into a tree of their own)", len(l.Debs)-len(excluded), len(excluded)),
 		cniStep(r),
 		"add: Go components, URL components, recipe files, drover-agent and its units, drover-init",
-		fmt.Sprintf("remove: %d recipe globs (each must match)", len(r.Remove)),
+		removeStep(r),
 		"finalize: "+stepNames(p.Finalize),
 		"needs: no ELF interpreter or DT_NEEDED library, #! interpreter, enabled unit's Exec*=/PAMName= or PAM module is only in a left-out path",
 		"kmod-index: modules.dep/alias/symbols(.bin) from the modules' .modinfo",
@@ -110,6 +110,22 @@ func cniStep(r *recipe.Recipe) string {
 		list = "none"
 	}
 	return fmt.Sprintf("cni: of the plugins packages install in %s, if any, ship %s (%s); leave out the rest", recipe.CNIDir, list, from)
+}
+
+// removeStep counts the recipe's remove entries for the image's
+// architecture.
+func removeStep(r *recipe.Recipe) string {
+	n := 0
+	for _, rm := range r.Remove {
+		if rm.Applies(r.Arch) {
+			n++
+		}
+	}
+	s := fmt.Sprintf("remove: %d recipe globs (each must match)", n)
+	if other := len(r.Remove) - n; other > 0 {
+		s += fmt.Sprintf("; %d for another architecture skipped", other)
+	}
+	return s
 }
 
 // rootfsStep says how the root is written.

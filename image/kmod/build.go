@@ -3,6 +3,7 @@ package kmod
 import (
 	"bytes"
 	"cmp"
+	"errors"
 	"fmt"
 	"path"
 	"runtime"
@@ -76,6 +77,9 @@ func Build(files map[string][]byte, builtin, builtinModinfo []byte, parallel int
 			idx.builtinInfo[info.Name] = info
 		}
 		idx.builtinNames[info.Name] = true
+	}
+	if err := idx.checkDepends(); err != nil {
+		return nil, err
 	}
 	if idx.files, err = idx.render(); err != nil {
 		return nil, err
@@ -301,6 +305,25 @@ func (idx *Index) toposort() error {
 		slices.SortFunc(m.all, func(a, b *module) int { return cmp.Compare(a.depSort, b.depSort) })
 	}
 	return nil
+}
+
+// checkDepends refuses a module whose depends= names a module the tree does
+// not have: a recipe's remove glob took it, and modprobe would fail on the
+// node. modpost writes depends= from the symbols a module uses that other
+// loadable modules export (the kernel's own are not modules), so every
+// name must be a module file. depmod only warns about unknown symbols, and
+// resolve cannot tell them from the kernel's exports, which it does not see.
+func (idx *Index) checkDepends() error {
+	var errs []error
+	for _, m := range idx.modules {
+		for _, d := range m.info.Depends {
+			d = strings.ReplaceAll(d, "-", "_")
+			if idx.byName[d] == nil {
+				errs = append(errs, fmt.Errorf("module %s depends on %s (its modinfo depends=), which the image does not have: keep %s, or remove %s too", m.path, d, d, m.path))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // parseBuiltin reads modules.builtin: one path per line.

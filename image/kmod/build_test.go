@@ -16,7 +16,7 @@ func testTree(t *testing.T) (files map[string][]byte, builtin, builtinModinfo []
 	t.Helper()
 	mods := map[string]fakeModule{
 		"kernel/drivers/a.ko.xz": {
-			modinfo: []string{"name=a", "alias=pci:v00001AF4d00001001sv*sd*bc*sc*i*", "alias=fs-a", "softdep=pre: e post: ext4"},
+			modinfo: []string{"name=a", "depends=b_mod,d", "alias=pci:v00001AF4d00001001sv*sd*bc*sc*i*", "alias=fs-a", "softdep=pre: e post: ext4"},
 			needs:   []string{"d_fn", "b_fn", "printk", "b_other"},
 		},
 		"kernel/drivers/b-mod.ko.zst": {
@@ -222,6 +222,9 @@ func TestBuildErrors(t *testing.T) {
 		"not an elf": {map[string][]byte{"kernel/t.ko": []byte("text")}, "reading module kernel/t.ko: not a kernel module"},
 		"unclean":    {map[string][]byte{"./kernel/t.ko": fakeModule{}.elf()}, `module path "./kernel/t.ko" is not a clean path`},
 		"absolute":   {map[string][]byte{"/lib/modules/6.12/kernel/t.ko": fakeModule{}.elf()}, "not a clean path relative"},
+		// a remove glob took the module another one's depends= names
+		"depends": {map[string][]byte{"kernel/u.ko": fakeModule{modinfo: []string{"name=u", "depends=target-core-mod"}}.elf()},
+			"module kernel/u.ko depends on target_core_mod (its modinfo depends=), which the image does not have"},
 	} {
 		if _, err := Build(tc.files, nil, nil, 0); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: Build error %v, want it to contain %q", name, err, tc.want)

@@ -222,8 +222,16 @@ type Exclude struct {
 type Remove struct {
 	Glob string `yaml:"glob"`
 	Why  string `yaml:"why"`
+	// Arch, when set, limits the entry to images of that architecture:
+	// a base recipe's paths that only one architecture's packages install
+	// (amd64's kernel has module trees arm64's lacks), since an entry that
+	// matches nothing fails the build.
+	Arch string `yaml:"arch"`
 	Line int    `yaml:"-"`
 }
+
+// Applies says whether the entry acts on an image of architecture a.
+func (rm Remove) Applies(a string) bool { return rm.Arch == "" || rm.Arch == a }
 
 // Defaults applied when a field is left out.
 const (

@@ -88,6 +88,8 @@ func TestErrors(t *testing.T) {
 			`r.yaml:4: exclude[1].package: "cpio" is excluded twice`},
 		{"exclude version", "name: x\nexclude:\n  - {package: cpio=2.15, why: w}\n",
 			`r.yaml:3: exclude[0].package: "cpio=2.15": want the name of a Debian package of the closure (no version)`},
+		{"remove arch", "name: x\nremove:\n  - {glob: /usr/bin/su, why: w, arch: x86_64}\n",
+			`r.yaml:3: remove[0].arch: "x86_64": supported are amd64 and arm64 (or leave it out: every architecture)`},
 		{"remove relative", "name: x\nremove:\n  - {glob: usr/bin/su, why: w}\n",
 			`r.yaml:3: remove[0].glob: "usr/bin/su": want a clean absolute path or glob below /`},
 		{"remove bad glob", "name: x\nremove:\n  - {glob: \"/usr/[a\", why: w}\n",

@@ -399,6 +399,9 @@ func (v *validator) remove() {
 			v.fail(f+".glob", "%q is listed twice", rm.Glob)
 		}
 		seen[rm.Glob] = true
+		if _, err := arch.Lookup(rm.Arch); rm.Arch != "" && err != nil {
+			v.fail(f+".arch", "%q: supported are %s (or leave it out: every architecture)", rm.Arch, strings.Join(arch.Names(), " and "))
+		}
 		if strings.TrimSpace(rm.Why) == "" {
 			v.fail(f+".why", "required: say why the node does not need %s", rm.Glob)
 		}
