@@ -304,7 +304,7 @@ func (b *builder) finalize() error {
 		return err
 	}
 	b.man.Kernel = kver
-	steps := append([]finalize.Step{kmodStep{kver: kver, index: &b.modules}}, finalize.Steps()...)
+	steps := append([]finalize.Step{kmodStep{kver: kver, index: &b.modules, cache: keyed{b.o.Sources.Cache}}}, finalize.Steps()...)
 	// The kernel and systemd-boot must be taken, and the kernel's config
 	// read, before strip empties /boot.
 	if err := b.takeBootFiles(kver); err != nil {

@@ -12,14 +12,15 @@ import (
 	"github.com/drover-os/drover/image/tree"
 )
 
-// compressed keeps the root filesystem's compressed files in the
-// content-addressed cache, linked from a key naming the file's sha256, the
-// algorithm and the extent size (image/erofsz builds it), so a warm build
-// does not compress again. Entries are verified by the cache on lookup
-// like any other; a miss or a failure only costs the compression.
-type compressed struct{ c *cache.Cache }
+// keyed keeps derived data in the content-addressed cache, linked from a
+// key that names everything it was derived from: the root filesystem's
+// compressed files (image/erofsz: the file's sha256, the algorithm and the
+// extent size) and the kernel modules' parsed contents (image/kmod), so a
+// warm build does neither again. Entries are verified by the cache on
+// lookup like any other; a miss or a failure only costs the work.
+type keyed struct{ c *cache.Cache }
 
-func (z compressed) Get(key string) ([]byte, bool) {
+func (z keyed) Get(key string) ([]byte, bool) {
 	if z.c == nil {
 		return nil, false
 	}
@@ -34,7 +35,7 @@ func (z compressed) Get(key string) ([]byte, bool) {
 	return b, true
 }
 
-func (z compressed) Put(key string, value []byte) {
+func (z keyed) Put(key string, value []byte) {
 	if z.c == nil {
 		return
 	}

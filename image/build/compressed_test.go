@@ -28,7 +28,7 @@ func TestCompressedCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	z := compressed{c}
+	z := keyed{c}
 	if _, ok := z.Get("k"); ok {
 		t.Fatal("hit in an empty cache")
 	}
@@ -48,10 +48,10 @@ func TestCompressedCache(t *testing.T) {
 	if _, ok := z.Get("k"); ok {
 		t.Error("a damaged entry was returned")
 	}
-	if _, ok := (compressed{}).Get("k"); ok {
+	if _, ok := (keyed{}).Get("k"); ok {
 		t.Error("no cache: a hit")
 	}
-	compressed{}.Put("k", nil) // no cache: nothing to do, no panic
+	keyed{}.Put("k", nil) // no cache: nothing to do, no panic
 }
 
 func TestKernelReads(t *testing.T) {

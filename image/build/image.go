@@ -102,7 +102,7 @@ func (b *builder) image(ctx context.Context) (*diskResult, error) {
 	}
 	start := time.Now()
 	st, err := rootfs.Write(rf, b.tree, b.epoch, rootfs.Options{UUID: uuid, Label: "root",
-		Compression: compression, ExtentSize: int(extent), Cache: compressed{b.o.Sources.Cache}})
+		Compression: compression, ExtentSize: int(extent), Cache: keyed{b.o.Sources.Cache}})
 	if err != nil {
 		return nil, err
 	}
@@ -296,6 +296,7 @@ func copyAt(dst *os.File, off int64, src *os.File, n int64) error {
 type kmodStep struct {
 	kver  string
 	index **kmod.Index
+	cache kmod.Cache // the modules' parsed contents, by content
 }
 
 func (kmodStep) String() string { return "kmod-index" }
@@ -318,7 +319,7 @@ func (s kmodStep) Run(t *tree.Tree, env *finalize.Env) error {
 	if n := t.Get(base + "modules.builtin.modinfo"); n != nil {
 		builtinInfo = n.Data
 	}
-	idx, err := kmod.Build(files, builtin, builtinInfo, 2)
+	idx, err := kmod.BuildCached(files, builtin, builtinInfo, 2, s.cache)
 	if err != nil {
 		return err
 	}

@@ -50,6 +50,12 @@ var moduleExts = []string{".ko", ".ko.xz", ".ko.zst", ".ko.gz"}
 // order as it does for depmod. builtin and builtinModinfo are the kernel
 // package's modules.builtin and modules.builtin.modinfo, nil if it has none.
 func Build(files map[string][]byte, builtin, builtinModinfo []byte, parallel int) (*Index, error) {
+	return BuildCached(files, builtin, builtinModinfo, parallel, nil)
+}
+
+// BuildCached is Build keeping the modules' parsed contents in c (nil: no
+// cache); the result is the same either way.
+func BuildCached(files map[string][]byte, builtin, builtinModinfo []byte, parallel int, c Cache) (*Index, error) {
 	idx := &Index{
 		byName:  map[string]*module{},
 		symbols: map[string]*module{},
@@ -58,7 +64,7 @@ func Build(files map[string][]byte, builtin, builtinModinfo []byte, parallel int
 	if err := idx.collect(files); err != nil {
 		return nil, err
 	}
-	if err := idx.parse(files, parallel); err != nil {
+	if err := idx.parseCached(files, parallel, c); err != nil {
 		return nil, err
 	}
 	idx.sortByOrder(files["modules.order"])
@@ -173,6 +179,25 @@ func uncompressedPath(p string) string {
 		}
 	}
 	return p
+}
+
+// parseCached reads the modules from c when it holds this exact tree, and
+// parses and stores them otherwise. A cache that fails only costs the parse.
+func (idx *Index) parseCached(files map[string][]byte, parallel int, c Cache) error {
+	if c == nil {
+		return idx.parse(files, parallel)
+	}
+	key := idx.cacheKey(files)
+	if data, ok := c.Get(key); ok && decodeInfos(data, idx.modules) {
+		return nil
+	}
+	if err := idx.parse(files, parallel); err != nil {
+		return err
+	}
+	if data, err := encodeInfos(idx.modules); err == nil {
+		c.Put(key, data)
+	}
+	return nil
 }
 
 // parse reads every module in parallel; decompression dominates the time.
