@@ -3,12 +3,15 @@
 # (scripts/host-setup.sh), root for the peer pipeline (mmdebstrap) and the
 # boots, and network access to the Debian mirror and the Go module proxy.
 # Work files go to $BENCH_DIR (default: a temp dir). Sections can be picked
-# with BENCH="sources build agent boot arm64 go" (default: all).
+# with BENCH="sources build agent boot arm64 go before" (default: all).
+# "before" builds $RECIPE at the git ref BENCH_BEFORE (default 2eeb194, the
+# tree before issue 36) with that tree's own drover, boots both images with
+# this tree's harness and prints one before/after table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DROVER=${DROVER:-$PWD/bin/drover}
 RECIPE=${RECIPE:-recipes/ecs-node.yaml}
-SECTIONS=${BENCH:-sources build agent boot arm64 go}
+SECTIONS=${BENCH:-sources build agent boot arm64 go before}
 work=${BENCH_DIR:-$(mktemp -d /tmp/drover-bench.XXXXXX)}
 mkdir -p "$work"
 name=$(basename "$RECIPE" .yaml)
@@ -146,4 +149,42 @@ fi
 if has go; then
   echo "== go benchmarks (parsers, cache, verity, formats, rootfs)"
   go test -run '^$' -bench . -benchtime 3x ./image/debian ./image/fetch ./image/verity ./image/formats ./image/rootfs 2>&1 | grep -E '^Benchmark' | sed 's/^/  /' || true
+fi
+
+if has before; then
+  # One table, one machine, one run: the recipe at BENCH_BEFORE built by that
+  # tree's own drover (its lock, its code), and this tree's, each built twice
+  # (the second is the warm rebuild), then both booted BENCH_BOOTS times by
+  # this tree's harness, so the instrument is the same for both.
+  ref=${BENCH_BEFORE:-2eeb194}
+  boots=${BENCH_BOOTS:-3}
+  bw="$work/before"; rm -rf "$bw"; mkdir -p "$bw"
+  echo "== before/after: $RECIPE at $ref beside this tree ($(git rev-parse --short HEAD)), median of $boots boots each (load: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
+  git worktree add --detach "$bw/src" "$ref" >/dev/null 2>&1 || { echo "  git worktree add $ref failed"; exit 1; }
+  trap 'git worktree remove --force "$bw/src" >/dev/null 2>&1 || true' EXIT
+  (cd "$bw/src" && go build -trimpath -o "$bw/drover" ./cmd/drover)
+  # warm SIDE DROVER SRC: builds twice into $bw/SIDE, prints the second's seconds
+  warm() {
+    (cd "$3" && "$2" -q build "$RECIPE" -o "$bw/$1" >/dev/null && t0=$(now) && "$2" -q build "$RECIPE" -o "$bw/$1" >/dev/null && secs "$t0" "$(now)")
+  }
+  w_before=$(warm old "$bw/drover" "$bw/src")
+  w_after=$(warm new "$DROVER" "$PWD")
+  for side in old new; do
+    "$DROVER" smoke "$bw/$side/$name.raw" --bench "$boots" --work "$bw/boot-$side" --bench-record "$bw/timeline-$side.txt" \
+      >"$bw/boot-$side.out" 2>"$bw/boot-$side.log" || echo "  $side boot bench failed (see $bw/boot-$side.log)"
+  done
+  # t SIDE ROW COLUMN: a median from the recorded timeline (2: first boot, 3: reboot)
+  t() { awk -v r="$2" -v c="$3" '!/^#/ { n=$NF; f=$(NF-1); sub(/[ \t]+[^ \t]+[ \t]+[^ \t]+$/, ""); if ($0 == r) print (c == 2 ? f : n) }' "$bw/timeline-$1.txt" 2>/dev/null; }
+  sz() { mib "$(stat -c %s "$bw/$1/$name.$2")"; }
+  line() { printf "  %-44s %14s %14s\n" "$1" "$2" "$3"; }
+  line "" "$ref" "$(git rev-parse --short HEAD)"
+  line "raw image" "$(sz old raw)" "$(sz new raw)"
+  line "qcow2 (compressed)" "$(sz old qcow2)" "$(sz new qcow2)"
+  line "root filesystem (erofs)" "$(mib "$(jq .rootfs.size "$bw/old/$name.manifest.json")")" "$(mib "$(jq .rootfs.size "$bw/new/$name.manifest.json")")"
+  for r in "MiB read until Ready" "agent start" "node Ready"; do
+    line "$r, first boot / reboot" "$(t old "$r" 2) / $(t old "$r" 3)" "$(t new "$r" 2) / $(t new "$r" 3)"
+  done
+  line "warm rebuild (s)" "$w_before" "$w_after"
+  [ -n "${peer_total:-}" ] && line "peer pipeline: mmdebstrap + mkfs.erofs + veritysetup (s)" "$peer_total" "$peer_total"
+  echo "  timelines: $bw/timeline-old.txt $bw/timeline-new.txt (\"agent start\" is the agent's main, on its own clock)"
 fi
