@@ -21,6 +21,7 @@ import (
 	"github.com/drover-os/drover/image/build"
 	"github.com/drover-os/drover/image/recipe"
 	"github.com/drover-os/drover/image/sbomschema"
+	"github.com/drover-os/drover/internal/erofsutils"
 )
 
 // TestEcsNodeBuildReproducible builds the default recipe twice into
@@ -95,7 +96,11 @@ func checkCNIShipped(t *testing.T, rootImg, recipePath string, mf *build.Manifes
 	}
 	want, _ := r.CNIPlugins()
 	want = slices.Sorted(slices.Values(want))
-	ls := run(t, "dump.erofs", "--ls", "--path="+recipe.CNIDir, rootImg)
+	dump, err := erofsutils.Tool("dump.erofs", mf.RootFS.Compression)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := run(t, dump, "--ls", "--path="+recipe.CNIDir, rootImg)
 	var got []string
 	listing := false
 	for _, line := range strings.Split(ls, "\n") {

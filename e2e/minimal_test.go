@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/erofs/go-erofs"
+
+	"github.com/drover-os/drover/internal/erofsutils"
 )
 
 // reportUnit prints what the test checks on the serial console at every
@@ -173,7 +175,8 @@ func checkMounts(t *testing.T, console, disk string) {
 }
 
 // independentChecks checks the image out/name.raw with the tools of its
-// formats (sfdisk, fsck.fat, fsck.erofs, veritysetup, qemu-img) and
+// formats (sfdisk, fsck.fat, fsck.erofs that reads the root's compression,
+// veritysetup, qemu-img) and
 // returns the root file system it extracted, in a directory of t's.
 func independentChecks(t *testing.T, out, raw, name string) (rootImg string) {
 	mf := readManifest(t, filepath.Join(out, name+".manifest.json"))
@@ -192,7 +195,11 @@ func independentChecks(t *testing.T, out, raw, name string) (rootImg string) {
 	extract(t, raw, parts["esp"][0], parts["esp"][1], filepath.Join(dir, "esp.img"))
 	t.Log(run(t, "fsck.fat", "-n", filepath.Join(dir, "esp.img")))
 	extract(t, raw, parts["root"][0], parts["root"][1], filepath.Join(dir, "root.img"))
-	t.Log(run(t, "fsck.erofs", filepath.Join(dir, "root.img")))
+	fsck, err := erofsutils.Tool("fsck.erofs", mf.RootFS.Compression)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(run(t, fsck, filepath.Join(dir, "root.img")))
 	extract(t, raw, parts["root-verity"][0], parts["root-verity"][1], filepath.Join(dir, "verity.img"))
 	t.Log(run(t, "veritysetup", "verify", filepath.Join(dir, "root.img"), filepath.Join(dir, "verity.img"), mf.RootHash))
 	t.Log(run(t, "qemu-img", "check", filepath.Join(out, name+".qcow2")))
