@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -91,6 +90,8 @@ type builder struct {
 	// changelogs are the packages' changelogs, read while unpacking
 	// though the image leaves them out.
 	changelogs *changelogFiles
+	fetched    *sources.Fetched // the fetch stage's
+	art        artifacts        // the image's, stage by stage
 }
 
 func (b *builder) logf(format string, args ...any) {
@@ -109,12 +110,6 @@ func (b *builder) stage(name string, fn func() error) error {
 	b.timings = append(b.timings, Timing{name, took})
 	b.logf("build: %s done in %s", name, took.Round(time.Millisecond))
 	return nil
-}
-
-// buildStep is one stage of Build, run and timed by name.
-type buildStep struct {
-	name string
-	fn   func() error
 }
 
 // Build runs the plan. Outputs are written into a temporary directory
@@ -137,42 +132,15 @@ func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
 	b.man = newManifest(p, o.Version)
 	b.man.BuilderSource = o.BuilderSource.Known()
 
-	var fetched *sources.Fetched
-	var disk *diskResult
-	steps := []buildStep{
-		{"fetch", func() (err error) {
-			if fetched, err = sources.Fetch(ctx, p.Recipe, p.Lock, o.Sources); err != nil {
-				return err
-			}
-			b.man.Inputs = recipeInputs(p.Recipe, fetched.Keyrings)
-			return b.describeRecipeTree(ctx)
-		}},
-		{"assemble", func() error { return b.assemble(fetched) }},
-		{"cni plugins", func() error { return b.chooseCNIPlugins() }},
-		{"package facts", func() error { return b.packageFacts(fetched) }},
-		{"go components", func() error { return b.goComponents(ctx) }},
-		{"drover binaries", func() error { return b.droverBinaries(ctx) }},
-		{"sandbox image", func() error { return b.sandboxImage(ctx) }},
-		{"add files", func() error { return b.addFiles(fetched) }},
-		{"remove paths", func() error { return b.removePaths() }},
-		{"finalize", func() error { return b.finalize() }},
-		{"needs", func() error { return b.checkNeeds() }},
-		{"changelogs", func() error { return b.recordChangelogs(ctx) }},
-		{"image", func() (err error) { disk, err = b.image(ctx); return }},
-		{"formats", func() error { return b.formats(disk) }},
-		{"manifest", func() error { return b.writeManifest(disk) }},
-	}
-	if o.Release {
-		// Once the builder and every own binary are known, before anything
-		// is written: a release from an unknown or modified source stops.
-		at := slices.IndexFunc(steps, func(s buildStep) bool { return s.name == "sandbox image" })
-		steps = slices.Insert(steps, at+1, buildStep{"release check", b.man.checkRelease})
-	}
-	for _, s := range steps {
+	defer b.art.close()
+	for _, s := range stages {
+		if s.only != nil && !s.only(o) {
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if err := b.stage(s.name, s.fn); err != nil {
+		if err := b.stage(s.name, func() error { return s.run(b, ctx) }); err != nil {
 			return nil, err
 		}
 	}

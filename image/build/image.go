@@ -1,31 +1,18 @@
 package build
 
 import (
-	"bytes"
-	"context"
 	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/drover-os/drover/agent/boot"
-	"github.com/drover-os/drover/image/erofsz"
-	"github.com/drover-os/drover/image/esp"
 	"github.com/drover-os/drover/image/finalize"
 	"github.com/drover-os/drover/image/gpt"
-	"github.com/drover-os/drover/image/initrd"
 	"github.com/drover-os/drover/image/kmod"
-	"github.com/drover-os/drover/image/recipe"
-	"github.com/drover-os/drover/image/rootfs"
 	"github.com/drover-os/drover/image/tree"
 	"github.com/drover-os/drover/image/uki"
 	"github.com/drover-os/drover/image/verity"
-	"github.com/drover-os/drover/internal/bytesize"
 )
 
 // diskResult is what the image stage produced.
@@ -77,186 +64,6 @@ const NoCredentialImport = "systemd.import_credentials=no"
 // systemd.import_credentials= counts) and drover.roothash= last.
 func KernelCmdline(recipeWords []string, rootHash string) string {
 	return strings.Join(append(slices.Clone(recipeWords), NoCredentialImport, "drover.roothash="+rootHash), " ")
-}
-
-// image writes erofs, verity, initrd, ESP and the GPT disk.
-func (b *builder) image(ctx context.Context) (*diskResult, error) {
-	r := b.p.Recipe
-	res := &diskResult{}
-
-	// Root filesystem: erofs, UUID derived from the inputs.
-	rootPath := filepath.Join(b.tmp, "root.erofs")
-	rf, err := os.Create(rootPath)
-	if err != nil {
-		return nil, err
-	}
-	defer rf.Close()
-	uuid := derive16("erofs-uuid", b.buildID())
-	compression, err := erofsz.ParseAlgorithm(r.Image.RootFS.Compression)
-	if err != nil {
-		return nil, fmt.Errorf("image.rootfs.compression: %w", err)
-	}
-	extent, err := recipe.ParseSize(r.Image.RootFS.ExtentSize)
-	if err != nil {
-		return nil, fmt.Errorf("image.rootfs.extentSize: %w", err)
-	}
-	start := time.Now()
-	st, err := rootfs.Write(rf, b.tree, b.epoch, rootfs.Options{UUID: uuid, Label: "root",
-		Compression: compression, ExtentSize: int(extent), Cache: keyed{b.o.Sources.Cache}})
-	if err != nil {
-		return nil, err
-	}
-	res.RootSize = st.Size
-	b.man.RootFS = RootFSInfo{Size: st.Size, Files: st.Files, Dirs: st.Dirs, Bytes: st.DataBytes,
-		Compression: compression.String(), CompressedFiles: st.Compressed, CompressedBytes: st.CompressedBytes,
-		CompressedDiskBytes: st.CompressedDisk}
-	b.man.Files = manifestFiles(b.tree)
-	b.man.Setuid = SetuidFiles(b.man.Files)
-	took := time.Since(start).Round(time.Millisecond)
-	if compression == erofsz.None {
-		b.logf("build: rootfs %s, %d files (%s)", bytesize.Format(st.Size), st.Files, took)
-	} else {
-		b.logf("build: rootfs %s, %d files, %d of them %s-compressed (%s in %s); %d files' encodings from the cache (%s)", bytesize.Format(st.Size),
-			st.Files, st.Compressed, compression, bytesize.Format(st.CompressedBytes), bytesize.Format(st.CompressedDisk), st.CacheHits, took)
-	}
-
-	// dm-verity over the erofs image.
-	digest, err := verity.ContentDigest(rf, st.Size)
-	if err != nil {
-		return nil, err
-	}
-	vp := verity.DeriveParams(digest)
-	hashPath := filepath.Join(b.tmp, "root.verity")
-	hf, err := os.Create(hashPath)
-	if err != nil {
-		return nil, err
-	}
-	defer hf.Close()
-	vr, err := verity.Write(rf, st.Size, hf, vp)
-	if err != nil {
-		return nil, err
-	}
-	res.HashSize = vr.HashSize
-	res.RootHash = hex.EncodeToString(vr.RootHash)
-	rootUUID, verityUUID := verity.PartitionUUIDs(vr.RootHash)
-
-	// initrd: drover-init, its config and the modules it loads.
-	order, err := b.modules.LoadOrder(InitrdModules)
-	if err != nil {
-		return nil, fmt.Errorf("initrd modules: %w", err)
-	}
-	res.Initrd = order
-	// The UKI's .cmdline, also written into the initrd (which the UKI's
-	// signature covers) for drover-init to compare /proc/cmdline with:
-	// systemd-stub appends SMBIOS and add-on words to it even under
-	// Secure Boot.
-	res.Cmdline = KernelCmdline(r.Cmdline, res.RootHash)
-	cfg := boot.Config{
-		Kernel: b.man.Kernel, Modules: order, RootHash: res.RootHash,
-		Verity: boot.VerityConfig{DataBlocks: vr.DataBlocks, DataBlockSize: vr.DataBlockSize, HashBlockSize: vr.HashBlockSize,
-			HashStartBlock: 1, Salt: hex.EncodeToString(vr.Salt), Algorithm: "sha256"},
-		RootPartUUID: verity.FormatGUID(rootUUID), VerityPartUUID: verity.FormatGUID(verityUUID),
-		VarPartType: gpt.TypeVar, VarLabel: "var", Cmdline: res.Cmdline,
-		// The UKI this initrd goes into is signed: drover-init then takes
-		// no other command line, whatever it reads of Secure Boot.
-		SignedUKI: b.o.SecureBoot != nil,
-	}
-	for _, p := range InitrdReadAhead {
-		if n := b.tree.Get(p); n != nil {
-			cfg.ReadAhead = append(cfg.ReadAhead, p)
-		}
-	}
-	cfgJSON, err := cfg.Marshal()
-	if err != nil {
-		return nil, err
-	}
-	initFile := b.tree.Get("/usr/lib/drover/drover-init")
-	files := []initrd.File{
-		{Path: "/init", Mode: 0o755, Data: initFile.Data},
-		{Path: "/etc/drover-init.json", Mode: 0o644, Data: cfgJSON},
-		{Path: "/dev", Dir: true, Mode: 0o755}, {Path: "/proc", Dir: true, Mode: 0o555}, {Path: "/sys", Dir: true, Mode: 0o555},
-		{Path: "/run", Dir: true, Mode: 0o755}, {Path: "/sysroot", Dir: true, Mode: 0o755},
-	}
-	for _, m := range order {
-		n := b.tree.Get("/usr/lib/modules/" + b.man.Kernel + "/" + m)
-		if n == nil {
-			return nil, fmt.Errorf("initrd module %s not in the tree", m)
-		}
-		files = append(files, initrd.File{Path: "/lib/modules/" + b.man.Kernel + "/" + m, Mode: 0o644, Data: n.Data})
-	}
-	var ird bytes.Buffer
-	if err := initrd.Write(&ird, files, b.epoch); err != nil {
-		return nil, err
-	}
-
-	// ESP with systemd-boot and one UKI whose .cmdline carries the root hash.
-	espFiles, err := b.bootFiles(res.Cmdline, ird.Bytes())
-	if err != nil {
-		return nil, err
-	}
-	espSize, err := recipe.ParseSize(r.Image.ESPSize)
-	if err != nil {
-		// Validate checks it; a recipe built without Validate must not
-		// get a minimum-size ESP silently instead.
-		return nil, fmt.Errorf("%s: image.espSize: %w", r.Path, err)
-	}
-	if min := esp.MinSize(espFiles); espSize < min {
-		espSize = (min + 1<<20 - 1) &^ (1<<20 - 1)
-	}
-	res.ESPSize = espSize
-	volID := derive16("esp-volume-id", res.RootHash)
-	espVol := binary.LittleEndian.Uint32(volID[:4])
-	espImg, err := esp.Build(espSize, espFiles, "ESP", espVol, b.epoch)
-	if err != nil {
-		return nil, err
-	}
-	if b.man.ESP, err = espManifest(espFiles, b.o.SecureBoot); err != nil {
-		return nil, err
-	}
-
-	// GPT disk.
-	arch := gpt.Arch(b.arch.DPS)
-	rootPart, ok := gpt.Root(arch, verity.FormatGUID(rootUUID), st.Size)
-	verityPart, ok2 := gpt.RootVerity(arch, verity.FormatGUID(verityUUID), vr.HashSize)
-	if !ok || !ok2 {
-		return nil, fmt.Errorf("no DPS partition types for arch %s", r.Arch)
-	}
-	parts := []gpt.Part{gpt.ESP(guid(derive16("esp-part", res.RootHash)), espSize), rootPart, verityPart}
-	diskSize := int64(0)
-	if r.Image.Size != "" {
-		diskSize, _ = recipe.ParseSize(r.Image.Size)
-	}
-	layout, err := gpt.Plan(parts, diskSize, 1<<20)
-	if err != nil {
-		return nil, fmt.Errorf("disk layout (image.size %s): %w", r.Image.Size, err)
-	}
-	res.Layout = layout
-	res.Size = layout.DiskSize
-	res.RawPath = filepath.Join(b.tmp, r.Name+".raw")
-	disk, err := os.Create(res.RawPath)
-	if err != nil {
-		return nil, err
-	}
-	defer disk.Close()
-	if err := disk.Truncate(layout.DiskSize); err != nil {
-		return nil, err
-	}
-	if err := gpt.Write(disk, layout, guid(derive16("disk-guid", res.RootHash))); err != nil {
-		return nil, err
-	}
-	if _, err := disk.WriteAt(espImg, layout.Parts[0].Offset); err != nil {
-		return nil, err
-	}
-	if err := copyAt(disk, layout.Parts[1].Offset, rf, st.Size); err != nil {
-		return nil, err
-	}
-	if err := copyAt(disk, layout.Parts[2].Offset, hf, vr.HashSize); err != nil {
-		return nil, err
-	}
-	if err := disk.Sync(); err != nil {
-		return nil, err
-	}
-	return res, nil
 }
 
 // derive16 makes a deterministic 16-byte value (UUIDs, volume ids) from the

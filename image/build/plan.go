@@ -10,11 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/drover-os/drover/image/esp"
 	"github.com/drover-os/drover/image/finalize"
 	"github.com/drover-os/drover/image/lock"
 	"github.com/drover-os/drover/image/recipe"
-	"github.com/drover-os/drover/internal/bytesize"
 )
 
 // InitrdModules are the kernel modules drover-init loads, by name: block
@@ -60,37 +58,13 @@ func NewPlan(r *recipe.Recipe, l *lock.Lock, outDir string) (*Plan, error) {
 	if err := l.CheckFresh(r.Path, r.InputsDigest()); err != nil {
 		return nil, err
 	}
-	excluded, err := excludedDebs(r, l)
-	if err != nil {
+	if _, err := excludedDebs(r, l); err != nil {
 		return nil, err
 	}
 	p := &Plan{Recipe: r, Lock: l, OutDir: outDir, Finalize: finalize.Steps()}
-	var debBytes int64
-	for _, d := range l.Debs {
-		debBytes += d.Size
+	for _, s := range stages {
+		p.Steps = append(p.Steps, s.name+": "+s.plan(p))
 	}
-	p.Steps = []string{
-		fmt.Sprintf("fetch %d packages (%s) and %d URL components into the verified cache, once every deb line is in the signed Packages index of the InRelease the lock pins for its suite", len(l.Debs), bytesize.Format(debBytes), len(l.URLs)),
-	}
-	for _, g := range l.Go {
-		p.Steps = append(p.Steps, fmt.Sprintf("go build %s (%s@%s, %d modules pinned) CGO_ENABLED=0 -trimpath", g.Package, g.Module, g.Version, len(g.Sum)))
-	}
-	p.Steps = append(p.Steps,
-		fmt.Sprintf("assemble: stream %d data.tar into the in-memory tree (%d excluded packages into a tree of their own)", len(l.Debs)-len(excluded), len(excluded)),
-		cniStep(r),
-		"add: Go components, URL components, recipe files, drover-agent and its units, drover-init",
-		removeStep(r),
-		"finalize: "+stepNames(p.Finalize),
-		"needs: no ELF interpreter or DT_NEEDED library, #! interpreter, enabled unit's Exec*=/PAMName= or PAM module is only in a left-out path",
-		"kmod-index: modules.dep/alias/symbols(.bin) from the modules' .modinfo",
-		"rootfs: "+rootfsStep(r.Image.RootFS)+", every timestamp "+epochString(l.Epoch),
-		"verity: sha256 hash tree, 4096-byte blocks, salt derived from content",
-		"initrd: drover-init + modules "+strings.Join(InitrdModules, " ")+" (those not built in)",
-		"uki: systemd-stub + .osrel .cmdline .uname .initrd .linux, cmdline "+KernelCmdline(r.Cmdline, "<root hash>")+
-			fmt.Sprintf("; SBAT entry %s,%d appended to the stub's .sbat", SBATComponent, r.SecureBoot.SBATGeneration),
-		"esp: FAT32 "+r.Image.ESPSize+": systemd-boot, loader.conf (timeout 0), the UKI as "+esp.UKIPath+" (Boot Loader Specification type #2)",
-		"disk: GPT esp + root + root-verity (DPS types, UUIDs from the root hash); var is created on first boot",
-	)
 	for _, f := range r.Image.Formats {
 		p.Outputs = append(p.Outputs, r.Name+"."+f)
 	}
@@ -99,7 +73,8 @@ func NewPlan(r *recipe.Recipe, l *lock.Lock, outDir string) (*Plan, error) {
 }
 
 // cniStep says which of the packages' CNI plugins the build keeps.
-func cniStep(r *recipe.Recipe) string {
+func cniStep(p *Plan) string {
+	r := p.Recipe
 	plugins, named := r.CNIPlugins()
 	from := "the default"
 	if named {
@@ -109,19 +84,20 @@ func cniStep(r *recipe.Recipe) string {
 	if len(plugins) == 0 {
 		list = "none"
 	}
-	return fmt.Sprintf("cni: of the plugins packages install in %s, if any, ship %s (%s); leave out the rest", recipe.CNIDir, list, from)
+	return fmt.Sprintf("of the plugins packages install in %s, if any, ship %s (%s); leave out the rest", recipe.CNIDir, list, from)
 }
 
 // removeStep counts the recipe's remove entries for the image's
 // architecture.
-func removeStep(r *recipe.Recipe) string {
+func removeStep(p *Plan) string {
+	r := p.Recipe
 	n := 0
 	for _, rm := range r.Remove {
 		if rm.Applies(r.Arch) {
 			n++
 		}
 	}
-	s := fmt.Sprintf("remove: %d recipe globs (each must match)", n)
+	s := fmt.Sprintf("%d recipe globs (each must match)", n)
 	if other := len(r.Remove) - n; other > 0 {
 		s += fmt.Sprintf("; %d for another architecture skipped", other)
 	}
