@@ -40,7 +40,11 @@ type Options struct {
 	// caller that has them built (the build's own tests, which have no
 	// toolchain to build with); the manifest records the override.
 	PauseBins map[string]string
-	Version   string // builder version, for the manifest
+	// ProviderBins override the recipe's credential providers, built
+	// from Source otherwise: name (recipe credentialProviders) → binary
+	// file, for the same callers as PauseBins.
+	ProviderBins map[string]string
+	Version      string // builder version, for the manifest
 	// BuilderSource is what is known of the source the builder itself was
 	// compiled from (never clean by default).
 	BuilderSource gomod.SourceState
@@ -87,7 +91,7 @@ type builder struct {
 	// leftOut maps each path of an excluded package or a remove entry to
 	// what left it out, for the needs check.
 	leftOut map[string]string
-	own     []*ownBinary // drover-agent, drover-init
+	own     []*ownBinary // drover-agent, drover-init, the credential providers
 	// changelogs are the packages' changelogs, read while unpacking
 	// though the image leaves them out.
 	changelogs *changelogFiles
@@ -152,6 +156,7 @@ func Build(ctx context.Context, p *Plan, o Options) (*Result, error) {
 		{"package facts", func() error { return b.packageFacts(fetched) }},
 		{"go components", func() error { return b.goComponents(ctx) }},
 		{"drover binaries", func() error { return b.droverBinaries(ctx) }},
+		{"credential providers", func() error { return b.credentialProviderBinaries(ctx) }},
 		{"sandbox image", func() error { return b.sandboxImage(ctx) }},
 		{"add files", func() error { return b.addFiles(fetched) }},
 		{"remove paths", func() error { return b.removePaths() }},

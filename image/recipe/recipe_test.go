@@ -35,7 +35,7 @@ func TestDefaults(t *testing.T) {
 func TestErrors(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"unknown field", "name: x\npackges: [a]\n",
-			"r.yaml:2: packges: unknown field (known: extends, name, arch, epoch, debian, kernel, packages, prefer, go, urls, files, units, cmdline, image, sandbox, secureBoot, cni, exclude, remove)"},
+			"r.yaml:2: packges: unknown field (known: extends, name, arch, epoch, debian, kernel, packages, prefer, go, urls, files, units, cmdline, image, sandbox, credentialProviders, secureBoot, cni, exclude, remove)"},
 		{"unknown nested field", "name: x\ndebian:\n  suite: trixie\n  mirror: foo\n",
 			"r.yaml:4: debian.mirror: unknown field (known: suites, suite, components, keyring)"},
 		{"wrong type list", "name: x\npackages: systemd\n",
@@ -61,6 +61,10 @@ func TestErrors(t *testing.T) {
 			"r.yaml:3: files[0]: give exactly one of content (inline) or source (a file beside the recipe)"},
 		{"format", "name: x\nimage:\n  formats: [raw, vmdk]\n",
 			`r.yaml:3: image.formats[1]: "vmdk": supported formats are raw, qcow2 and vhd`},
+		{"credential provider unknown", "name: x\ncredentialProviders: [ecr]\n",
+			`r.yaml:2: credentialProviders[0]: "ecr" is not a credential provider drover ships; known: acr`},
+		{"credential provider twice", "name: x\ncredentialProviders: [acr, acr]\n",
+			`r.yaml:2: credentialProviders[1]: "acr" is listed twice`},
 		{"sandbox digest", "name: x\nsandbox:\n  digest: sha256:ABC\n",
 			`r.yaml:3: sandbox.digest: "sha256:ABC" is not an image index digest: want sha256: and 64 lowercase hex digits, as ` + "`drover build`" + ` prints it`},
 		{"size", "name: x\nimage:\n  size: 2G\n",
