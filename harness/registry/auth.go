@@ -108,6 +108,7 @@ func (r *Registry) serveAuth(w http.ResponseWriter, req *http.Request) string {
 		}
 	}
 	tok := randomToken()
+	r.logger.Printf("token for %s, pull of %s", who, strings.Join(repos, " "))
 	r.mu.Lock()
 	r.bearers[tok] = bearer{who: who, repos: repos, expires: time.Now().Add(bearerLifetime)}
 	r.mu.Unlock()

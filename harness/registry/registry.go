@@ -98,9 +98,6 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			r.requests = append(r.requests, rec)
 		}
 		r.mu.Unlock()
-		if rec.Who != "" {
-			r.logger.Printf("%s %s for %s", req.Method, req.URL.Path, rec.Who)
-		}
 	}()
 	if refusing {
 		// What a registry behind a broken route or an outage answers.
@@ -115,7 +112,11 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if !ok {
 		return
 	}
-	rec.Who = who
+	if rec.Who = who; who != "" {
+		// Before the answer: whoever reads the log once the pull is done
+		// finds the line.
+		r.logger.Printf("%s %s for %s", req.Method, req.URL.Path, who)
+	}
 	r.inner.ServeHTTP(w, req)
 }
 
