@@ -70,6 +70,12 @@ const DefaultLoginLifetime = time.Hour
 
 // Server is the emulated API; create it with New.
 type Server struct {
+	// LoginLifetime caps an issued login's life (DefaultLoginLifetime
+	// when 0), e.g. so that a smoke test sees the kubelet ask again
+	// (it caches a login until five minutes before it expires). Set it
+	// before serving.
+	LoginLifetime time.Duration
+
 	creds Credentials
 	now   func() time.Time
 
@@ -289,7 +295,11 @@ func (s *Server) allowed(role string) *apiError {
 
 // issue makes a login for c: an hour, no longer than c is valid.
 func (s *Server) issue(c ecsmeta.STSCredentials, instanceID, region string) Login {
-	exp := s.now().Add(DefaultLoginLifetime)
+	life := DefaultLoginLifetime
+	if s.LoginLifetime > 0 {
+		life = s.LoginLifetime
+	}
+	exp := s.now().Add(life)
 	if c.Expiration.Before(exp) {
 		exp = c.Expiration
 	}

@@ -94,12 +94,18 @@ func TestTokensForTheRole(t *testing.T) {
 	if err != nil || !short.Expires.Equal(c.Expiration) {
 		t.Errorf("login near the STS expiry: %+v, %v", short, err)
 	}
+	r.api.LoginLifetime = 6 * time.Minute
+	r.now = c.Expiration.Add(-time.Hour)
+	six, err := r.sdk.EnterpriseToken(ctx, "cn-hangzhou", "cri-harness1", c)
+	if err != nil || !six.Expires.Equal(r.now.Add(6*time.Minute)) {
+		t.Errorf("login with LoginLifetime 6m: %+v, %v", six, err)
+	}
 	r.now = tok.Expires
 	if _, ok := r.api.Check(tok.Username, tok.Password); ok {
 		t.Error("Check accepts an expired login")
 	}
 	calls := r.api.Calls()
-	if len(calls) != 4 || calls[0] != (Call{Action: "GetAuthorizationToken", Role: "drover-node", InstanceID: "cri-harness1"}) {
+	if len(calls) != 5 || calls[0] != (Call{Action: "GetAuthorizationToken", Role: "drover-node", InstanceID: "cri-harness1"}) {
 		t.Errorf("calls %+v", calls)
 	}
 }
