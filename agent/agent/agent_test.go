@@ -905,3 +905,29 @@ func TestSandboxImportFailureFailsJoin(t *testing.T) {
 		})
 	}
 }
+
+// TestACRProviderFollowsTheImage: the kubelet is told to use the ACR
+// credential provider exactly when the image ships it (a kubelet told to
+// use a plugin that is not there does not start).
+func TestACRProviderFollowsTheImage(t *testing.T) {
+	for _, ships := range []bool{false, true} {
+		r := newRig(t, userData(t, "hello"))
+		if ships {
+			bin := filepath.Join(r.root, nodeconfig.ACRProviderPath)
+			os.MkdirAll(filepath.Dir(bin), 0o755)
+			os.WriteFile(bin, []byte("provider"), 0o755)
+		}
+		if err := r.agent().Run(context.Background()); err != nil {
+			t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
+		}
+		args, _ := os.ReadFile(filepath.Join(r.root, nodeconfig.KubeletDefaultsPath))
+		cp, _ := os.ReadFile(filepath.Join(r.root, nodeconfig.CredentialProviderConfigPath))
+		flag := "--image-credential-provider-config=" + nodeconfig.CredentialProviderConfigPath
+		if strings.Contains(string(args), flag) != ships || (len(cp) > 0) != ships {
+			t.Errorf("image ships the provider: %v; kubelet args %s; %s: %q", ships, args, nodeconfig.CredentialProviderConfigPath, cp)
+		}
+		if ships && !strings.Contains(string(cp), "'*-registry.cn-hangzhou.cr.aliyuncs.com'") {
+			t.Errorf("the provider's patterns are not the instance region's:\n%s", cp)
+		}
+	}
+}

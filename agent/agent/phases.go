@@ -303,7 +303,16 @@ func (a *Agent) nodeFacts() nodeconfig.Facts {
 	ntp, _ := provider.ParseNTPServers(f.NTPServers)
 	return nodeconfig.Facts{InstanceID: f.InstanceID, RegionID: f.RegionID, ZoneID: f.ZoneID,
 		InstanceType: f.InstanceType, Hostname: a.nodeName, PrivateIPv4: ip, SecureBoot: a.secureBoot, NTPServers: ntp,
-		BuildID: a.buildID(), ConfigDigest: a.configDigestLabel()}
+		BuildID: a.buildID(), ConfigDigest: a.configDigestLabel(), ACRProvider: a.shipsACRProvider()}
+}
+
+// shipsACRProvider says the image has the ACR credential provider, which
+// the kubelet is then configured to use (docs/node-config.md, "Private ACR
+// images"): a kubelet told to use a plugin that is not there does not
+// start.
+func (a *Agent) shipsACRProvider() bool {
+	st, err := os.Stat(a.path(nodeconfig.ACRProviderPath))
+	return err == nil && st.Mode().IsRegular()
 }
 
 // sizeFacts reads the instance's size into f, from which the kubelet's

@@ -42,6 +42,9 @@ type Config struct {
 	Cluster    Cluster
 	Kubelet    Kubelet
 	Containerd Containerd
+	// Registries configures how the kubelet authenticates to registries
+	// (the ACR credential provider).
+	Registries Registries
 	// Storage says where container storage lives (StorageAuto,
 	// StorageRequired, StorageSystem).
 	Storage string

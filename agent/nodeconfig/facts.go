@@ -34,6 +34,9 @@ type Facts struct {
 	// user-data the instance was launched with (agent.ConfigDigest, 40 hex
 	// digits); drover rollout compares both with the launch template's.
 	BuildID, ConfigDigest string
+	// ACRProvider says the image ships the ACR credential provider
+	// (ACRProviderPath): the kubelet is configured to use it.
+	ACRProvider bool
 }
 
 // Labels set from the facts; a node file may not set them (see

@@ -96,7 +96,7 @@ func TestRenderedFilesTable(t *testing.T) {
 	for _, r := range RenderedFiles() {
 		got = append(got, r.Path)
 	}
-	want := []string{ContainerdConfigPath, "/etc/containerd/certs.d/*/hosts.toml", KubeletConfigPath, KubeletDefaultsPath, CAFile, TimesyncdDropIn, BootstrapKubeconfigPath}
+	want := []string{ContainerdConfigPath, "/etc/containerd/certs.d/*/hosts.toml", KubeletConfigPath, KubeletDefaultsPath, CredentialProviderConfigPath, CAFile, TimesyncdDropIn, BootstrapKubeconfigPath}
 	if !slices.Equal(got, want) {
 		t.Errorf("RenderedFiles paths = %q, want %q", got, want)
 	}

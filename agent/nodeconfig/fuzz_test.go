@@ -35,6 +35,8 @@ func FuzzParse(f *testing.F) {
 		with("containerd:", "  mirrors: {docker.io: [\"http://h:1\"]}"),
 		with("kubelet:", "  taints: [a=b:NoExecute, 'c:NoSchedule']", "  labels: {a: b, example.com/x: ''}", "  maxPods: 0o20"),
 		with("cluster:", "  dns: ['::1', 10.0.0.1]", "  domain: a.b"),
+		with("registries:", "  acr:", "    regions: [cn-shanghai]", "    instances:", "      - {domain: a.example.com:5000, id: cri-a1, region: cn-beijing}",
+			"      - domain: b-registry-vpc.cn-hangzhou.cr.aliyuncs.com", "    apiEndpoint: http://cr-vpc.{region}.aliyuncs.com"),
 	} {
 		f.Add([]byte(s))
 	}
@@ -70,13 +72,22 @@ func FuzzParse(f *testing.F) {
 		if _, err := KubeletConfig(c, facts); err != nil {
 			t.Fatalf("KubeletConfig on an accepted document: %v", err)
 		}
-		if _, err := KubeletFlags(c, facts, ""); err != nil {
+		// registries.acr asks for the provider; an image without it fails the join (tested in registries_test.go).
+		if _, err := KubeletFlags(c, facts, ""); err != nil && c.Registries.ACR == nil {
 			t.Fatalf("KubeletFlags on an accepted document: %v", err)
 		}
 		if c.Cluster.CAData != "" {
 			if _, err := BootstrapKubeconfig(c); err != nil {
 				t.Fatalf("BootstrapKubeconfig on an accepted document: %v", err)
 			}
+		}
+		withACR := facts
+		withACR.ACRProvider = true
+		if _, err := CredentialProviderConfig(c, withACR); err != nil {
+			t.Fatalf("CredentialProviderConfig on an accepted document: %v", err)
+		}
+		if _, err := KubeletFlags(c, withACR, ""); err != nil {
+			t.Fatalf("KubeletFlags with the ACR provider on an accepted document: %v", err)
 		}
 		_ = ContainerdConfig(c)
 		_ = HostsToml(c)
@@ -116,7 +127,29 @@ func formatNode(t *testing.T, c *Config) []byte {
 	if len(c.Containerd.Mirrors) > 0 {
 		containerd["mirrors"] = c.Containerd.Mirrors
 	}
-	out, err := yaml.Marshal(map[string]any{"apiVersion": c.APIVersion, "kind": c.Kind, "cluster": cluster, "kubelet": kubelet, "containerd": containerd})
+	doc := map[string]any{"apiVersion": c.APIVersion, "kind": c.Kind, "cluster": cluster, "kubelet": kubelet, "containerd": containerd}
+	if a := c.Registries.ACR; a != nil {
+		acr := map[string]any{}
+		if a.Regions != nil {
+			acr["regions"] = a.Regions
+		}
+		var instances []map[string]string
+		for _, in := range a.Instances {
+			m := map[string]string{"domain": in.Domain, "region": in.Region}
+			if in.ID != "" {
+				m["id"] = in.ID
+			}
+			instances = append(instances, m)
+		}
+		if instances != nil {
+			acr["instances"] = instances
+		}
+		if a.APIEndpoint != "" {
+			acr["apiEndpoint"] = a.APIEndpoint
+		}
+		doc["registries"] = map[string]any{"acr": acr}
+	}
+	out, err := yaml.Marshal(doc)
 	if err != nil {
 		t.Fatalf("marshalling an accepted node file: %v", err)
 	}

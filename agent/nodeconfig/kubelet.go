@@ -152,6 +152,11 @@ func KubeletFlags(c *Config, f Facts, nodeIP string) ([]string, error) {
 		}
 		flags = append(flags, "--node-ip="+a.String())
 	}
+	cp, err := credentialProviderFlags(c, f)
+	if err != nil {
+		return nil, fmt.Errorf("rendering the kubelet flags: %w", err)
+	}
+	flags = append(flags, cp...)
 	if len(labels) > 0 {
 		pairs := make([]string, 0, len(labels))
 		for k, v := range labels {

@@ -54,6 +54,14 @@ var rendered = []Rendered{
 			flags, err := KubeletFlags(c, f, nodeIP)
 			return map[string][]byte{KubeletDefaultsPath: []byte("KUBELET_ARGS=\"" + strings.Join(flags, " ") + "\"\n")}, err
 		}},
+	{Path: CredentialProviderConfigPath, Via: "registries.acr", Mode: 0o644,
+		render: func(c *Config, f Facts, _ string) (map[string][]byte, error) {
+			cp, err := CredentialProviderConfig(c, f)
+			if cp == nil || err != nil {
+				return nil, err
+			}
+			return map[string][]byte{CredentialProviderConfigPath: cp}, nil
+		}},
 	{Path: CAFile, Via: "cluster.caData or cluster.caHash", Mode: 0o644,
 		render: func(c *Config, _ Facts, _ string) (map[string][]byte, error) {
 			if c.Cluster.CAData == "" {

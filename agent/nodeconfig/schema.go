@@ -11,7 +11,7 @@ import (
 // that one run reports them all.
 func (p *parser) config(root *yaml.Node) *Config {
 	c := &Config{}
-	top := p.fields(root, "", "apiVersion", "kind", "cluster", "kubelet", "containerd", "storage")
+	top := p.fields(root, "", "apiVersion", "kind", "cluster", "kubelet", "containerd", "registries", "storage")
 	if top == nil {
 		return nil
 	}
@@ -43,6 +43,9 @@ func (p *parser) config(root *yaml.Node) *Config {
 	c.Containerd.SandboxImage = DefaultSandboxImage
 	if e, ok := set(top, "containerd"); ok {
 		p.containerd(e, &c.Containerd)
+	}
+	if e, ok := set(top, "registries"); ok {
+		p.registries(e, &c.Registries)
 	}
 	c.Storage = StorageAuto
 	if e, ok := set(top, "storage"); ok {

@@ -37,10 +37,27 @@ type Spec struct {
 	// node file's kubelet.config (KubeletConfiguration v1beta1 fields;
 	// the agent's policy checks what it may not lower).
 	KubeletConfig map[string]any `yaml:"kubeletConfig"`
+	// ACR is the node file's registries.acr: the kubelet's ACR
+	// credential provider (docs/node-config.md, "Private ACR images").
+	ACR *ACR `yaml:"acr"`
 	// Files are extra files (path → content, mode 0644) under /etc or
 	// /var, e.g. a CNI configuration when the cluster has no CNI
 	// DaemonSet.
 	Files map[string]string `yaml:"files"`
+}
+
+// ACR is registries.acr of the node file.
+type ACR struct {
+	Regions     []string      `yaml:"regions,omitempty"`
+	Instances   []ACRInstance `yaml:"instances,omitempty"`
+	APIEndpoint string        `yaml:"apiEndpoint,omitempty"`
+}
+
+// ACRInstance is one registries.acr.instances entry.
+type ACRInstance struct {
+	Domain string `yaml:"domain"`
+	ID     string `yaml:"id,omitempty"`
+	Region string `yaml:"region,omitempty"`
 }
 
 // Load reads a Spec from a YAML file; unknown fields are errors.
@@ -75,6 +92,9 @@ type nodeFile struct {
 		SandboxImage string              `yaml:"sandboxImage,omitempty"`
 		Mirrors      map[string][]string `yaml:"mirrors,omitempty"`
 	} `yaml:"containerd,omitempty"`
+	Registries *struct {
+		ACR *ACR `yaml:"acr"`
+	} `yaml:"registries,omitempty"`
 }
 
 type nodeKubelet struct {
@@ -106,6 +126,11 @@ func NodeFile(s *Spec) ([]byte, error) {
 			SandboxImage string              `yaml:"sandboxImage,omitempty"`
 			Mirrors      map[string][]string `yaml:"mirrors,omitempty"`
 		}{s.SandboxImage, s.Mirrors}
+	}
+	if s.ACR != nil {
+		n.Registries = &struct {
+			ACR *ACR `yaml:"acr"`
+		}{s.ACR}
 	}
 	var b bytes.Buffer
 	b.WriteString("# Rendered by `drover userdata`; see docs/node-config.md.\n")

@@ -195,3 +195,29 @@ func TestRenderKubeletConfig(t *testing.T) {
 		t.Errorf("anonymous auth: %v", err)
 	}
 }
+
+// TestNodeFileACR: the spec's acr becomes the node file's registries.acr,
+// and a spec without it leaves the section out (the image's default).
+func TestNodeFileACR(t *testing.T) {
+	s := &Spec{Server: "https://10.0.0.10:6443", CAHash: "sha256:" + strings.Repeat("ab", 32), BootstrapToken: "abcdef.0123456789abcdef",
+		ACR: &ACR{Regions: []string{"cn-shanghai"}, APIEndpoint: "http://100.64.0.2:8081",
+			Instances: []ACRInstance{{Domain: "100.64.0.2:5000", ID: "cri-harness1", Region: "cn-hangzhou"}}}}
+	node, err := NodeFile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := nodeconfig.Parse(node, "node.yaml")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, node)
+	}
+	want := &nodeconfig.ACR{Regions: []string{"cn-shanghai"}, APIEndpoint: "http://100.64.0.2:8081",
+		Instances: []nodeconfig.ACRInstance{{Domain: "100.64.0.2:5000", ID: "cri-harness1", Region: "cn-hangzhou"}}}
+	if !reflect.DeepEqual(c.Registries.ACR, want) {
+		t.Errorf("registries.acr %+v, want %+v\n%s", c.Registries.ACR, want, node)
+	}
+	s.ACR = nil
+	node, _ = NodeFile(s)
+	if strings.Contains(string(node), "registries") {
+		t.Errorf("no acr in the spec, yet:\n%s", node)
+	}
+}

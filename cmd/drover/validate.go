@@ -106,8 +106,9 @@ the agent's own code. --base64 prints it ready for the ECS API's UserData.
 The YAML file takes the same settings as the flags:
   server, caFile | caData | caHash, bootstrapToken, labels, taints, mirrors,
   sandboxImage, maxPods, clusterDNS, clusterDomain
-(a relative caFile is relative to the YAML file), and kubeletConfig: a mapping
-of KubeletConfiguration fields written to the node file's kubelet.config.`,
+(a relative caFile is relative to the YAML file), kubeletConfig: a mapping
+of KubeletConfiguration fields written to the node file's kubelet.config, and
+acr: the node file's registries.acr (regions, instances, apiEndpoint).`,
 		Example: `  drover userdata --server https://10.0.0.10:6443 --ca-file ca.crt --token abcdef.0123456789abcdef \
       --label example.com/pool=workers --taint dedicated=batch:NoSchedule \
       --mirror docker.io=https://mirror.example.com --base64

@@ -69,7 +69,9 @@ type Stats struct {
 	// had been issued by this server and had expired (TokenTTLOverride makes
 	// that happen during a boot); a client must then fetch a new token.
 	TokensExpired int
-	ByStatus      map[int]int
+	// STSIssued counts the RAM role credentials issued (first and rotated).
+	STSIssued int
+	ByStatus  map[int]int
 }
 
 func newRNG(seed int64) *mrand.Rand {

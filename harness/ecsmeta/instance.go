@@ -14,6 +14,14 @@
 // a bad or expired token → 401, a tokenless GET when tokens are required → 403.
 // Options.TokenEndpoint=false emulates an old service without the token endpoint.
 //
+// With Instance.RAMRole set it serves the role as ECS does:
+// meta-data/ram/security-credentials/ lists it, and its key answers STS
+// credentials as JSON (AccessKeyId, AccessKeySecret, SecurityToken,
+// Expiration, LastUpdated, Code), issued by the server, rotated halfway
+// through their life and kept for RoleCredentials, so that an emulated API
+// (harness/acrapi) can check a request's signature against them.
+// DetachRAMRole makes the directory 404 again.
+//
 // Faults (error rate, runs of failures, delays, early token expiry) can be changed
 // while the server runs, and every request is logged (Requests) so tests can assert
 // what the client actually did on the wire rather than what it claims it did.
@@ -59,6 +67,11 @@ type Instance struct {
 	// meta-data/instance/spot/termination-time: a spot instance's reclaim
 	// notice (a UTC time, 2026-12-02T08:00:00Z). Empty: no notice (404).
 	SpotTerminationTime string
+	// RAMRole is the name of the RAM role attached to the instance: listed
+	// at meta-data/ram/security-credentials/, whose key of that name
+	// answers the role's STS credentials (Server issues and rotates them).
+	// Empty: no role attached, the directory is 404 (a role detached).
+	RAMRole string
 }
 
 // DefaultInstance returns a plausible ECS instance whose network values match
@@ -86,6 +99,10 @@ func DefaultInstance() Instance {
 		NTPServers:         []string{"ntp.cloud.aliyuncs.com"},
 	}
 }
+
+// RAMCredentialsKey is the meta-data directory listing the instance's RAM
+// role.
+const RAMCredentialsKey = "ram/security-credentials/"
 
 // node is one entry of the meta-data tree: a leaf value or a directory.
 type node struct {
@@ -163,6 +180,11 @@ func (inst Instance) metaData() *node {
 	root.add("vswitch-cidr-block", inst.VSwitchCIDR)
 	root.add("dns-conf/nameservers", strings.Join(inst.Nameservers, "\n"))
 	root.add("ntp-conf/ntp-servers", strings.Join(inst.NTPServers, "\n"))
+	// The value is never served: Server answers the role's key with its
+	// current credentials.
+	if inst.RAMRole != "" && !strings.Contains(inst.RAMRole, "/") {
+		root.add(RAMCredentialsKey+inst.RAMRole, "sts")
+	}
 	if inst.MAC != "" {
 		nic := "network/interfaces/macs/" + inst.MAC + "/"
 		root.add(nic+"network-interface-id", inst.NetworkInterfaceID)

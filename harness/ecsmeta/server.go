@@ -36,6 +36,9 @@ type Options struct {
 	TokenRequired bool
 	// Now is the clock for token expiry and the request log; nil = time.Now.
 	Now func() time.Time
+	// STSLifetime is the validity of the RAM role's STS credentials
+	// (DefaultSTSLifetime when 0); they are rotated halfway.
+	STSLifetime time.Duration
 }
 
 // Server is the emulated metadata service. Create it with New; it is safe for
@@ -52,6 +55,10 @@ type Server struct {
 	stats    Stats
 	servers  []*http.Server
 	shutdown bool
+	// current holds each role's credentials being served, issued every
+	// issue by AccessKeyId (sts.go).
+	current map[string]STSCredentials
+	issued  map[string]STSCredentials
 }
 
 // New returns a server for inst.
@@ -293,6 +300,10 @@ func (s *Server) serveData(w http.ResponseWriter, p string) {
 	var segs []string
 	if trimmed != "" {
 		segs = strings.Split(trimmed, "/")
+	}
+	if roleKey(inst, p) {
+		s.serveRole(w, inst.RAMRole)
+		return
 	}
 	n := inst.metaData().lookup(segs)
 	switch {

@@ -405,3 +405,72 @@ func TestMethodNotAllowed(t *testing.T) {
 		t.Errorf("nameservers = %d %q", code, body)
 	}
 }
+
+func TestRAMRoleCredentials(t *testing.T) {
+	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	inst := DefaultInstance()
+	inst.RAMRole = "drover-node"
+	s := New(inst, Options{TokenEndpoint: true, TokenRequired: true, STSLifetime: time.Hour, Now: func() time.Time { return now }})
+	tok := token(t, s, "21600")
+	hdr := map[string]string{TokenHeader: tok}
+
+	if code, body := do(t, s, http.MethodGet, "/latest/meta-data/ram/security-credentials/", hdr); code != 200 || body != "drover-node" {
+		t.Fatalf("role listing: %d %q", code, body)
+	}
+	if code, body := do(t, s, http.MethodGet, "/latest/meta-data/", hdr); code != 200 || !strings.Contains(body, "ram/") {
+		t.Errorf("meta-data listing lacks ram/: %d %q", code, body)
+	}
+	get := func() map[string]string {
+		t.Helper()
+		code, body := do(t, s, http.MethodGet, "/latest/meta-data/ram/security-credentials/drover-node", hdr)
+		var m map[string]string
+		if code != 200 || json.Unmarshal([]byte(body), &m) != nil {
+			t.Fatalf("role credentials: %d %q", code, body)
+		}
+		return m
+	}
+	first := get()
+	for _, k := range []string{"AccessKeyId", "AccessKeySecret", "SecurityToken"} {
+		if first[k] == "" {
+			t.Errorf("credentials lack %s: %v", k, first)
+		}
+	}
+	if first["Code"] != "Success" || first["Expiration"] != "2026-12-02T09:00:00Z" || first["LastUpdated"] != "2026-12-02T08:00:00Z" {
+		t.Errorf("credentials %v", first)
+	}
+	// The same until half their life is gone, then new ones; the old ones
+	// are still known to a verifier.
+	now = now.Add(29 * time.Minute)
+	if again := get(); again["AccessKeyId"] != first["AccessKeyId"] {
+		t.Errorf("rotated after 29 of 60 minutes")
+	}
+	now = now.Add(time.Minute)
+	second := get()
+	if second["AccessKeyId"] == first["AccessKeyId"] || second["SecurityToken"] == first["SecurityToken"] || second["Expiration"] != "2026-12-02T09:30:00Z" {
+		t.Errorf("not rotated halfway: %v then %v", first, second)
+	}
+	for _, m := range []map[string]string{first, second} {
+		c, ok := s.RoleCredentials(m["AccessKeyId"])
+		if !ok || c.AccessKeySecret != m["AccessKeySecret"] || c.SecurityToken != m["SecurityToken"] || c.Role != "drover-node" {
+			t.Errorf("RoleCredentials(%s) = %+v, %v", m["AccessKeyId"], c, ok)
+		}
+	}
+	if n := len(s.IssuedCredentials()); n != 2 || s.Stats().STSIssued != 2 {
+		t.Errorf("%d issued, stats %d", n, s.Stats().STSIssued)
+	}
+	// Tokens are required for the role's key as for any other.
+	if code, _ := do(t, s, http.MethodGet, "/latest/meta-data/ram/security-credentials/drover-node", nil); code != http.StatusForbidden {
+		t.Errorf("tokenless GET of the credentials: %d", code)
+	}
+
+	s.DetachRAMRole()
+	for _, p := range []string{"/latest/meta-data/ram/security-credentials/", "/latest/meta-data/ram/security-credentials/drover-node"} {
+		if code, _ := do(t, s, http.MethodGet, p, hdr); code != http.StatusNotFound {
+			t.Errorf("GET %s after the role was detached: %d, want 404", p, code)
+		}
+	}
+	// Without a role from the start, nothing under ram/.
+	if code, _ := do(t, New(DefaultInstance(), Options{}), http.MethodGet, "/latest/meta-data/ram/security-credentials/", nil); code != http.StatusNotFound {
+		t.Errorf("no role: %d", code)
+	}
+}

@@ -31,6 +31,11 @@
 //     fetched from http://100.64.0.2:<Port>/v2/drover/hello/manifests/v1.
 //
 // The integration test proves option 2 with a real containerd and ctr.
+//
+// RequireToken makes repositories under a prefix private, as an ACR
+// instance's are: pulls need the docker token exchange with a login an
+// emulated ACR issued (auth.go; FetchManifest is a client of it that needs
+// neither containerd nor the kubelet).
 package registry
 
 import (
@@ -53,20 +58,28 @@ import (
 
 // Registry is a running in-memory OCI registry. Its content is lost on Close.
 type Registry struct {
-	ln    net.Listener
-	srv   *http.Server
-	inner http.Handler
-	done  chan error
+	ln     net.Listener
+	srv    *http.Server
+	inner  http.Handler
+	done   chan error
+	logger *log.Logger
 
 	mu       sync.Mutex
 	requests []Request
 	refusing bool
+	// private, check and bearers are the token auth (auth.go).
+	private string
+	check   CheckLogin
+	bearers map[string]bearer
 }
 
 // Request is one request the registry was asked, as it saw it.
 type Request struct {
 	Method, Path string
 	Refused      bool // answered 503 while Refuse(true)
+	// Who is the login a private repository's request was allowed for
+	// (or, at AuthPath, a token was issued to); "" otherwise.
+	Who string
 }
 
 // maxRequests bounds the request record: a smoke run makes a few hundred.
@@ -77,14 +90,32 @@ const maxRequests = 10000
 func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	refusing := r.refusing
-	if len(r.requests) < maxRequests {
-		r.requests = append(r.requests, Request{Method: req.Method, Path: req.URL.Path, Refused: refusing})
-	}
 	r.mu.Unlock()
+	rec := Request{Method: req.Method, Path: req.URL.Path, Refused: refusing}
+	defer func() {
+		r.mu.Lock()
+		if len(r.requests) < maxRequests {
+			r.requests = append(r.requests, rec)
+		}
+		r.mu.Unlock()
+	}()
 	if refusing {
 		// What a registry behind a broken route or an outage answers.
 		http.Error(w, "registry refusing every request (drover smoke: no registry reachable)", http.StatusServiceUnavailable)
 		return
+	}
+	if req.URL.Path == AuthPath {
+		rec.Who = r.serveAuth(w, req)
+		return
+	}
+	who, ok := r.authorize(w, req)
+	if !ok {
+		return
+	}
+	if rec.Who = who; who != "" {
+		// Before the answer: whoever reads the log once the pull is done
+		// finds the line.
+		r.logger.Printf("%s %s for %s", req.Method, req.URL.Path, who)
 	}
 	r.inner.ServeHTTP(w, req)
 }
@@ -118,7 +149,8 @@ func Start(ctx context.Context, addr string, log io.Writer) (*Registry, error) {
 	}
 	logger := newLogger(log)
 	r := &Registry{
-		ln: ln,
+		ln:     ln,
+		logger: logger,
 		// Without our logger the library logs every request to stderr.
 		inner: ggcrregistry.New(ggcrregistry.Logger(logger)),
 		done:  make(chan error, 1),
@@ -164,7 +196,7 @@ func Push(ctx context.Context, reg *Registry, repo, tag string, img v1.Image) er
 	if err != nil {
 		return fmt.Errorf("pushing image %s:%s: invalid reference: %w", repo, tag, err)
 	}
-	if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
+	if err := remote.Write(ref, img, remote.WithContext(ctx), reg.transport(repo)); err != nil {
 		return fmt.Errorf("pushing image %s to the harness registry: %w", ref, err)
 	}
 	return nil
@@ -177,10 +209,22 @@ func PushIndex(ctx context.Context, reg *Registry, repo, tag string, idx v1.Imag
 	if err != nil {
 		return fmt.Errorf("pushing image index %s:%s: invalid reference: %w", repo, tag, err)
 	}
-	if err := remote.WriteIndex(ref, idx, remote.WithContext(ctx)); err != nil {
+	if err := remote.WriteIndex(ref, idx, remote.WithContext(ctx), reg.transport(repo)); err != nil {
 		return fmt.Errorf("pushing image index %s to the harness registry: %w", ref, err)
 	}
 	return nil
+}
+
+// transport is how Push reaches repo: over the network, or in-process
+// for a private repository, which refuses pushes over the network.
+func (r *Registry) transport(repo string) remote.Option {
+	r.mu.Lock()
+	private := r.private != "" && strings.HasPrefix(repo, r.private)
+	r.mu.Unlock()
+	if private {
+		return remote.WithTransport(inProcess{r.inner})
+	}
+	return remote.WithTransport(remote.DefaultTransport)
 }
 
 // HostsTOML renders a containerd hosts.toml (certs.d/<upstream>/hosts.toml)

@@ -137,7 +137,7 @@ func TestRefuseAndRequests(t *testing.T) {
 	if code := get(); code != http.StatusOK {
 		t.Errorf("registry serving again answered %d", code)
 	}
-	want := []Request{{"GET", "/v2/", false}, {"GET", "/v2/", true}, {"GET", "/v2/", false}}
+	want := []Request{{Method: "GET", Path: "/v2/"}, {Method: "GET", Path: "/v2/", Refused: true}, {Method: "GET", Path: "/v2/"}}
 	if got := reg.Requests(); !reflect.DeepEqual(got, want) {
 		t.Errorf("requests %+v, want %+v", got, want)
 	}

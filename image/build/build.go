@@ -39,7 +39,11 @@ type Options struct {
 	// caller that has them built (the build's own tests, which have no
 	// toolchain to build with); the manifest records the override.
 	PauseBins map[string]string
-	Version   string // builder version, for the manifest
+	// ProviderBins override the recipe's credential providers, built
+	// from Source otherwise: name (recipe credentialProviders) → binary
+	// file, for the same callers as PauseBins.
+	ProviderBins map[string]string
+	Version      string // builder version, for the manifest
 	// BuilderSource is what is known of the source the builder itself was
 	// compiled from (never clean by default).
 	BuilderSource gomod.SourceState
@@ -86,7 +90,7 @@ type builder struct {
 	// leftOut maps each path of an excluded package or a remove entry to
 	// what left it out, for the needs check.
 	leftOut map[string]string
-	own     []*ownBinary // drover-agent, drover-init
+	own     []*ownBinary // drover-agent, drover-init, the credential providers
 	// changelogs are the packages' changelogs, read while unpacking
 	// though the image leaves them out.
 	changelogs *changelogFiles

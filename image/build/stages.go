@@ -61,6 +61,12 @@ var stages = []stage{
 	{name: "drover binaries", plan: func(*Plan) string {
 		return "drover-agent and drover-init built from this checkout with the lock's toolchain (or --agent/--init)"
 	}, run: func(b *builder, ctx context.Context) error { return b.droverBinaries(ctx) }},
+	{name: "credential providers", plan: func(p *Plan) string {
+		if len(p.Recipe.CredentialProviders) == 0 {
+			return "none (no credentialProviders)"
+		}
+		return "the kubelet image credential providers " + strings.Join(p.Recipe.CredentialProviders, ", ") + " built from this checkout with the lock's toolchain"
+	}, run: func(b *builder, ctx context.Context) error { return b.credentialProviderBinaries(ctx) }},
 	{name: "sandbox image", plan: func(p *Plan) string {
 		if p.Recipe.Sandbox.Digest == "" {
 			return "none (no sandbox.digest)"

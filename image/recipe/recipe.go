@@ -37,6 +37,11 @@ type Recipe struct {
 	Cmdline  []string          `yaml:"cmdline"`
 	Image    Image             `yaml:"image"`
 	Sandbox  Sandbox           `yaml:"sandbox"`
+	// CredentialProviders are the kubelet image credential providers of
+	// drover's the image ships, by name (CredentialProviderNames): drover
+	// build compiles each from the checkout like drover-agent, and the
+	// agent configures the kubelet to use what the image has.
+	CredentialProviders []string `yaml:"credentialProviders"`
 	// SecureBoot holds what the recipe says about its UKI for Secure Boot
 	// (the signing key itself is the build's --secure-boot-key).
 	SecureBoot SecureBoot `yaml:"secureBoot"`
@@ -160,6 +165,11 @@ var Compressions = []string{"none", "lz4", "lz4hc", "zstd"}
 type Sandbox struct {
 	Digest string `yaml:"digest"`
 }
+
+// CredentialProviderNames are the values credentialProviders may list:
+// "acr", cmd/drover-acr-credential-provider (private Alibaba Cloud
+// Container Registry images pulled with the instance's RAM role).
+func CredentialProviderNames() []string { return []string{"acr"} }
 
 // SecureBoot is the recipe's part of Secure Boot.
 type SecureBoot struct {

@@ -36,7 +36,7 @@ func TestDefaults(t *testing.T) {
 func TestErrors(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"unknown field", "name: x\npackges: [a]\n",
-			"r.yaml:2: packges: unknown field (known: extends, name, arch, epoch, debian, kernel, packages, prefer, go, urls, files, units, cmdline, image, sandbox, secureBoot, cni, exclude, remove)"},
+			"r.yaml:2: packges: unknown field (known: extends, name, arch, epoch, debian, kernel, packages, prefer, go, urls, files, units, cmdline, image, sandbox, credentialProviders, secureBoot, cni, exclude, remove)"},
 		{"unknown nested field", "name: x\ndebian:\n  suite: trixie\n  mirror: foo\n",
 			"r.yaml:4: debian.mirror: unknown field (known: suites, suite, components, keyring)"},
 		{"wrong type list", "name: x\npackages: systemd\n",
@@ -72,6 +72,10 @@ func TestErrors(t *testing.T) {
 			`r.yaml:4: image.rootfs.extentSize: "2MiB": want a power of two from 8KiB to 1MiB (the kernel's largest compressed cluster)`},
 		{"extent not a size", "name: x\nimage:\n  rootfs:\n    extentSize: 1M\n",
 			`r.yaml:4: image.rootfs.extentSize: "1M": want a size such as 64MiB or 2GiB`},
+		{"credential provider unknown", "name: x\ncredentialProviders: [ecr]\n",
+			`r.yaml:2: credentialProviders[0]: "ecr" is not a credential provider drover ships; known: acr`},
+		{"credential provider twice", "name: x\ncredentialProviders: [acr, acr]\n",
+			`r.yaml:2: credentialProviders[1]: "acr" is listed twice`},
 		{"sandbox digest", "name: x\nsandbox:\n  digest: sha256:ABC\n",
 			`r.yaml:3: sandbox.digest: "sha256:ABC" is not an image index digest: want sha256: and 64 lowercase hex digits, as ` + "`drover build`" + ` prints it`},
 		{"size", "name: x\nimage:\n  size: 2G\n",

@@ -84,6 +84,7 @@ func (r *Recipe) validate(t *tree) []error {
 	v.cmdline()
 	v.image()
 	v.sandbox()
+	v.credentialProviders()
 	v.secureBoot()
 	v.cni()
 	v.exclude()
@@ -234,6 +235,20 @@ func (v *validator) cni() {
 			v.fail(f, "%q is listed twice", p)
 		}
 		seen[p] = true
+	}
+}
+
+func (v *validator) credentialProviders() {
+	seen := map[string]bool{}
+	for i, name := range v.r.CredentialProviders {
+		f := fmt.Sprintf("credentialProviders[%d]", i)
+		switch {
+		case !slices.Contains(CredentialProviderNames(), name):
+			v.fail(f, "%q is not a credential provider drover ships; known: %s", name, strings.Join(CredentialProviderNames(), ", "))
+		case seen[name]:
+			v.fail(f, "%q is listed twice", name)
+		}
+		seen[name] = true
 	}
 }
 
