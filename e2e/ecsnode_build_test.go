@@ -19,6 +19,7 @@ import (
 	"github.com/spdx/tools-golang/spdxlib"
 
 	"github.com/drover-os/drover/image/build"
+	"github.com/drover-os/drover/image/cache"
 	"github.com/drover-os/drover/image/recipe"
 	"github.com/drover-os/drover/image/sbomschema"
 	"github.com/drover-os/drover/internal/erofsutils"
@@ -41,6 +42,14 @@ func TestEcsNodeBuildReproducible(t *testing.T) {
 	recipe := filepath.Join(repo, "recipes", "ecs-node.yaml")
 	var outs [2]string
 	for i, env := range [][]string{nil, {"GOTOOLCHAIN=go1.27.3"}} {
+		if i == 1 {
+			// The first build keeps drover's own binaries in the cache
+			// by their inputs (gomod.BuildLocal); the caller's
+			// GOTOOLCHAIN is not one of them, so the second would take
+			// them from there. Forgetting them makes it run go build
+			// under that GOTOOLCHAIN: what this test checks.
+			forgetOwnBinaries(t)
+		}
 		outs[i] = filepath.Join(work, "out"+string(rune('a'+i)))
 		start := time.Now()
 		runEnv(t, env, bin("drover"), "build", recipe, "-o", outs[i])
@@ -327,4 +336,37 @@ func checkSPDXLibrary(t *testing.T, p string, edges map[string]string) {
 			t.Logf("SBOM: %s DEPENDS_ON %s %s", binName, module, found)
 		}
 	}
+}
+
+// forgetOwnBinaries unlinks the keys of drover's own binaries ("gomod
+// local ...") from the default drover cache, so the next build builds
+// them again. The blobs stay; a key file holds the blob's sha256, then the
+// key (image/cache).
+func forgetOwnBinaries(t *testing.T) {
+	t.Helper()
+	dir, err := cache.DefaultDir(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := filepath.Glob(filepath.Join(dir, "keys", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, k := range keys {
+		data, err := os.ReadFile(k)
+		if err != nil {
+			continue
+		}
+		if _, key, _ := strings.Cut(string(data), "\n"); strings.HasPrefix(key, "gomod local ") {
+			if err := os.Remove(k); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no own-binary keys in %s after a build: the cache layout changed, and the second build would not build them", dir)
+	}
+	t.Logf("forgot %d cached own binaries in %s", n, dir)
 }

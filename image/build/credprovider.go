@@ -47,7 +47,7 @@ func (b *builder) credentialProviderBinaries(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			bin, err := gomod.BuildLocal(ctx, env, b.o.Source, cp.pkg, "linux", b.arch.GOARCH, b.tmp)
+			bin, err := gomod.BuildLocal(ctx, env, b.ownStore(), b.o.Source, cp.pkg, "linux", b.arch.GOARCH, b.tmp)
 			if err != nil {
 				return err
 			}

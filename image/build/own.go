@@ -57,7 +57,7 @@ func (b *builder) droverBinaries(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			bin, err := gomod.BuildLocal(ctx, env, b.o.Source, ob.pkg, "linux", b.arch.GOARCH, b.tmp)
+			bin, err := gomod.BuildLocal(ctx, env, b.ownStore(), b.o.Source, ob.pkg, "linux", b.arch.GOARCH, b.tmp)
 			if err != nil {
 				return err
 			}
@@ -93,4 +93,13 @@ func (b *builder) ownSource() string {
 		return ""
 	}
 	return src.String()
+}
+
+// ownStore is where drover's own binaries built from the checkout are kept
+// by their inputs (gomod.BuildLocal): the build's cache, or none.
+func (b *builder) ownStore() gomod.BlobStore {
+	if b.o.Sources.Cache == nil {
+		return nil
+	}
+	return b.o.Sources.Cache
 }

@@ -98,7 +98,7 @@ func (b *builder) pauseBinary(ctx context.Context, goarch string) ([]byte, OwnSo
 	if err != nil {
 		return nil, OwnSource{}, err
 	}
-	bin, err := gomod.BuildLocal(ctx, env, b.o.Source, PausePackage, "linux", goarch, b.tmp)
+	bin, err := gomod.BuildLocal(ctx, env, b.ownStore(), b.o.Source, PausePackage, "linux", goarch, b.tmp)
 	if err != nil {
 		return nil, OwnSource{}, err
 	}

@@ -138,7 +138,7 @@ func TestPlantedSettingsDoNotReachTheBinary(t *testing.T) {
 	build := func(t *testing.T, goBin string, extra ...string) *Binary {
 		t.Helper()
 		env := Env{Go: goBin, WorkDir: t.TempDir(), Toolchain: version, Log: testLog{t}, Environ: append(os.Environ(), extra...)}
-		b, err := BuildLocal(ctx, env, src, "./cmd/tiny", "linux", runtime.GOARCH, t.TempDir())
+		b, err := BuildLocal(ctx, env, nil, src, "./cmd/tiny", "linux", runtime.GOARCH, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -220,15 +220,28 @@ func fileExists(path string) bool {
 // state is StateUnknown: the binaries' sha256 still names them, but nothing
 // says which source they are.
 func (g *goCmd) sourceState(ctx context.Context, src *Source, vars []string, pkg string) (*Source, []string, error) {
-	s := &Source{Dir: src.Dir, Module: src.Module, State: StateUnknown}
 	tree, err := readCommitTree(ctx, src.Dir)
 	if err != nil || tree == nil {
-		return s, nil, err
+		return &Source{Dir: src.Dir, Module: src.Module, State: StateUnknown}, nil, err
 	}
 	files, err := g.compiledFiles(ctx, src.Dir, vars, pkg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing the files %s is compiled from: %w", pkg, err)
 	}
+	return stateOf(src, tree, files)
+}
+
+// sourceStateOf is sourceState for files compiledFiles already listed.
+func sourceStateOf(ctx context.Context, src *Source, files []string) (*Source, []string, error) {
+	tree, err := readCommitTree(ctx, src.Dir)
+	if err != nil || tree == nil {
+		return &Source{Dir: src.Dir, Module: src.Module, State: StateUnknown}, nil, err
+	}
+	return stateOf(src, tree, files)
+}
+
+func stateOf(src *Source, tree *commitTree, files []string) (*Source, []string, error) {
+	s := &Source{Dir: src.Dir, Module: src.Module, State: StateUnknown}
 	diff, err := tree.differences(files, os.ReadFile)
 	if err != nil {
 		return nil, nil, err

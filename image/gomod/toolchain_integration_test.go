@@ -36,7 +36,7 @@ func TestIntegrationPinnedToolchain(t *testing.T) {
 	var sums []string
 	for _, caller := range []string{"GOTOOLCHAIN=" + installed, "GOTOOLCHAIN=local"} {
 		env := Env{WorkDir: t.TempDir(), Toolchain: pinned, Environ: append(os.Environ(), caller)}
-		b, err := BuildLocal(ctx, env, src, "./cmd/hello", "linux", "amd64", t.TempDir())
+		b, err := BuildLocal(ctx, env, nil, src, "./cmd/hello", "linux", "amd64", t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
