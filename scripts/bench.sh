@@ -20,6 +20,11 @@ secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
 mib() { awk -v b="$1" 'BEGIN{printf "%.1f MiB", b/1048576}'; }
 row() { printf "  %-52s %14s\n" "$1" "$2"; }
 has() { [[ " $SECTIONS " == *" $1 "* ]]; }
+# smoke runs drover smoke; with BENCH_PORT_LOCK set, under flock on that
+# file, for a machine where other runs also bind the control plane's port.
+smoke() {
+  if [ -n "${BENCH_PORT_LOCK:-}" ]; then flock "$BENCH_PORT_LOCK" "$DROVER" smoke "$@"; else "$DROVER" smoke "$@"; fi
+}
 # The previous release's figures (bench/size-previous.txt: "key value" lines).
 PREVIOUS=${PREVIOUS:-bench/size-previous.txt}
 prev() { awk -v k="$1" '$1==k{print $2}' "$PREVIOUS" 2>/dev/null; }
@@ -118,7 +123,7 @@ if has boot; then
   echo "== boot timeline: $name under QEMU, first boot and reboot to Node Ready, median of $boots (load: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
   [ -f "$work/out-warm/$name.raw" ] || "$DROVER" -q build "$RECIPE" -o "$work/out-warm" >/dev/null
   cache_args=(); [ -n "${BENCH_CACHE:-}" ] && cache_args=(--cache "$BENCH_CACHE")
-  "$DROVER" smoke "$work/out-warm/$name.raw" --bench "$boots" --work "$work/boot" "${cache_args[@]}" \
+  smoke "$work/out-warm/$name.raw" --bench "$boots" --work "$work/boot" "${cache_args[@]}" \
     --bench-previous bench/timeline-previous.txt --bench-record "$work/timeline.txt" 2>"$work/boot.log" | sed 's/^/  /' \
     || { echo "  boot bench failed (see $work/boot.log)"; tail -5 "$work/boot.log" | sed 's/^/  /'; }
   echo "  recorded: $work/timeline.txt"
@@ -142,7 +147,7 @@ if has arm64; then
   both "packages" "$(jq '.packages | length' "$out/$name.manifest.json")" "$(jq '.packages | length' "$out/$arm.manifest.json")"
   echo "== boot timeline: $arm under qemu-system-aarch64 (TCG), median of ${BENCH_ARM64_BOOTS:-1} (amd64's is above)"
   cache_args=(); [ -n "${BENCH_CACHE:-}" ] && cache_args=(--cache "$BENCH_CACHE")
-  "$DROVER" smoke "$out/$arm.raw" --bench "${BENCH_ARM64_BOOTS:-1}" --work "$work/boot-arm64" "${cache_args[@]}" 2>"$work/boot-arm64.log" \
+  smoke "$out/$arm.raw" --bench "${BENCH_ARM64_BOOTS:-1}" --work "$work/boot-arm64" "${cache_args[@]}" 2>"$work/boot-arm64.log" \
     | sed 's/^/  /' || { echo "  arm64 boot bench failed (see $work/boot-arm64.log)"; tail -5 "$work/boot-arm64.log" | sed 's/^/  /'; }
 fi
 
@@ -170,7 +175,7 @@ if has before; then
   w_before=$(warm old "$bw/drover" "$bw/src")
   w_after=$(warm new "$DROVER" "$PWD")
   for side in old new; do
-    "$DROVER" smoke "$bw/$side/$name.raw" --bench "$boots" --work "$bw/boot-$side" --bench-record "$bw/timeline-$side.txt" \
+    smoke "$bw/$side/$name.raw" --bench "$boots" --work "$bw/boot-$side" --bench-record "$bw/timeline-$side.txt" \
       >"$bw/boot-$side.out" 2>"$bw/boot-$side.log" || echo "  $side boot bench failed (see $bw/boot-$side.log)"
   done
   # t SIDE ROW COLUMN: a median from the recorded timeline (2: first boot, 3: reboot)
