@@ -163,7 +163,7 @@ func TestImportIntoContainerd(t *testing.T) {
 // with stand-ins for the pause binaries (nothing runs them here).
 func layoutArchive(t *testing.T) (string, string) {
 	t.Helper()
-	idx, err := oci.ProgramIndex("pause", map[string][]byte{"amd64": []byte("amd64 pause"), "arm64": []byte("arm64 pause")})
+	idx, err := oci.ProgramIndex("pause", map[string][]byte{"amd64": []byte("amd64 pause"), "arm64": []byte("arm64 pause")}, oci.PlainLayers)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // (image/oci), with stand-ins for the two pause binaries.
 func sandboxLayout(t *testing.T) ([]byte, string) {
 	t.Helper()
-	idx, err := oci.ProgramIndex("pause", map[string][]byte{"amd64": []byte("amd64 pause"), "arm64": []byte("arm64 pause")})
+	idx, err := oci.ProgramIndex("pause", map[string][]byte{"amd64": []byte("amd64 pause"), "arm64": []byte("arm64 pause")}, oci.PlainLayers)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -187,7 +187,7 @@ func sandboxArchive(t *testing.T, ctx context.Context) (string, string) {
 		}
 		bins[goarch] = b
 	}
-	idx, err := oci.ProgramIndex("pause", bins)
+	idx, err := oci.ProgramIndex("pause", bins, oci.PlainLayers)
 	if err != nil {
 		t.Fatal(err)
 	}

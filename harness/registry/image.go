@@ -159,7 +159,7 @@ func BuildAndPush(ctx context.Context, reg *Registry, goBin, workDir string) (ma
 	}
 	indexes := make(map[string]v1.ImageIndex, len(byArch))
 	for name, bins := range byArch {
-		idx, err := oci.ProgramIndex(name, bins)
+		idx, err := oci.ProgramIndex(name, bins, oci.GzipLayers)
 		if err != nil {
 			return nil, err
 		}

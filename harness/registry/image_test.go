@@ -213,7 +213,7 @@ func imageDigests(t *testing.T, ctx context.Context, workDir string) map[string]
 			t.Fatal(err)
 		}
 		for prog, b := range bins {
-			img, err := oci.ProgramImage(prog, b, goarch)
+			img, err := oci.ProgramImage(prog, b, goarch, oci.GzipLayers)
 			if err != nil {
 				t.Fatal(err)
 			}

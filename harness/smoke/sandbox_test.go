@@ -9,7 +9,7 @@ import (
 	"github.com/drover-os/drover/harness/registry"
 )
 
-const sandboxDigest = "sha256:a9c3b908644d23c5c3ec61b1f1f4493bfc5c38c08955c1c0fd0cacbe3c718dbf"
+const sandboxDigest = "sha256:af97f96af84dad90021ab1148d89a55fd87f51660c35d6912ed236b066549115"
 
 // probeImages is the probe's "images" answer holding the given records.
 func probeImages(images ...nodeImage) string {

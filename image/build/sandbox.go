@@ -43,7 +43,7 @@ func (b *builder) sandboxImage(ctx context.Context) error {
 		m.addOwn("linux/"+goarch, data, how)
 		pause = append(pause, m.Own[0])
 	}
-	idx, err := oci.ProgramIndex("pause", bins)
+	idx, err := oci.ProgramIndex("pause", bins, oci.PlainLayers)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 
 func testIndex(t *testing.T, amd64 string) v1.ImageIndex {
 	t.Helper()
-	idx, err := ProgramIndex("pause", map[string][]byte{"amd64": []byte(amd64), "arm64": []byte("arm64 binary")})
+	idx, err := ProgramIndex("pause", map[string][]byte{"amd64": []byte(amd64), "arm64": []byte("arm64 binary")}, GzipLayers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func platforms(t *testing.T, idx v1.ImageIndex) []string {
 }
 
 func TestProgramIndexMissingArch(t *testing.T) {
-	_, err := ProgramIndex("pause", map[string][]byte{"amd64": []byte("x")})
+	_, err := ProgramIndex("pause", map[string][]byte{"amd64": []byte("x")}, GzipLayers)
 	if err == nil || !strings.Contains(err.Error(), "no linux/arm64 binary") {
 		t.Errorf("err %v, want the missing architecture named", err)
 	}
@@ -135,5 +135,43 @@ func TestLayoutTarNeedsTag(t *testing.T) {
 	_, err := LayoutTar(testIndex(t, "x"), "Not A Ref", t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), `OCI layout of "Not A Ref": want a tagged reference (repo:tag)`) {
 		t.Errorf("err %v", err)
+	}
+}
+
+// TestPlainLayers: a PlainLayers image's layer is the tar itself
+// (application/vnd.oci.image.layer.v1.tar): its digest is the diff ID, and
+// the binary reads back from it uncompressed; GzipLayers' is gzip.
+func TestPlainLayers(t *testing.T) {
+	for _, tc := range []struct {
+		ls        Layers
+		mediaType string
+		gzip      bool
+	}{{PlainLayers, "application/vnd.oci.image.layer.v1.tar", false}, {GzipLayers, "application/vnd.oci.image.layer.v1.tar+gzip", true}} {
+		img, err := ProgramImage("pause", []byte("the binary"), "amd64", tc.ls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		layers, err := img.Layers()
+		if err != nil || len(layers) != 1 {
+			t.Fatalf("layers %v, %v", layers, err)
+		}
+		mt, _ := layers[0].MediaType()
+		rc, err := layers[0].Compressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		blob, _ := io.ReadAll(rc)
+		digest, _ := layers[0].Digest()
+		diffID, _ := layers[0].DiffID()
+		isGzip := bytes.HasPrefix(blob, []byte{0x1f, 0x8b})
+		if string(mt) != tc.mediaType || isGzip != tc.gzip || (digest == diffID) == tc.gzip {
+			t.Errorf("layers %d: media type %s, gzip %v, digest %s, diff ID %s", tc.ls, mt, isGzip, digest, diffID)
+		}
+		if !tc.gzip {
+			files, _ := entries(t, blob)
+			if string(files["pause"]) != "the binary" {
+				t.Errorf("plain layer holds %q", files)
+			}
+		}
 	}
 }
