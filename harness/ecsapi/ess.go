@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -78,6 +79,9 @@ type member struct {
 	// Entrusted): removing one that is not entrusted leaves it running.
 	creation  string
 	entrusted bool
+	// failWith, when set, is the ECS error the launch fails with (decided
+	// when the launch is asked for: an exhausted quota).
+	failWith *launchError
 }
 
 type instance struct {
@@ -89,13 +93,16 @@ type instance struct {
 }
 
 type activity struct {
-	id, desc, cause    string
-	status, message    string
-	start, end         time.Time
-	outstanding        int
-	failures, total    int
-	created, destroyed []string
-	totalCapacity      int
+	id, desc, cause string
+	status, message string
+	// errorCode and errorMessage are the ECS error of a failed launch, as
+	// ess.ScalingActivity's ErrorCode and ErrorMessage carry it.
+	errorCode, errorMessage string
+	start, end              time.Time
+	outstanding             int
+	failures, total         int
+	created, destroyed      []string
+	totalCapacity           int
 }
 
 // AddScalingGroup adds a group and returns its ID; the group starts
@@ -252,6 +259,9 @@ func (s *Server) launchBatch(g *group, n int, cause string, now time.Time) *acti
 			seq: len(s.instances), created: now}
 		s.instances[in.id] = in
 		m := &member{inst: in, state: Pending, activityID: a.id, creation: AutoCreated}
+		if s.quota > 0 && s.regionInstances(g.RegionID) > s.quota {
+			m.failWith = errElasticQuota()
+		}
 		g.members = append(g.members, m)
 		a.created = append(a.created, in.id)
 		s.wg.Add(1)
@@ -265,7 +275,13 @@ func (s *Server) launch(g *group, m *member, a *activity) {
 	defer s.wg.Done()
 	s.mu.Lock()
 	spec, err := s.specFor(g, m)
-	if err == nil && s.failLaunch > 0 {
+	switch {
+	case err != nil:
+	case m.failWith != nil:
+		err = m.failWith
+	case s.noStock[m.inst.zone]:
+		err = errNoStock()
+	case s.failLaunch > 0:
 		s.failLaunch--
 		err = errors.New("the launch failed (injected by FailLaunch)")
 	}
@@ -296,7 +312,15 @@ func (s *Server) launch(g *group, m *member, a *activity) {
 		g.drop(m)
 		delete(s.instances, m.inst.id)
 		a.failures++
+		// An instance ECS did not create is not among the activity's
+		// CreatedInstances.
+		a.created = slices.DeleteFunc(a.created, func(id string) bool { return id == m.inst.id })
 		a.message = fmt.Sprintf("Launching instance %s failed: %v", m.inst.id, err)
+		var le *launchError
+		if errors.As(err, &le) {
+			a.message = le.statusMessage(m.inst.zone)
+			a.errorCode, a.errorMessage = le.code, le.msg
+		}
 		g.retryAt = now.Add(launchRetryDelay)
 		s.logf("ess %s: %s", g.ID, a.message)
 	} else {

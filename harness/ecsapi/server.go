@@ -96,6 +96,8 @@ type Server struct {
 	tokens     map[string]tokenCall
 	failLaunch int
 	failImport int
+	noStock    map[string]bool // zones out of stock (StockOut)
+	quota      int             // instances per region (SetInstanceQuota); 0: no limit
 	servers    []*http.Server
 	hooks      map[int]func(Call)
 	nextHook   int
