@@ -301,13 +301,28 @@ func (a *Aliyun) SetMinSize(ctx context.Context, groupID string, n int) error {
 }
 
 // ScaleOut implements Cloud. One client token across retries, so a retried
-// call does not scale twice.
-func (a *Aliyun) ScaleOut(ctx context.Context, groupID string, n int) error {
+// call does not scale twice (and answers the first call's activity).
+func (a *Aliyun) ScaleOut(ctx context.Context, groupID string, n int) (string, error) {
 	req := ess.CreateScaleWithAdjustmentRequest()
 	req.ScalingGroupId, req.AdjustmentType, req.AdjustmentValue = groupID, "QuantityChangeInCapacity", requests.NewInteger(n)
 	req.ClientToken = aliyun.ClientToken()
-	return a.change(ctx, fmt.Sprintf("ScaleWithAdjustment %s +%d", groupID, n), func() error {
-		_, err := a.ESS.ScaleWithAdjustment(req)
+	var resp *ess.ScaleWithAdjustmentResponse
+	err := a.change(ctx, fmt.Sprintf("ScaleWithAdjustment %s +%d", groupID, n), func() (err error) {
+		resp, err = a.ESS.ScaleWithAdjustment(req)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return resp.ScalingActivityId, nil
+}
+
+// SetDesiredCapacity implements Cloud.
+func (a *Aliyun) SetDesiredCapacity(ctx context.Context, groupID string, n int) error {
+	req := ess.CreateModifyScalingGroupRequest()
+	req.ScalingGroupId, req.DesiredCapacity = groupID, requests.NewInteger(n)
+	return a.change(ctx, fmt.Sprintf("ModifyScalingGroup %s DesiredCapacity %d", groupID, n), func() error {
+		_, err := a.ESS.ModifyScalingGroup(req)
 		return err
 	})
 }

@@ -27,8 +27,13 @@ type FakeCloud struct {
 	// AfterSetMaxSize is called (without the lock) after each SetMaxSize,
 	// e.g. to play someone changing MaxSize back.
 	AfterSetMaxSize func(n int)
+	// ScaleOutResult, when set, is the activity ESS makes of a ScaleOut of
+	// n (ID and Description filled in when empty): Failed raises the
+	// desired capacity and launches nothing (ESS would try again),
+	// Rejected changes nothing, anything else launches.
+	ScaleOutResult func(n int) Activity
 	// Tags are the group's tags; Activities its scaling activities, newest
-	// last (LastActivity answers the last).
+	// last (LastActivity answers the last; ScaleOut appends one).
 	Tags       map[string]string
 	Activities []Activity
 	// Calls records every write but the tag ones, e.g. "ScaleOut 1",
@@ -158,16 +163,71 @@ func (f *FakeCloud) SetMinSize(_ context.Context, _ string, n int) error {
 	return nil
 }
 
-// ScaleOut implements Cloud; like ESS it clamps the desired capacity to
-// MaxSize and succeeds.
-func (f *FakeCloud) ScaleOut(_ context.Context, _ string, n int) error {
+// ScaleOut implements Cloud; like ESS (as the emulator models it) it
+// clamps the desired capacity to MaxSize and records an activity:
+// Successful, or Rejected when the desired capacity cannot grow, unless
+// ScaleOutResult says otherwise.
+func (f *FakeCloud) ScaleOut(_ context.Context, _ string, n int) (string, error) {
 	f.mu.Lock()
-	f.G.DesiredCapacity = min(f.G.DesiredCapacity+n, f.G.MaxSize)
+	want := min(f.G.DesiredCapacity+n, f.G.MaxSize)
+	a := Activity{StatusCode: ActivitySuccessful}
+	if want == f.G.DesiredCapacity {
+		a = Activity{StatusCode: ActivityRejected, StatusMessage: "the group is at its MaxSize"}
+	}
+	if fn := f.ScaleOutResult; fn != nil {
+		f.mu.Unlock()
+		a = fn(n)
+		f.mu.Lock()
+	}
+	if a.ID == "" {
+		a.ID = fmt.Sprintf("asa-%d", len(f.Activities)+1)
+	}
+	if a.Description == "" {
+		a.Description = fmt.Sprintf("Add \"%d\" ECS instance(s)", n)
+	}
+	f.Activities = append(f.Activities, a)
 	f.record("ScaleOut %d", n)
+	var launched []launch
+	switch a.StatusCode {
+	case ActivityRejected:
+	case ActivityFailed:
+		f.G.DesiredCapacity = want // ESS keeps it and tries again
+	default:
+		f.G.DesiredCapacity = want
+		launched = f.converge()
+	}
+	f.mu.Unlock()
+	f.notify(launched)
+	return a.ID, nil
+}
+
+// SetDesiredCapacity implements Cloud; like ESS it refuses a value outside
+// MinSize..MaxSize. It launches what is missing and, unlike ESS, removes
+// nothing: a test sees from the calls whether a rollout asked for less.
+func (f *FakeCloud) SetDesiredCapacity(_ context.Context, _ string, n int) error {
+	f.mu.Lock()
+	if n < f.G.MinSize || n > f.G.MaxSize {
+		f.mu.Unlock()
+		return fmt.Errorf("InvalidParameter: DesiredCapacity %d outside MinSize %d..MaxSize %d", n, f.G.MinSize, f.G.MaxSize)
+	}
+	f.G.DesiredCapacity = n
+	f.record("SetDesiredCapacity %d", n)
 	launched := f.converge()
 	f.mu.Unlock()
 	f.notify(launched)
 	return nil
+}
+
+// Activity implements Cloud.
+func (f *FakeCloud) Activity(_ context.Context, _, id string) (Activity, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range f.Activities {
+		if a.ID == id {
+			return a, true, nil
+		}
+	}
+	return Activity{}, false, nil
 }
 
 // Remove implements Cloud.
