@@ -65,6 +65,8 @@ type group struct {
 	created, modified time.Time
 	members           []*member
 	activities        []*activity
+	hooks             []*hook            // CreateLifecycleHook
+	actions           []*lifecycleAction // their actions, oldest first
 	retryAt           time.Time
 	tags              []groupTag
 }
@@ -162,6 +164,7 @@ func (s *Server) converge() {
 	now := time.Now()
 	for _, id := range s.groupIDs {
 		g := s.groups[id]
+		s.expireActions(g, now)
 		if g.busy() || now.Before(g.retryAt) {
 			continue
 		}
@@ -204,7 +207,7 @@ func (g *group) target() int {
 func (g *group) capacity() int {
 	n := 0
 	for _, m := range g.members {
-		if m.state != Removing {
+		if !m.leaving() {
 			n++
 		}
 	}
@@ -324,9 +327,17 @@ func (s *Server) launch(g *group, m *member, a *activity) {
 		g.retryAt = now.Add(launchRetryDelay)
 		s.logf("ess %s: %s", g.ID, a.message)
 	} else {
-		m.state = InService
 		m.inst.status = "Running"
 		m.inst.handle = h
+		if hk := g.hook(ScaleOut); hk != nil {
+			// A scale-out hook holds the instance, and its activity,
+			// until the lifecycle action ends (ess_hooks.go).
+			m.state = PendingWait
+			g.hold(hk, a, m, now, s.hookSecond())
+			s.poke()
+			return
+		}
+		m.state = InService
 	}
 	a.done(now)
 	s.poke()
@@ -368,39 +379,54 @@ func (s *Server) specFor(g *group, m *member) (InstanceSpec, error) {
 // removeMembers stops and releases members. The caller holds s.mu.
 func (s *Server) removeMembers(g *group, ms []*member, cause string, now time.Time) *activity {
 	a := g.newActivity(fmt.Sprintf("Remove %q ECS instance(s)", strconv.Itoa(len(ms))), cause, now, len(ms))
+	hk := g.hook(ScaleIn)
 	for _, m := range ms {
-		m.state = Removing
 		a.destroyed = append(a.destroyed, m.inst.id)
-		if m.creation == Attached && !m.entrusted {
-			// Removed from the group, not released
-			// (help/en/auto-scaling/user-guide/instance-lifecycles).
-			g.drop(m)
-			a.done(now)
+		if hk != nil {
+			// A scale-in hook holds the instance until the lifecycle
+			// action ends; then it goes (ess_hooks.go).
+			m.state = RemovingWait
+			g.hold(hk, a, m, now, s.hookSecond())
 			continue
 		}
-		m.inst.status = "Stopping"
-		h := m.inst.handle
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			var err error
-			if h != nil {
-				err = h.Stop(s.ctx)
-			}
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if err != nil {
-				a.message = fmt.Sprintf("Stopping instance %s: %v", m.inst.id, err)
-			}
-			m.inst.handle = nil
-			g.drop(m)
-			delete(s.instances, m.inst.id)
-			a.done(time.Now())
-			s.poke()
-		}()
+		s.release(g, m, a, now)
 	}
 	a.totalCapacity = g.capacity()
 	return a
+}
+
+// release takes a removed member out of the group: an attached instance
+// not entrusted to the group keeps running, any other is stopped and
+// released. The caller holds s.mu.
+func (s *Server) release(g *group, m *member, a *activity, now time.Time) {
+	m.state = Removing
+	if m.creation == Attached && !m.entrusted {
+		// Removed from the group, not released
+		// (help/en/auto-scaling/user-guide/instance-lifecycles).
+		g.drop(m)
+		a.done(now)
+		return
+	}
+	m.inst.status = "Stopping"
+	h := m.inst.handle
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		var err error
+		if h != nil {
+			err = h.Stop(s.ctx)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err != nil {
+			a.message = fmt.Sprintf("Stopping instance %s: %v", m.inst.id, err)
+		}
+		m.inst.handle = nil
+		g.drop(m)
+		delete(s.instances, m.inst.id)
+		a.done(time.Now())
+		s.poke()
+	}()
 }
 
 func (g *group) drop(m *member) {

@@ -246,7 +246,7 @@ func (c *call) removeInstances() (obj, *apiError) {
 	for _, id := range ids {
 		var found *member
 		for _, m := range g.members {
-			if m.inst.id == id && m.state != Removing {
+			if m.inst.id == id && !m.leaving() {
 				found = m
 			}
 		}

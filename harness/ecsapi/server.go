@@ -62,6 +62,10 @@ type Config struct {
 	Log io.Writer
 	// Dir holds OSS objects; empty means a temporary directory removed by Close.
 	Dir string
+	// HookSecond is how long one second of a lifecycle hook's
+	// HeartbeatTimeout lasts (default a second), so that a test can see
+	// the documented minimum of 30 s run out in less.
+	HookSecond time.Duration
 }
 
 // Endpoints are the listening addresses (host:port) of the three services.
