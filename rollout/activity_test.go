@@ -67,3 +67,25 @@ func TestScaleOutActivityInProgressIsWaitedFor(t *testing.T) {
 	}
 	w.allOn(b, 1)
 }
+
+// A scale-in lifecycle hook holds each removed old instance in
+// Removing:Wait for a while: the rollout says so once per instance and
+// goes on when ESS lets the instance go.
+func TestRemovingWaitIsReported(t *testing.T) {
+	ud := userData(t, "abcdef.0123456789abcdef", nil)
+	a, b := desired(t, "m-a", "build-a", ud), desired(t, "m-b", "build-b", ud)
+	w := newWorld(t, 2, a)
+	w.builds["m-b"] = "build-b"
+	w.cloud.RemoveWait = 3
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	for range w.cloud.RemoveWait { // the last old instance's hook ends
+		w.instances()
+	}
+	w.allOn(b, 2)
+	got := w.messages(EventWaiting)
+	if n := strings.Count(got, "instance Removing:Wait: a scale-in lifecycle hook holds it"); n != 2 {
+		t.Errorf("%d Removing:Wait events, want one per old instance:\n%s", n, got)
+	}
+}

@@ -27,6 +27,10 @@ type FakeCloud struct {
 	// AfterSetMaxSize is called (without the lock) after each SetMaxSize,
 	// e.g. to play someone changing MaxSize back.
 	AfterSetMaxSize func(n int)
+	// RemoveWait keeps a removed instance listed in Removing:Wait for
+	// that many Instances calls, as a scale-in lifecycle hook does.
+	RemoveWait int
+	waiting    map[string]int
 	// ScaleOutResult, when set, is the activity ESS makes of a ScaleOut of
 	// n (ID and Description filled in when empty): Failed raises the
 	// desired capacity and launches nothing (ESS would try again),
@@ -76,8 +80,25 @@ func (f *FakeCloud) Instances(context.Context, string) ([]Instance, error) {
 			f.Insts[i].State = InService
 		}
 	}
+	for id := range f.waiting {
+		if f.waiting[id]--; f.waiting[id] <= 0 {
+			delete(f.waiting, id)
+			f.Insts = slices.DeleteFunc(f.Insts, func(i Instance) bool { return i.ID == id })
+		}
+	}
 	f.mu.Unlock()
 	return out, nil
+}
+
+// active counts the instances not on their way out. The caller holds f.mu.
+func (f *FakeCloud) active() int {
+	n := 0
+	for _, in := range f.Insts {
+		if !in.leaving() {
+			n++
+		}
+	}
+	return n
 }
 
 // TemplateVersions implements Cloud.
@@ -238,12 +259,24 @@ func (f *FakeCloud) Remove(_ context.Context, _ string, ids []string, decrease b
 		}
 	}
 	f.mu.Lock()
-	if len(f.Insts)-len(ids) < f.G.MinSize {
+	if f.active()-len(ids) < f.G.MinSize {
 		f.mu.Unlock()
 		// ESS refuses it whatever DecreaseDesiredCapacity says.
-		return fmt.Errorf("IncorrectCapacity.MinSize: removing %d of %d instances would leave fewer than MinSize %d", len(ids), len(f.Insts), f.G.MinSize)
+		return fmt.Errorf("IncorrectCapacity.MinSize: removing %d of %d instances would leave fewer than MinSize %d", len(ids), f.active(), f.G.MinSize)
 	}
-	f.Insts = slices.DeleteFunc(f.Insts, func(i Instance) bool { return slices.Contains(ids, i.ID) })
+	if f.RemoveWait > 0 {
+		if f.waiting == nil {
+			f.waiting = map[string]int{}
+		}
+		for i := range f.Insts {
+			if slices.Contains(ids, f.Insts[i].ID) {
+				f.Insts[i].State = RemovingWait
+				f.waiting[f.Insts[i].ID] = f.RemoveWait
+			}
+		}
+	} else {
+		f.Insts = slices.DeleteFunc(f.Insts, func(i Instance) bool { return slices.Contains(ids, i.ID) })
+	}
 	if decrease {
 		f.G.DesiredCapacity -= len(ids)
 	}
@@ -257,7 +290,7 @@ func (f *FakeCloud) Remove(_ context.Context, _ string, ids []string, decrease b
 // converge launches instances up to the desired capacity, locked.
 func (f *FakeCloud) converge() []launch {
 	var out []launch
-	for len(f.Insts) < f.G.DesiredCapacity {
+	for f.active() < f.G.DesiredCapacity {
 		f.next++
 		v := f.resolve(f.G.TemplateVersion)
 		in := Instance{ID: fmt.Sprintf("i-new%d", f.next), State: Pending, TemplateID: f.G.TemplateID, TemplateVersion: formatInt(v.Number)}

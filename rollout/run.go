@@ -209,6 +209,14 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 			}
 		}
 		first = false
+		for _, in := range st.Instances {
+			// A scale-in hook holds a removed instance, and the group's
+			// next scaling activity waits for it: say so once.
+			if w := hookWait(in.State); in.State == RemovingWait && !announced[in.ID+" "+in.State] {
+				announced[in.ID+" "+in.State] = true
+				e.emit(Event{Kind: EventWaiting, Group: groupID, Instance: in.ID, Message: "instance " + in.State + ": " + w})
+			}
+		}
 		if act != "" {
 			a, ok, err := e.Cloud.Activity(ctx, groupID, act)
 			switch {
