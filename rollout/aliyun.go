@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/requests"
@@ -150,31 +149,48 @@ func (a *Aliyun) versionSets(ctx context.Context, templateID string, versions []
 	}
 }
 
-// CreateTemplateVersion implements Cloud: the new version copies base's
-// launch data (instance type, network, disks, RAM role, metadata options,
-// tags…) and changes the image and the user-data.
+// CreateTemplateVersion implements Cloud: the new version is base's launch
+// data as DescribeLaunchTemplateVersions answered it (template_copy.go:
+// nothing dropped, no omitted boolean made explicit) with another ImageId
+// and UserData.
 func (a *Aliyun) CreateTemplateVersion(ctx context.Context, templateID string, base int64, imageID string, userData []byte, description string) (int64, error) {
-	sets, err := a.versionSets(ctx, templateID, []string{formatInt(base)})
-	if err != nil {
-		return 0, err
-	}
-	if len(sets) != 1 {
-		return 0, fmt.Errorf("launch template %s version %d: DescribeLaunchTemplateVersions returned %d versions", templateID, base, len(sets))
-	}
-	req := copyTemplateData(sets[0].LaunchTemplateData)
-	req.LaunchTemplateId = templateID
-	req.ImageId = imageID
-	req.UserData = base64.StdEncoding.EncodeToString(userData)
-	req.VersionDescription = description
-	var resp *ecs.CreateLaunchTemplateVersionResponse
-	err = aliyun.Retry(ctx, "CreateLaunchTemplateVersion "+templateID, func() (err error) {
-		resp, err = a.ECS.CreateLaunchTemplateVersion(req)
+	req := ecs.CreateDescribeLaunchTemplateVersionsRequest()
+	req.LaunchTemplateId, req.LaunchTemplateVersion, req.DetailFlag = templateID, &[]string{formatInt(base)}, requests.NewBoolean(true)
+	var resp *ecs.DescribeLaunchTemplateVersionsResponse
+	err := aliyun.Retry(ctx, "DescribeLaunchTemplateVersions "+templateID, func() (err error) {
+		resp, err = a.ECS.DescribeLaunchTemplateVersions(req)
 		return err
 	})
 	if err != nil {
 		return 0, err
 	}
-	return resp.LaunchTemplateVersionNumber, nil
+	datas, err := rawTemplateData(resp.GetHttpContentBytes())
+	if err != nil {
+		return 0, fmt.Errorf("launch template %s version %d: %w", templateID, base, err)
+	}
+	data, ok := datas[base]
+	if !ok || len(datas) != 1 {
+		return 0, fmt.Errorf("launch template %s version %d: DescribeLaunchTemplateVersions returned %d versions", templateID, base, len(datas))
+	}
+	params, err := templateParams(data)
+	if err != nil {
+		return 0, fmt.Errorf("launch template %s version %d: %w", templateID, base, err)
+	}
+	create := ecs.CreateCreateLaunchTemplateVersionRequest()
+	create.LaunchTemplateId, create.VersionDescription = templateID, description
+	create.ImageId, create.UserData = imageID, base64.StdEncoding.EncodeToString(userData)
+	for k, v := range params {
+		create.QueryParams[k] = v
+	}
+	var cresp *ecs.CreateLaunchTemplateVersionResponse
+	err = aliyun.Retry(ctx, "CreateLaunchTemplateVersion "+templateID, func() (err error) {
+		cresp, err = a.ECS.CreateLaunchTemplateVersion(create)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return cresp.LaunchTemplateVersionNumber, nil
 }
 
 // DeleteTemplateVersions implements Cloud.
@@ -190,84 +206,6 @@ func (a *Aliyun) DeleteTemplateVersions(ctx context.Context, templateID string, 
 		_, err := a.ECS.DeleteLaunchTemplateVersion(req)
 		return err
 	})
-}
-
-// copyTemplateData is a CreateLaunchTemplateVersion request holding d.
-func copyTemplateData(d ecs.LaunchTemplateData) *ecs.CreateLaunchTemplateVersionRequest {
-	r := ecs.CreateCreateLaunchTemplateVersionRequest()
-	r.DeploymentSetId, r.VpcId, r.KeyPairName, r.SecurityGroupId = d.DeploymentSetId, d.VpcId, d.KeyPairName, d.SecurityGroupId
-	r.NetworkType, r.SpotStrategy, r.Description, r.InstanceName = d.NetworkType, d.SpotStrategy, d.Description, d.InstanceName
-	r.SecurityEnhancementStrategy, r.PrivateIpAddress, r.ImageOwnerAlias, r.HostName = d.SecurityEnhancementStrategy, d.PrivateIpAddress, d.ImageOwnerAlias, d.HostName
-	r.SystemDiskPerformanceLevel, r.SystemDiskDiskName, r.SystemDiskCategory = d.SystemDiskPerformanceLevel, d.SystemDiskDiskName, d.SystemDiskCategory
-	r.SystemDiskDescription, r.SystemDiskAutoSnapshotPolicyId, r.SystemDiskEncrypted = d.SystemDiskDescription, d.SystemDiskAutoSnapshotPolicyId, d.SystemDiskEncrypted
-	r.AutoReleaseTime, r.InstanceType, r.InstanceChargeType, r.IoOptimized = d.AutoReleaseTime, d.InstanceType, d.InstanceChargeType, d.IoOptimized
-	r.RamRoleName, r.VSwitchId, r.ResourceGroupId, r.InternetChargeType, r.ZoneId = d.RamRoleName, d.VSwitchId, d.ResourceGroupId, d.InternetChargeType, d.ZoneId
-	r.CreditSpecification, r.PeriodUnit, r.HttpEndpoint, r.HttpTokens = d.CreditSpecification, d.PeriodUnit, d.HttpEndpoint, d.HttpTokens
-	setInt := func(dst *requests.Integer, v int64) {
-		if v != 0 {
-			*dst = requests.NewInteger64(v)
-		}
-	}
-	setInt(&r.SpotDuration, int64(d.SpotDuration))
-	setInt(&r.SystemDiskSize, int64(d.SystemDiskSize))
-	setInt(&r.SystemDiskIops, int64(d.SystemDiskIops))
-	setInt(&r.SystemDiskProvisionedIops, d.SystemDiskProvisionedIops)
-	setInt(&r.InternetMaxBandwidthOut, int64(d.InternetMaxBandwidthOut))
-	setInt(&r.InternetMaxBandwidthIn, int64(d.InternetMaxBandwidthIn))
-	setInt(&r.Period, int64(d.Period))
-	setInt(&r.Ipv6AddressCount, int64(d.Ipv6AddressCount))
-	setInt(&r.AutoRenewPeriod, int64(d.AutoRenewPeriod))
-	setInt(&r.HttpPutResponseHopLimit, int64(d.HttpPutResponseHopLimit))
-	if d.SpotPriceLimit != 0 {
-		r.SpotPriceLimit = requests.NewFloat(d.SpotPriceLimit)
-	}
-	r.EnableVmOsConfig = requests.NewBoolean(d.EnableVmOsConfig)
-	r.PasswordInherit = requests.NewBoolean(d.PasswordInherit)
-	r.SystemDiskDeleteWithInstance = requests.NewBoolean(d.SystemDiskDeleteWithInstance)
-	r.SystemDiskBurstingEnabled = requests.NewBoolean(d.SystemDiskBurstingEnabled)
-	r.DeletionProtection = requests.NewBoolean(d.DeletionProtection)
-	r.AutoRenew = requests.NewBoolean(d.AutoRenew)
-	if ids := d.SecurityGroupIds.SecurityGroupId; len(ids) > 0 {
-		r.SecurityGroupIds = &ids
-	}
-	if len(d.DataDisks.DataDisk) > 0 {
-		disks := make([]ecs.CreateLaunchTemplateVersionDataDisk, 0, len(d.DataDisks.DataDisk))
-		for _, x := range d.DataDisks.DataDisk {
-			disks = append(disks, ecs.CreateLaunchTemplateVersionDataDisk{PerformanceLevel: x.PerformanceLevel, Description: x.Description,
-				SnapshotId: x.SnapshotId, Size: itoaNZ(int64(x.Size)), Device: x.Device, DiskName: x.DiskName, Category: x.Category,
-				DeleteWithInstance: strconv.FormatBool(x.DeleteWithInstance), Encrypted: x.Encrypted, ProvisionedIops: itoaNZ(x.ProvisionedIops),
-				BurstingEnabled: strconv.FormatBool(x.BurstingEnabled), AutoSnapshotPolicyId: x.AutoSnapshotPolicyId})
-		}
-		r.DataDisk = &disks
-	}
-	if len(d.NetworkInterfaces.NetworkInterface) > 0 {
-		nics := make([]ecs.CreateLaunchTemplateVersionNetworkInterface, 0, len(d.NetworkInterfaces.NetworkInterface))
-		for _, x := range d.NetworkInterfaces.NetworkInterface {
-			n := ecs.CreateLaunchTemplateVersionNetworkInterface{VSwitchId: x.VSwitchId, NetworkInterfaceName: x.NetworkInterfaceName,
-				Description: x.Description, SecurityGroupId: x.SecurityGroupId, PrimaryIpAddress: x.PrimaryIpAddress, InstanceType: x.InstanceType,
-				NetworkInterfaceTrafficMode: x.NetworkInterfaceTrafficMode, DeleteOnRelease: strconv.FormatBool(x.DeleteOnRelease)}
-			if ids := x.SecurityGroupIds.SecurityGroupId; len(ids) > 0 {
-				n.SecurityGroupIds = &ids
-			}
-			nics = append(nics, n)
-		}
-		r.NetworkInterface = &nics
-	}
-	if len(d.Tags.InstanceTag) > 0 {
-		tags := make([]ecs.CreateLaunchTemplateVersionTag, 0, len(d.Tags.InstanceTag))
-		for _, t := range d.Tags.InstanceTag {
-			tags = append(tags, ecs.CreateLaunchTemplateVersionTag{Key: t.Key, Value: t.Value})
-		}
-		r.Tag = &tags
-	}
-	return r
-}
-
-func itoaNZ(v int64) string {
-	if v == 0 {
-		return ""
-	}
-	return strconv.FormatInt(v, 10)
 }
 
 // SetTemplateVersion implements Cloud.
@@ -301,13 +239,28 @@ func (a *Aliyun) SetMinSize(ctx context.Context, groupID string, n int) error {
 }
 
 // ScaleOut implements Cloud. One client token across retries, so a retried
-// call does not scale twice.
-func (a *Aliyun) ScaleOut(ctx context.Context, groupID string, n int) error {
+// call does not scale twice (and answers the first call's activity).
+func (a *Aliyun) ScaleOut(ctx context.Context, groupID string, n int) (string, error) {
 	req := ess.CreateScaleWithAdjustmentRequest()
 	req.ScalingGroupId, req.AdjustmentType, req.AdjustmentValue = groupID, "QuantityChangeInCapacity", requests.NewInteger(n)
 	req.ClientToken = aliyun.ClientToken()
-	return a.change(ctx, fmt.Sprintf("ScaleWithAdjustment %s +%d", groupID, n), func() error {
-		_, err := a.ESS.ScaleWithAdjustment(req)
+	var resp *ess.ScaleWithAdjustmentResponse
+	err := a.change(ctx, fmt.Sprintf("ScaleWithAdjustment %s +%d", groupID, n), func() (err error) {
+		resp, err = a.ESS.ScaleWithAdjustment(req)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return resp.ScalingActivityId, nil
+}
+
+// SetDesiredCapacity implements Cloud.
+func (a *Aliyun) SetDesiredCapacity(ctx context.Context, groupID string, n int) error {
+	req := ess.CreateModifyScalingGroupRequest()
+	req.ScalingGroupId, req.DesiredCapacity = groupID, requests.NewInteger(n)
+	return a.change(ctx, fmt.Sprintf("ModifyScalingGroup %s DesiredCapacity %d", groupID, n), func() error {
+		_, err := a.ESS.ModifyScalingGroup(req)
 		return err
 	})
 }

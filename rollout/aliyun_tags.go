@@ -75,6 +75,30 @@ func (a *Aliyun) LastActivity(ctx context.Context, groupID string) (Activity, bo
 	if err != nil || len(resp.ScalingActivities.ScalingActivity) == 0 {
 		return Activity{}, false, err
 	}
-	x := resp.ScalingActivities.ScalingActivity[0]
-	return Activity{ID: x.ScalingActivityId, Description: x.Description, Cause: x.Cause, StatusCode: x.StatusCode, StatusMessage: x.StatusMessage}, true, nil
+	return activityOf(resp.ScalingActivities.ScalingActivity[0]), true, nil
+}
+
+// Activity implements Cloud.
+func (a *Aliyun) Activity(ctx context.Context, groupID, id string) (Activity, bool, error) {
+	req := ess.CreateDescribeScalingActivitiesRequest()
+	req.ScalingGroupId, req.ScalingActivityId = groupID, &[]string{id}
+	var resp *ess.DescribeScalingActivitiesResponse
+	err := aliyun.Retry(ctx, "DescribeScalingActivities "+groupID+" "+id, func() (err error) {
+		resp, err = a.ESS.DescribeScalingActivities(req)
+		return err
+	})
+	if err != nil {
+		return Activity{}, false, err
+	}
+	for _, x := range resp.ScalingActivities.ScalingActivity {
+		if x.ScalingActivityId == id {
+			return activityOf(x), true, nil
+		}
+	}
+	return Activity{}, false, nil
+}
+
+func activityOf(x ess.ScalingActivity) Activity {
+	return Activity{ID: x.ScalingActivityId, Description: x.Description, Cause: x.Cause, StatusCode: x.StatusCode,
+		StatusMessage: x.StatusMessage, ErrorCode: x.ErrorCode, ErrorMessage: x.ErrorMessage}
 }

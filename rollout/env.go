@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/drover-os/drover/agent/agent"
@@ -30,8 +31,11 @@ type Cloud interface {
 	SetMaxSize(ctx context.Context, groupID string, n int) error
 	// SetMinSize is ModifyScalingGroup's MinSize.
 	SetMinSize(ctx context.Context, groupID string, n int) error
-	// ScaleOut is ScaleWithAdjustment QuantityChangeInCapacity +n.
-	ScaleOut(ctx context.Context, groupID string, n int) error
+	// ScaleOut is ScaleWithAdjustment QuantityChangeInCapacity +n; it
+	// returns the ID of the scaling activity ESS started for it.
+	ScaleOut(ctx context.Context, groupID string, n int) (activityID string, err error)
+	// SetDesiredCapacity is ModifyScalingGroup's DesiredCapacity.
+	SetDesiredCapacity(ctx context.Context, groupID string, n int) error
 	// Remove is RemoveInstances; decrease also lowers the desired
 	// capacity, so the group does not launch replacements.
 	Remove(ctx context.Context, groupID string, ids []string, decrease bool) error
@@ -46,20 +50,58 @@ type Cloud interface {
 	// LastActivity is the group's newest scaling activity
 	// (DescribeScalingActivities); ok is false when it has none.
 	LastActivity(ctx context.Context, groupID string) (a Activity, ok bool, err error)
+	// Activity is DescribeScalingActivities of one activity of the group;
+	// ok is false when ESS does not list it (yet).
+	Activity(ctx context.Context, groupID, id string) (a Activity, ok bool, err error)
 }
 
-// Activity is a scaling activity as DescribeScalingActivities describes it.
+// Activity is a scaling activity as DescribeScalingActivities describes it
+// (the SDK's ess.ScalingActivity).
 type Activity struct {
 	ID, Description, Cause string
-	// StatusCode is Successful, Failed, Rejected, InProgress or Warning;
-	// StatusMessage says why when it did not succeed.
+	// StatusCode is one of the Activity* values; StatusMessage says why
+	// when it did not succeed, and ErrorCode/ErrorMessage, when ESS
+	// answers them, are the error behind it (for a launch: ECS's, e.g.
+	// OperationDenied.NoStock).
 	StatusCode, StatusMessage string
+	ErrorCode, ErrorMessage   string
+}
+
+// The StatusCode values of a scaling activity, as
+// DescribeScalingActivities documents them
+// (help/en/auto-scaling/developer-reference/api-describescalingactivities).
+const (
+	ActivitySuccessful = "Successful"
+	ActivityWarning    = "Warning" // "partially successful"
+	ActivityFailed     = "Failed"
+	ActivityInProgress = "InProgress"
+	ActivityRejected   = "Rejected" // "the request to trigger the scaling activity is rejected"
+)
+
+// failed reports whether the activity ended without doing all it was
+// asked: Failed, Rejected, or Warning (some instances launched, some not).
+// A code the documentation does not list is not taken as a failure: the
+// activity is then watched like one in progress, within the rollout's
+// timeouts.
+func (a Activity) failed() bool {
+	switch a.StatusCode {
+	case ActivityFailed, ActivityRejected, ActivityWarning:
+		return true
+	}
+	return false
 }
 
 func (a Activity) String() string {
 	s := a.ID + " " + a.StatusCode + ": " + a.Description
 	if a.StatusMessage != "" {
 		s += ": " + a.StatusMessage
+	}
+	if a.ErrorCode != "" && !strings.Contains(a.StatusMessage, a.ErrorCode) {
+		s += " (" + a.ErrorCode
+		if a.ErrorMessage != "" {
+			s += ": " + a.ErrorMessage
+		}
+		s += ")"
 	}
 	return s
 }

@@ -27,8 +27,17 @@ type FakeCloud struct {
 	// AfterSetMaxSize is called (without the lock) after each SetMaxSize,
 	// e.g. to play someone changing MaxSize back.
 	AfterSetMaxSize func(n int)
+	// RemoveWait keeps a removed instance listed in Removing:Wait for
+	// that many Instances calls, as a scale-in lifecycle hook does.
+	RemoveWait int
+	waiting    map[string]int
+	// ScaleOutResult, when set, is the activity ESS makes of a ScaleOut of
+	// n (ID and Description filled in when empty): Failed raises the
+	// desired capacity and launches nothing (ESS would try again),
+	// Rejected changes nothing, anything else launches.
+	ScaleOutResult func(n int) Activity
 	// Tags are the group's tags; Activities its scaling activities, newest
-	// last (LastActivity answers the last).
+	// last (LastActivity answers the last; ScaleOut appends one).
 	Tags       map[string]string
 	Activities []Activity
 	// Calls records every write but the tag ones, e.g. "ScaleOut 1",
@@ -71,8 +80,25 @@ func (f *FakeCloud) Instances(context.Context, string) ([]Instance, error) {
 			f.Insts[i].State = InService
 		}
 	}
+	for id := range f.waiting {
+		if f.waiting[id]--; f.waiting[id] <= 0 {
+			delete(f.waiting, id)
+			f.Insts = slices.DeleteFunc(f.Insts, func(i Instance) bool { return i.ID == id })
+		}
+	}
 	f.mu.Unlock()
 	return out, nil
+}
+
+// active counts the instances not on their way out. The caller holds f.mu.
+func (f *FakeCloud) active() int {
+	n := 0
+	for _, in := range f.Insts {
+		if !in.leaving() {
+			n++
+		}
+	}
+	return n
 }
 
 // TemplateVersions implements Cloud.
@@ -158,16 +184,71 @@ func (f *FakeCloud) SetMinSize(_ context.Context, _ string, n int) error {
 	return nil
 }
 
-// ScaleOut implements Cloud; like ESS it clamps the desired capacity to
-// MaxSize and succeeds.
-func (f *FakeCloud) ScaleOut(_ context.Context, _ string, n int) error {
+// ScaleOut implements Cloud; like ESS (as the emulator models it) it
+// clamps the desired capacity to MaxSize and records an activity:
+// Successful, or Rejected when the desired capacity cannot grow, unless
+// ScaleOutResult says otherwise.
+func (f *FakeCloud) ScaleOut(_ context.Context, _ string, n int) (string, error) {
 	f.mu.Lock()
-	f.G.DesiredCapacity = min(f.G.DesiredCapacity+n, f.G.MaxSize)
+	want := min(f.G.DesiredCapacity+n, f.G.MaxSize)
+	a := Activity{StatusCode: ActivitySuccessful}
+	if want == f.G.DesiredCapacity {
+		a = Activity{StatusCode: ActivityRejected, StatusMessage: "the group is at its MaxSize"}
+	}
+	if fn := f.ScaleOutResult; fn != nil {
+		f.mu.Unlock()
+		a = fn(n)
+		f.mu.Lock()
+	}
+	if a.ID == "" {
+		a.ID = fmt.Sprintf("asa-%d", len(f.Activities)+1)
+	}
+	if a.Description == "" {
+		a.Description = fmt.Sprintf("Add \"%d\" ECS instance(s)", n)
+	}
+	f.Activities = append(f.Activities, a)
 	f.record("ScaleOut %d", n)
+	var launched []launch
+	switch a.StatusCode {
+	case ActivityRejected:
+	case ActivityFailed:
+		f.G.DesiredCapacity = want // ESS keeps it and tries again
+	default:
+		f.G.DesiredCapacity = want
+		launched = f.converge()
+	}
+	f.mu.Unlock()
+	f.notify(launched)
+	return a.ID, nil
+}
+
+// SetDesiredCapacity implements Cloud; like ESS it refuses a value outside
+// MinSize..MaxSize. It launches what is missing and, unlike ESS, removes
+// nothing: a test sees from the calls whether a rollout asked for less.
+func (f *FakeCloud) SetDesiredCapacity(_ context.Context, _ string, n int) error {
+	f.mu.Lock()
+	if n < f.G.MinSize || n > f.G.MaxSize {
+		f.mu.Unlock()
+		return fmt.Errorf("InvalidParameter: DesiredCapacity %d outside MinSize %d..MaxSize %d", n, f.G.MinSize, f.G.MaxSize)
+	}
+	f.G.DesiredCapacity = n
+	f.record("SetDesiredCapacity %d", n)
 	launched := f.converge()
 	f.mu.Unlock()
 	f.notify(launched)
 	return nil
+}
+
+// Activity implements Cloud.
+func (f *FakeCloud) Activity(_ context.Context, _, id string) (Activity, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range f.Activities {
+		if a.ID == id {
+			return a, true, nil
+		}
+	}
+	return Activity{}, false, nil
 }
 
 // Remove implements Cloud.
@@ -178,12 +259,24 @@ func (f *FakeCloud) Remove(_ context.Context, _ string, ids []string, decrease b
 		}
 	}
 	f.mu.Lock()
-	if len(f.Insts)-len(ids) < f.G.MinSize {
+	if f.active()-len(ids) < f.G.MinSize {
 		f.mu.Unlock()
 		// ESS refuses it whatever DecreaseDesiredCapacity says.
-		return fmt.Errorf("IncorrectCapacity.MinSize: removing %d of %d instances would leave fewer than MinSize %d", len(ids), len(f.Insts), f.G.MinSize)
+		return fmt.Errorf("IncorrectCapacity.MinSize: removing %d of %d instances would leave fewer than MinSize %d", len(ids), f.active(), f.G.MinSize)
 	}
-	f.Insts = slices.DeleteFunc(f.Insts, func(i Instance) bool { return slices.Contains(ids, i.ID) })
+	if f.RemoveWait > 0 {
+		if f.waiting == nil {
+			f.waiting = map[string]int{}
+		}
+		for i := range f.Insts {
+			if slices.Contains(ids, f.Insts[i].ID) {
+				f.Insts[i].State = RemovingWait
+				f.waiting[f.Insts[i].ID] = f.RemoveWait
+			}
+		}
+	} else {
+		f.Insts = slices.DeleteFunc(f.Insts, func(i Instance) bool { return slices.Contains(ids, i.ID) })
+	}
 	if decrease {
 		f.G.DesiredCapacity -= len(ids)
 	}
@@ -197,7 +290,7 @@ func (f *FakeCloud) Remove(_ context.Context, _ string, ids []string, decrease b
 // converge launches instances up to the desired capacity, locked.
 func (f *FakeCloud) converge() []launch {
 	var out []launch
-	for len(f.Insts) < f.G.DesiredCapacity {
+	for f.active() < f.G.DesiredCapacity {
 		f.next++
 		v := f.resolve(f.G.TemplateVersion)
 		in := Instance{ID: fmt.Sprintf("i-new%d", f.next), State: Pending, TemplateID: f.G.TemplateID, TemplateVersion: formatInt(v.Number)}

@@ -135,6 +135,9 @@ func PlanRollout(st State, d Desired) (*Plan, error) {
 			if in.State != InService {
 				m.Reason = "instance " + in.State
 			}
+			if w := hookWait(in.State); w != "" {
+				m.Reason += ": " + w
+			}
 		case !m.Node.Ready():
 			m.Reason = "Node " + m.Node.Name + " not Ready"
 		default:

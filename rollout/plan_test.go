@@ -271,10 +271,12 @@ func TestPlanPendingReasons(t *testing.T) {
 	notReady := readyNode("i-2", b)
 	notReady.Conditions[0].Status = "False"
 	st := State{Region: region, Group: group("1", 3), Versions: []TemplateVersion{version(1, b, true)},
-		Instances: []Instance{{ID: "i-1", State: Pending, TemplateID: "lt-1", TemplateVersion: "1"}, inst("i-2", "1"), inst("i-3", "1")},
-		Nodes:     []Node{notReady, readyNode("i-3", desired(t, "m-b", "any-build", b.UserData))}}
+		Instances: []Instance{{ID: "i-1", State: Pending, TemplateID: "lt-1", TemplateVersion: "1"}, inst("i-2", "1"), inst("i-3", "1"),
+			{ID: "i-4", State: PendingWait, TemplateID: "lt-1", TemplateVersion: "1"}},
+		Nodes: []Node{notReady, readyNode("i-3", desired(t, "m-b", "any-build", b.UserData))}}
 	p, _ := PlanRollout(st, b)
-	if ids(p.Pending) != "i-1,i-2" || p.Pending[0].Reason != "instance Pending" || p.Pending[1].Reason != "Node node-i-2 not Ready" {
+	if ids(p.Pending) != "i-1,i-2,i-4" || p.Pending[0].Reason != "instance Pending" || p.Pending[1].Reason != "Node node-i-2 not Ready" ||
+		!strings.HasPrefix(p.Pending[2].Reason, "instance Pending:Wait: a scale-out lifecycle hook holds it") {
 		t.Errorf("pending %v", p.Pending)
 	}
 	// Build ID unknown (untagged image): the build label is not checked.

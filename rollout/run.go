@@ -114,29 +114,53 @@ func (e *Env) run(ctx context.Context, groupID string, d Desired, o Options, res
 		return nil
 	}
 	err = e.replace(ctx, groupID, d, o, p.Stamp)
+	if err == nil {
+		return nil
+	}
+	// A cancelled run still gets a minute to put the group back.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
 	var nr *NotReadyError
+	var ae *ActivityError
 	switch {
+	case errors.As(err, &ae):
+		// ESS did not launch from the new version: back to the old one,
+		// the desired capacity back to what the group holds (ESS would
+		// go on trying), then MaxSize.
+		e.switchBack(rctx, groupID, g.TemplateID, switched)
+		e.undoScaleOut(rctx, groupID)
+		e.restoreMaxOrWarn(rctx, groupID, p.Stamp.MaxSize)
 	case errors.As(err, &nr):
-		if switched != "" {
-			// New instances ESS launches on its own (a health check
-			// replacement) must not come from the version that failed.
-			if rerr := e.Cloud.SetTemplateVersion(ctx, groupID, g.TemplateID, switched); rerr != nil {
-				e.emit(Event{Kind: EventWarning, Group: groupID, Message: "switching the group back to version " + switched + ": " + rerr.Error()})
-			} else {
-				e.emit(Event{Kind: EventGroup, Group: groupID, Message: "the group launches from version " + switched + " again"})
-			}
-		}
-	case err != nil:
+		// notReady restored MaxSize.
+		e.switchBack(rctx, groupID, g.TemplateID, switched)
+	default:
 		// Stopped (a drain timeout, an API error, a signal): MaxSize goes
 		// back unless the surge still holds instances above it; restoreMax
-		// says which. A cancelled run still gets a minute for it.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if rerr := e.restoreMax(rctx, groupID, p.Stamp.MaxSize); rerr != nil {
-			e.emit(Event{Kind: EventWarning, Group: groupID, Message: "restoring MaxSize: " + rerr.Error()})
-		}
+		// says which.
+		e.restoreMaxOrWarn(rctx, groupID, p.Stamp.MaxSize)
 	}
 	return err
+}
+
+// switchBack points the group at version again (when this run switched it
+// away from it: "" does nothing), so that instances ESS launches on its own
+// (a health-check replacement, a retry) do not come from the version that
+// failed.
+func (e *Env) switchBack(ctx context.Context, groupID, templateID, version string) {
+	if version == "" {
+		return
+	}
+	if err := e.Cloud.SetTemplateVersion(ctx, groupID, templateID, version); err != nil {
+		e.emit(Event{Kind: EventWarning, Group: groupID, Message: "switching the group back to version " + version + ": " + err.Error()})
+		return
+	}
+	e.emit(Event{Kind: EventGroup, Group: groupID, Message: "the group launches from version " + version + " again"})
+}
+
+func (e *Env) restoreMaxOrWarn(ctx context.Context, groupID string, maxSize int) {
+	if err := e.restoreMax(ctx, groupID, maxSize); err != nil {
+		e.emit(Event{Kind: EventWarning, Group: groupID, Message: "restoring MaxSize: " + err.Error()})
+	}
 }
 
 func (e *Env) emitPlan(p *Plan, o Options) {
@@ -163,6 +187,7 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 	first := true
 	var short, scaled time.Time
 	scaledFrom := 0
+	act := "" // the last ScaleOut's scaling activity, until it succeeded
 	for {
 		st, err := e.Observe(ctx, groupID)
 		if err != nil {
@@ -184,6 +209,25 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 			}
 		}
 		first = false
+		for _, in := range st.Instances {
+			// A scale-in hook holds a removed instance, and the group's
+			// next scaling activity waits for it: say so once.
+			if w := hookWait(in.State); in.State == RemovingWait && !announced[in.ID+" "+in.State] {
+				announced[in.ID+" "+in.State] = true
+				e.emit(Event{Kind: EventWaiting, Group: groupID, Instance: in.ID, Message: "instance " + in.State + ": " + w})
+			}
+		}
+		if act != "" {
+			a, ok, err := e.Cloud.Activity(ctx, groupID, act)
+			switch {
+			case err != nil:
+				return err
+			case ok && a.failed():
+				return e.activityFailed(groupID, a)
+			case ok && a.StatusCode == ActivitySuccessful:
+				act = ""
+			}
+		}
 		// Skipped instances (Standby, Protected, attached) count in the
 		// group's desired capacity and in the size it returns to (the
 		// stamp counts them), so they count here: an old instance leaves
@@ -250,10 +294,10 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 				return err
 			}
 		}
-		if err := e.Cloud.ScaleOut(ctx, groupID, n); err != nil {
+		if act, err = e.Cloud.ScaleOut(ctx, groupID, n); err != nil {
 			return err
 		}
-		e.emit(Event{Kind: EventScale, Group: groupID, Message: fmt.Sprintf("launching %d new instance(s)", n)})
+		e.emit(Event{Kind: EventScale, Group: groupID, Message: fmt.Sprintf("launching %d new instance(s) (scaling activity %s)", n, act)})
 		// ESS raises the desired capacity at once; the next round waits
 		// for the instances, or finds that it did not.
 		scaled, scaledFrom = now, g.DesiredCapacity

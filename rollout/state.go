@@ -34,12 +34,31 @@ type Group struct {
 // capacity and no scale-in removes them (ESS EnterStandby,
 // SetInstancesProtection); a rollout leaves them alone.
 const (
-	InService   = "InService"
-	Pending     = "Pending"
-	PendingWait = "Pending:Wait"
-	Standby     = "Standby"
-	Protected   = "Protected"
+	InService = "InService"
+	Pending   = "Pending"
+	Standby   = "Standby"
+	Protected = "Protected"
+	// PendingWait and RemovingWait: a lifecycle hook of the group
+	// (CreateLifecycleHook, SCALE_OUT or SCALE_IN) holds the instance, and
+	// the scaling activity with it, until its lifecycle action is
+	// completed (CompleteLifecycleAction) or the hook's HeartbeatTimeout
+	// ends it with its DefaultResult. A rollout waits: the hook is
+	// whoever made it's to complete.
+	PendingWait  = "Pending:Wait"
+	RemovingWait = "Removing:Wait"
 )
+
+// hookWait says what holds an instance in a lifecycle hook's wait state
+// ("" for any other state).
+func hookWait(state string) string {
+	switch state {
+	case PendingWait:
+		return "a scale-out lifecycle hook holds it (ESS puts it in service once the hook's action is completed with CONTINUE or the hook times out)"
+	case RemovingWait:
+		return "a scale-in lifecycle hook holds it (ESS removes it once the hook's action is completed or times out, and starts no other scaling activity of the group meanwhile)"
+	}
+	return ""
+}
 
 // Attached is the CreationType of an instance added to the group by hand
 // (AttachInstances) rather than launched by it (AutoCreated).

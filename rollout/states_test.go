@@ -206,9 +206,42 @@ func TestStoppedRolloutRestoresMaxSizeWhenSafe(t *testing.T) {
 	}
 }
 
-// A ScaleOut that leaves the desired capacity where it was (MaxSize held
-// down by someone else) stops the rollout after --ready-timeout with the
-// group's last scaling activity, instead of asking again forever.
+// A ScaleOut ESS rejects (MaxSize held down by someone else: the
+// adjustment changes nothing) stops the rollout at once with ESS's reason,
+// instead of asking again forever or waiting out --ready-timeout.
+func TestRejectedScaleOutStops(t *testing.T) {
+	ud := userData(t, "abcdef.0123456789abcdef", nil)
+	a, b := desired(t, "m-a", "build-a", ud), desired(t, "m-b", "build-b", ud)
+	w := newWorld(t, 2, a)
+	w.builds["m-b"] = "build-b"
+	w.env.ReadyTimeout = time.Minute
+	w.cloud.AfterSetMaxSize = func(n int) {
+		if n > 2 {
+			w.cloud.mu.Lock()
+			w.cloud.G.MaxSize = 2 // Terraform puts it back
+			w.cloud.mu.Unlock()
+		}
+	}
+	start := time.Now()
+	err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false)
+	var ae *ActivityError
+	if !errors.As(err, &ae) || ae.Activity.StatusCode != ActivityRejected || !strings.Contains(err.Error(), "at its MaxSize") {
+		t.Fatalf("err %v", err)
+	}
+	if n := strings.Count(strings.Join(w.cloud.Writes(), "\n"), "ScaleOut"); n != 1 {
+		t.Errorf("%d ScaleOut calls, want 1: %v", n, w.cloud.Writes())
+	}
+	if g := w.cloud.G; g.TemplateVersion != "1" || g.DesiredCapacity != 2 {
+		t.Errorf("group %+v, want on version 1 again with desired capacity 2", g)
+	}
+	if time.Since(start) > w.env.ReadyTimeout/2 {
+		t.Errorf("took %s: waited instead of reading the activity", time.Since(start))
+	}
+}
+
+// A ScaleOut whose activity ESS calls Successful but that leaves the
+// desired capacity where it was stops the rollout after --ready-timeout
+// with the group's last scaling activity, instead of asking again forever.
 func TestScaleOutThatDoesNotGrowStops(t *testing.T) {
 	ud := userData(t, "abcdef.0123456789abcdef", nil)
 	a, b := desired(t, "m-a", "build-a", ud), desired(t, "m-b", "build-b", ud)
@@ -217,14 +250,16 @@ func TestScaleOutThatDoesNotGrowStops(t *testing.T) {
 	w.cloud.AfterSetMaxSize = func(n int) {
 		if n > 2 {
 			w.cloud.mu.Lock()
-			w.cloud.G.MaxSize = 2 // Terraform puts it back
+			w.cloud.G.MaxSize = 2
 			w.cloud.mu.Unlock()
 		}
 	}
-	w.cloud.Activities = []Activity{{ID: "asa-1", StatusCode: "Rejected", Description: "Add \"1\" ECS instance(s)", StatusMessage: "the group is at its MaxSize"}}
+	w.cloud.ScaleOutResult = func(int) Activity {
+		return Activity{ID: "asa-7", StatusCode: ActivitySuccessful, Description: "Adjust by 1"}
+	}
 	start := time.Now()
 	err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false)
-	if err == nil || !strings.Contains(err.Error(), "did not grow") || !strings.Contains(err.Error(), "asa-1 Rejected") {
+	if err == nil || !strings.Contains(err.Error(), "did not grow") || !strings.Contains(err.Error(), "asa-7 Successful") {
 		t.Fatalf("err %v", err)
 	}
 	if n := strings.Count(strings.Join(w.cloud.Writes(), "\n"), "ScaleOut"); n != 1 {

@@ -128,6 +128,7 @@ func TestRollout(t *testing.T) {
 		t.Run("Locked", func(t *testing.T) { t.Parallel(); e.locked(t) })
 		t.Run("KilledBeforeMaxSize", func(t *testing.T) { t.Parallel(); e.killedBeforeMaxSize(t) })
 		t.Run("NoDesiredCapacity", func(t *testing.T) { t.Parallel(); e.noDesiredCapacity(t) })
+		t.Run("StockOut", func(t *testing.T) { t.Parallel(); e.stockOut(t) })
 	})
 }
 

@@ -238,6 +238,77 @@ func (e *rolloutEnv) noDesiredCapacity(t *testing.T) {
 	}
 }
 
+// stockOut: the group's zone is out of stock when the rollout scales out.
+// The rollout reads the failed scaling activity and stops at once with
+// ESS's reason (not a timeout), the group launching from its old version
+// again with its desired capacity and MaxSize back and no drover tag left,
+// so ESS stops trying. Once the stock is back, a re-run rolls the group.
+func (e *rolloutEnv) stockOut(t *testing.T) {
+	const zone = roRegion + "-z" // a zone of its own: the scenarios run in parallel
+	s, old := e.newScenarioWith(t, "stockout", ecsapi.ScalingGroup{ZoneID: zone, MinSize: 2, MaxSize: 2, DesiredCapacity: 2}, 2)
+	ud, err := userdata.Render(s.spec("a", e.cluster.BootstrapToken()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitIdle(t)
+	e.srv.StockOut(zone, true)
+	args := []string{"--image", e.imageB, "--userdata", s.pool, "--ready-timeout", "2m"}
+	start := time.Now()
+	stdout, stderr, code := s.rollout(t, args...)
+	took := time.Since(start)
+	out := stdout + stderr
+	if code != 1 || !strings.Contains(out, ecsapi.NoStock) || !strings.Contains(out, "sold out in the specified zone") || !strings.Contains(out, zone) {
+		t.Errorf("rollout into a zone out of stock: exit %d; want 1 and ESS's reason (%s in %s)", code, ecsapi.NoStock, zone)
+	}
+	if took > time.Minute || strings.Contains(out, "after 2m") {
+		t.Errorf("the rollout stopped after %s: it waited for --ready-timeout instead of reading the failed activity", took)
+	}
+	s.waitIdle(t)
+	if g := s.scalingGroup(t); g.LaunchTemplateVersion != "1" || g.MaxSize != 2 || g.DesiredCapacity != 2 {
+		t.Errorf("after the failed scale-out: group on version %q, MaxSize %d, desired %d; want 1, 2, 2", g.LaunchTemplateVersion, g.MaxSize, g.DesiredCapacity)
+	}
+	if tags := s.droverTags(t); len(tags) != 0 {
+		t.Errorf("drover tags left on the group: %v", tags)
+	}
+	if ids := s.instanceIDs(t); strings.Join(ids, " ") != strings.Join(old, " ") {
+		t.Errorf("instances %v, want the old %v untouched", ids, old)
+	}
+	acts := len(s.activities(t))
+	time.Sleep(2 * time.Second)
+	if n := len(s.activities(t)); n != acts {
+		t.Errorf("%d scaling activities 2 s after the rollout stopped (were %d): ESS is still trying to launch", n, acts)
+	}
+	s.serving(t, old, roBuildA, ud)
+
+	e.srv.StockOut(zone, false)
+	if _, _, code := s.rollout(t, args...); code != 0 {
+		t.Fatalf("re-run once the stock is back: exit %d, want 0", code)
+	}
+	now := s.instanceIDs(t)
+	if len(now) != 2 || contains(now, old[0]) || contains(now, old[1]) {
+		t.Errorf("instances %v after the re-run, want 2 new ones", now)
+	}
+	s.serving(t, now, roBuildB, ud)
+}
+
+// droverTags are the group's tags whose key starts with drover:.
+func (s *scenario) droverTags(t *testing.T) map[string]string {
+	t.Helper()
+	req := ess.CreateListTagResourcesRequest()
+	req.ResourceType, req.ResourceId = "scalinggroup", &[]string{s.group}
+	resp, err := s.e.ess.ListTagResources(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, tr := range resp.TagResources.TagResource {
+		if strings.HasPrefix(tr.TagKey, "drover:") {
+			out[tr.TagKey] = tr.TagValue
+		}
+	}
+	return out
+}
+
 type notYet struct{}
 
 func (notYet) Error() string { return "not yet" }

@@ -25,7 +25,12 @@ type image struct {
 	tags               []tag
 	created, readyAt   time.Time
 	failed             bool
+	// owner is the ImageOwnerAlias of an image not imported by the
+	// account (AddSystemImage); "" means self.
+	owner string
 }
+
+func (im *image) ownerAlias() string { return firstOf(im.owner, "self") }
 
 // status is computed from the clock so an import needs no goroutine.
 func (im *image) status(now time.Time) string {
@@ -160,7 +165,7 @@ func (c *call) describeImages() (obj, *apiError) {
 	for _, im := range s.images {
 		switch {
 		case im.region != c.region,
-			alias != "" && alias != "self",
+			alias != "" && alias != im.ownerAlias(),
 			len(ids) > 0 && !contains(ids, im.id),
 			c.p.Get("ImageName") != "" && c.p.Get("ImageName") != im.name,
 			c.p.Get("Architecture") != "" && c.p.Get("Architecture") != im.arch,
@@ -204,7 +209,7 @@ func (im *image) json(now time.Time) obj {
 		"ImageId": im.id, "ImageName": im.name, "Description": im.desc,
 		"Status": im.status(now), "Progress": im.progress(now),
 		"Architecture": im.arch, "BootMode": im.bootMode, "Platform": im.platform,
-		"OSType": "linux", "OSName": im.platform, "ImageOwnerAlias": "self",
+		"OSType": "linux", "OSName": im.platform, "ImageOwnerAlias": im.ownerAlias(),
 		"IsCopied": im.copied, "IsSelfShared": "", "IsPublic": false, "IsSubscribed": false,
 		"IsSupportCloudinit": true, "IsSupportIoOptimized": true, "Usage": "none",
 		"Size": im.sizeGiB, "CreationTime": ecsTime(im.created), "ImageFamily": "", "ImageVersion": "",

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,6 +65,8 @@ type group struct {
 	created, modified time.Time
 	members           []*member
 	activities        []*activity
+	hooks             []*hook            // CreateLifecycleHook
+	actions           []*lifecycleAction // their actions, oldest first
 	retryAt           time.Time
 	tags              []groupTag
 }
@@ -78,6 +81,9 @@ type member struct {
 	// Entrusted): removing one that is not entrusted leaves it running.
 	creation  string
 	entrusted bool
+	// failWith, when set, is the ECS error the launch fails with (decided
+	// when the launch is asked for: an exhausted quota).
+	failWith *launchError
 }
 
 type instance struct {
@@ -89,13 +95,16 @@ type instance struct {
 }
 
 type activity struct {
-	id, desc, cause    string
-	status, message    string
-	start, end         time.Time
-	outstanding        int
-	failures, total    int
-	created, destroyed []string
-	totalCapacity      int
+	id, desc, cause string
+	status, message string
+	// errorCode and errorMessage are the ECS error of a failed launch, as
+	// ess.ScalingActivity's ErrorCode and ErrorMessage carry it.
+	errorCode, errorMessage string
+	start, end              time.Time
+	outstanding             int
+	failures, total         int
+	created, destroyed      []string
+	totalCapacity           int
 }
 
 // AddScalingGroup adds a group and returns its ID; the group starts
@@ -155,6 +164,7 @@ func (s *Server) converge() {
 	now := time.Now()
 	for _, id := range s.groupIDs {
 		g := s.groups[id]
+		s.expireActions(g, now)
 		if g.busy() || now.Before(g.retryAt) {
 			continue
 		}
@@ -197,7 +207,7 @@ func (g *group) target() int {
 func (g *group) capacity() int {
 	n := 0
 	for _, m := range g.members {
-		if m.state != Removing {
+		if !m.leaving() {
 			n++
 		}
 	}
@@ -252,6 +262,9 @@ func (s *Server) launchBatch(g *group, n int, cause string, now time.Time) *acti
 			seq: len(s.instances), created: now}
 		s.instances[in.id] = in
 		m := &member{inst: in, state: Pending, activityID: a.id, creation: AutoCreated}
+		if s.quota > 0 && s.regionInstances(g.RegionID) > s.quota {
+			m.failWith = errElasticQuota()
+		}
 		g.members = append(g.members, m)
 		a.created = append(a.created, in.id)
 		s.wg.Add(1)
@@ -265,7 +278,13 @@ func (s *Server) launch(g *group, m *member, a *activity) {
 	defer s.wg.Done()
 	s.mu.Lock()
 	spec, err := s.specFor(g, m)
-	if err == nil && s.failLaunch > 0 {
+	switch {
+	case err != nil:
+	case m.failWith != nil:
+		err = m.failWith
+	case s.noStock[m.inst.zone]:
+		err = errNoStock()
+	case s.failLaunch > 0:
 		s.failLaunch--
 		err = errors.New("the launch failed (injected by FailLaunch)")
 	}
@@ -296,13 +315,29 @@ func (s *Server) launch(g *group, m *member, a *activity) {
 		g.drop(m)
 		delete(s.instances, m.inst.id)
 		a.failures++
+		// An instance ECS did not create is not among the activity's
+		// CreatedInstances.
+		a.created = slices.DeleteFunc(a.created, func(id string) bool { return id == m.inst.id })
 		a.message = fmt.Sprintf("Launching instance %s failed: %v", m.inst.id, err)
+		var le *launchError
+		if errors.As(err, &le) {
+			a.message = le.statusMessage(m.inst.zone)
+			a.errorCode, a.errorMessage = le.code, le.msg
+		}
 		g.retryAt = now.Add(launchRetryDelay)
 		s.logf("ess %s: %s", g.ID, a.message)
 	} else {
-		m.state = InService
 		m.inst.status = "Running"
 		m.inst.handle = h
+		if hk := g.hook(ScaleOut); hk != nil {
+			// A scale-out hook holds the instance, and its activity,
+			// until the lifecycle action ends (ess_hooks.go).
+			m.state = PendingWait
+			g.hold(hk, a, m, now, s.hookSecond())
+			s.poke()
+			return
+		}
+		m.state = InService
 	}
 	a.done(now)
 	s.poke()
@@ -344,39 +379,54 @@ func (s *Server) specFor(g *group, m *member) (InstanceSpec, error) {
 // removeMembers stops and releases members. The caller holds s.mu.
 func (s *Server) removeMembers(g *group, ms []*member, cause string, now time.Time) *activity {
 	a := g.newActivity(fmt.Sprintf("Remove %q ECS instance(s)", strconv.Itoa(len(ms))), cause, now, len(ms))
+	hk := g.hook(ScaleIn)
 	for _, m := range ms {
-		m.state = Removing
 		a.destroyed = append(a.destroyed, m.inst.id)
-		if m.creation == Attached && !m.entrusted {
-			// Removed from the group, not released
-			// (help/en/auto-scaling/user-guide/instance-lifecycles).
-			g.drop(m)
-			a.done(now)
+		if hk != nil {
+			// A scale-in hook holds the instance until the lifecycle
+			// action ends; then it goes (ess_hooks.go).
+			m.state = RemovingWait
+			g.hold(hk, a, m, now, s.hookSecond())
 			continue
 		}
-		m.inst.status = "Stopping"
-		h := m.inst.handle
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			var err error
-			if h != nil {
-				err = h.Stop(s.ctx)
-			}
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if err != nil {
-				a.message = fmt.Sprintf("Stopping instance %s: %v", m.inst.id, err)
-			}
-			m.inst.handle = nil
-			g.drop(m)
-			delete(s.instances, m.inst.id)
-			a.done(time.Now())
-			s.poke()
-		}()
+		s.release(g, m, a, now)
 	}
 	a.totalCapacity = g.capacity()
 	return a
+}
+
+// release takes a removed member out of the group: an attached instance
+// not entrusted to the group keeps running, any other is stopped and
+// released. The caller holds s.mu.
+func (s *Server) release(g *group, m *member, a *activity, now time.Time) {
+	m.state = Removing
+	if m.creation == Attached && !m.entrusted {
+		// Removed from the group, not released
+		// (help/en/auto-scaling/user-guide/instance-lifecycles).
+		g.drop(m)
+		a.done(now)
+		return
+	}
+	m.inst.status = "Stopping"
+	h := m.inst.handle
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		var err error
+		if h != nil {
+			err = h.Stop(s.ctx)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err != nil {
+			a.message = fmt.Sprintf("Stopping instance %s: %v", m.inst.id, err)
+		}
+		m.inst.handle = nil
+		g.drop(m)
+		delete(s.instances, m.inst.id)
+		a.done(time.Now())
+		s.poke()
+	}()
 }
 
 func (g *group) drop(m *member) {

@@ -1,6 +1,7 @@
 package ecsapi
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
 )
@@ -213,7 +214,14 @@ func (c *call) scaleWithAdjustment() (obj, *apiError) {
 	case want < have:
 		a = s.removeMembers(g, g.oldest(have-want), "a user requested an adjustment", c.now)
 	default:
-		a = g.newActivity("Adjust by "+strconv.Itoa(n), "the capacity is already at its bound", c.now, 0)
+		// Nothing to launch or remove: the group is at MaxSize (or
+		// MinSize). ESS's answer is not documented; the conservative one
+		// is a Rejected activity saying why ("the request to trigger the
+		// scaling activity is rejected", DescribeScalingActivities
+		// StatusCode), not a silent success.
+		a = g.newActivity("Adjust by "+strconv.Itoa(n), "a user requested an adjustment", c.now, 0)
+		a.status = "Rejected"
+		a.message = fmt.Sprintf("The scaling group already has %d instance(s), at its bound (MinSize %d, MaxSize %d): the adjustment by %d changes nothing.", have, g.MinSize, g.MaxSize, n)
 	}
 	return obj{"ScalingActivityId": a.id, "ActivityType": "CapacityChange"}, nil
 }
@@ -238,7 +246,7 @@ func (c *call) removeInstances() (obj, *apiError) {
 	for _, id := range ids {
 		var found *member
 		for _, m := range g.members {
-			if m.inst.id == id && m.state != Removing {
+			if m.inst.id == id && !m.leaving() {
 				found = m
 			}
 		}
@@ -266,24 +274,45 @@ func (c *call) describeScalingActivities() (obj, *apiError) {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	g, e := c.group()
-	if e != nil {
-		return nil, e
-	}
-	var match []*activity
-	for i := len(g.activities) - 1; i >= 0; i-- { // newest first
-		a := g.activities[i]
-		if (len(ids) > 0 && !contains(ids, a.id)) || (code != "" && code != a.status) {
-			continue
+	// ScalingGroupId or ScalingActivityId.N must be given
+	// (api-describescalingactivities); with only the latter, every group
+	// of the region is searched.
+	var groups []*group
+	if c.p.Get("ScalingGroupId") != "" || len(ids) == 0 {
+		g, e := c.group()
+		if e != nil {
+			return nil, e
 		}
-		match = append(match, a)
+		groups = []*group{g}
+	} else {
+		for _, id := range s.groupIDs {
+			if s.groups[id].RegionID == c.region {
+				groups = append(groups, s.groups[id])
+			}
+		}
 	}
+	type row struct {
+		g *group
+		a *activity
+	}
+	var match []row
+	for _, g := range groups {
+		for i := len(g.activities) - 1; i >= 0; i-- { // newest first
+			a := g.activities[i]
+			if (len(ids) > 0 && !contains(ids, a.id)) || (code != "" && code != a.status) {
+				continue
+			}
+			match = append(match, row{g, a})
+		}
+	}
+	// PageSize: 1 to 50, default 10 (api-describescalingactivities).
 	lo, hi, number, size, e := c.page(len(match), 50)
 	if e != nil {
 		return nil, e
 	}
 	out := []obj{}
-	for _, a := range match[lo:hi] {
+	for _, r := range match[lo:hi] {
+		g, a := r.g, r.a
 		progress, end := 100, essTime(a.end)
 		if a.status == "InProgress" {
 			progress, end = 100*(a.total-a.outstanding)/max(a.total, 1), ""
@@ -291,7 +320,7 @@ func (c *call) describeScalingActivities() (obj, *apiError) {
 		out = append(out, obj{
 			"ScalingActivityId": a.id, "ScalingGroupId": g.ID, "Description": a.desc, "Cause": a.cause,
 			"StartTime": essTime(a.start), "EndTime": end, "Progress": progress,
-			"StatusCode": a.status, "StatusMessage": a.message,
+			"StatusCode": a.status, "StatusMessage": a.message, "ErrorCode": a.errorCode, "ErrorMessage": a.errorMessage,
 			"TotalCapacity": strconv.Itoa(a.totalCapacity), "ScalingInstanceNumber": a.total,
 			"CreatedCapacity": len(a.created), "DestroyedCapacity": len(a.destroyed),
 			"CreatedInstances":   obj{"CreatedInstance": nonNil(a.created)},

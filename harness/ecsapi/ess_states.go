@@ -36,7 +36,7 @@ func (c *call) members(g *group) ([]*member, *apiError) {
 	for _, id := range ids {
 		var found *member
 		for _, m := range g.members {
-			if m.inst.id == id && m.state != Removing {
+			if m.inst.id == id && !m.leaving() {
 				found = m
 			}
 		}

@@ -62,6 +62,10 @@ type Config struct {
 	Log io.Writer
 	// Dir holds OSS objects; empty means a temporary directory removed by Close.
 	Dir string
+	// HookSecond is how long one second of a lifecycle hook's
+	// HeartbeatTimeout lasts (default a second), so that a test can see
+	// the documented minimum of 30 s run out in less.
+	HookSecond time.Duration
 }
 
 // Endpoints are the listening addresses (host:port) of the three services.
@@ -96,6 +100,8 @@ type Server struct {
 	tokens     map[string]tokenCall
 	failLaunch int
 	failImport int
+	noStock    map[string]bool // zones out of stock (StockOut)
+	quota      int             // instances per region (SetInstanceQuota); 0: no limit
 	servers    []*http.Server
 	hooks      map[int]func(Call)
 	nextHook   int
