@@ -65,4 +65,7 @@ WRAP
     chmod 0755 "/usr/local/bin/$tool-trixie"
   done
 fi
-/usr/local/bin/mkfs.erofs-trixie --help 2>&1 | grep -q zstd || { echo "host-setup: $erofs_root's mkfs.erofs lists no zstd" >&2; exit 1; }
+# The help text is read whole first: grep -q would stop reading at the first
+# match, and pipefail would count the tool's SIGPIPE as a failure.
+help=$(/usr/local/bin/mkfs.erofs-trixie --help 2>&1 || true)
+grep -q zstd <<<"$help" || { echo "host-setup: $erofs_root's mkfs.erofs lists no zstd" >&2; exit 1; }
