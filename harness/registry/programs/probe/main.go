@@ -212,6 +212,19 @@ func main() {
 			code = 1
 		}
 		out, _ = json.Marshal(res)
+	case "inhibitors":
+		// logind's own list of inhibitor locks (who, what, mode), and the
+		// kubelet's lines about its node shutdown manager.
+		o, err := hostCommand("/usr/bin/systemd-inhibit", "--list", "--no-pager")
+		res := map[string]any{"inhibitors": o}
+		if j, jerr := hostCommand("/usr/bin/journalctl", "-b", "-u", "kubelet.service", "--no-pager", "-o", "short-monotonic", "--grep", "(?i)shutdown|inhibit"); jerr == nil {
+			res["kubelet"] = j
+		}
+		if err != nil {
+			res["error"] = err.Error()
+			code = 1
+		}
+		out, _ = json.Marshal(res)
 	case "journal":
 		o, err := hostCommand("/usr/bin/journalctl", "-b", "-u", os.Args[2], "-n", "60", "--no-pager", "-o", "short-monotonic")
 		res := map[string]any{"journal": o}
