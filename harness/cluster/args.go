@@ -27,6 +27,7 @@ func (l layout) pki() string                { return filepath.Join(l.dir, "pki")
 func (l layout) pkiFile(name string) string { return filepath.Join(l.dir, "pki", name) }
 func (l layout) etcd() string               { return filepath.Join(l.dir, "etcd") }
 func (l layout) log(name string) string     { return filepath.Join(l.dir, "logs", name+".log") }
+func (l layout) path(name string) string    { return filepath.Join(l.dir, name) }
 func (l layout) kubeconfig(name string) string {
 	return filepath.Join(l.dir, name+".kubeconfig")
 }

@@ -17,6 +17,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/drover-os/drover/agent/nodeconfig"
 	"github.com/drover-os/drover/agent/userdata"
@@ -45,6 +46,11 @@ type Options struct {
 	// PinCA renders the user-data with the cluster CA pinned by caHash
 	// instead of embedded, so the join goes through CA discovery.
 	PinCA bool
+	// Conformance adds what Kubernetes' e2e suite needs of the control
+	// plane: kube-scheduler, and the API server reaching the guest's
+	// kubelet (logs, exec, attach, port-forward) through a QEMU host
+	// forward of :10250 (cluster.Config.DialNode).
+	Conformance bool
 }
 
 // Env is a running control plane, registry and metadata emulator.
@@ -54,7 +60,10 @@ type Env struct {
 	Registry *registry.Registry
 	Metadata *ecsmeta.Server
 	metaLn   net.Listener
-	sntp     *sntpServer // nil: another NTP server answers on the host
+	// kubeletFwd is the host address QEMU forwards to the guest's
+	// kubelet port; empty unless Options.Conformance.
+	kubeletFwd string
+	sntp       *sntpServer // nil: another NTP server answers on the host
 	// Images maps the harness image references to their digests.
 	Images map[string]string
 }
@@ -85,8 +94,15 @@ func StartECS(ctx context.Context, o Options, withCluster bool) (_ *Env, err err
 	}()
 	if withCluster {
 		e.logf("starting the control plane (Kubernetes %s)", o.Version)
-		e.Cluster, err = cluster.Start(ctx, cluster.Config{StateDir: filepath.Join(o.WorkDir, "cluster"), CacheDir: o.CacheDir,
-			Version: o.Version, BindAddress: "127.0.0.1", Log: o.Log})
+		cc := cluster.Config{StateDir: filepath.Join(o.WorkDir, "cluster"), CacheDir: o.CacheDir,
+			Version: o.Version, BindAddress: "127.0.0.1", Log: o.Log}
+		if o.Conformance {
+			if e.kubeletFwd, err = freeLoopbackAddr(); err != nil {
+				return nil, fmt.Errorf("kubelet forward: %w", err)
+			}
+			cc.Scheduler, cc.DialNode = true, e.dialNode
+		}
+		e.Cluster, err = cluster.Start(ctx, cc)
 		if err != nil {
 			return nil, fmt.Errorf("control plane: %w", err)
 		}
@@ -200,6 +216,7 @@ func (e *Env) VMConfig(image, stateDir string, nvme bool) *qemu.Config {
 		Image: image, StateDir: stateDir, NVMe: nvme, DiskSize: 8 << 30, MemoryMiB: 3072,
 		Net: GuestNet, Host: HostFromVM, DHCPStart: GuestIP,
 		GuestFwd:    map[string]string{MetadataAddr: e.opts.Drover + " relay " + e.metaLn.Addr().String()},
+		HostFwd:     e.hostFwd(),
 		ProductName: "Alibaba Cloud ECS",
 		Console:     e.opts.Console,
 	}
@@ -217,4 +234,36 @@ func (e *Env) Close() {
 	if e.Cluster != nil {
 		e.Cluster.Stop()
 	}
+}
+
+// hostFwd is the VM's host forwards: the kubelet port with
+// Options.Conformance, none otherwise.
+func (e *Env) hostFwd() map[string]int {
+	if e.kubeletFwd == "" {
+		return nil
+	}
+	return map[string]int{e.kubeletFwd: KubeletPort}
+}
+
+// dialNode is the API server's way to the guest (cluster.NodeDialer): the
+// guest's kubelet address, as its Node reports it, is the host forward;
+// any other address is refused (the host has no route to the guest's
+// network, and the API server must not reach anything else through it).
+func (e *Env) dialNode(ctx context.Context, addr string) (net.Conn, error) {
+	if addr != net.JoinHostPort(GuestIP, strconv.Itoa(KubeletPort)) {
+		return nil, fmt.Errorf("%s is not the guest's kubelet (%s:%d): only the kubelet is forwarded", addr, GuestIP, KubeletPort)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", e.kubeletFwd)
+}
+
+// freeLoopbackAddr picks a free port on 127.0.0.1 for a QEMU host forward
+// (QEMU binds it; the listener is closed first, the usual small race).
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
