@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-os/drover/harness/cluster"
+	"github.com/drover-os/drover/harness/conformance"
+	"github.com/drover-os/drover/harness/ecsmeta"
+	"github.com/drover-os/drover/harness/smoke"
+	"github.com/drover-os/drover/image/cache"
+	"github.com/drover-os/drover/image/debian"
+)
+
+func newConformanceCmd(g *globals) *cobra.Command {
+	var version, cacheDir, work, junit string
+	var plan conformance.Plan
+	var buildOnly bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "conformance IMAGE.raw",
+		Short: "Run Kubernetes' node conformance e2e tests against the image booted as an ECS instance",
+		Long: `conformance judges an image by Kubernetes' own tests: the e2e suite's
+[NodeConformance] specs (e2e.test, built from k8s.io/kubernetes/test/e2e at the
+image's kubelet version through the Go module proxy and cached), with upstream's
+usual skips ([Serial], [Slow], [Flaky], [Disruptive], [Alpha], [Feature:…]),
+against the smoke harness's control plane (with kube-scheduler, and the API
+server reaching the kubelet for logs, exec and port-forward) and the image
+booted under QEMU as an ECS instance. The test images (agnhost from the
+kubernetes module, busybox from Debian's busybox-static) are built here and
+served by the harness registry; every registry the suite knows is mapped to
+it (KUBE_TEST_REPO_LIST), so an image not built here is refused, never fetched.
+
+It prints the table (passed, failed, skipped by reason, every failure) and the
+wall time of each stage, writes the suite's JUnit file with --junit, and exits
+1 if a spec failed. docs/conformance.md explains the skips and the failures.`,
+		Example: `  drover conformance out/ecs-node.raw --junit out/conformance.xml
+  drover conformance out/ecs-node.raw --focus 'Pods should get a host IP'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			image := args[0]
+			want, err := imageVersions(image)
+			if err != nil {
+				return err
+			}
+			if version == "" {
+				version = want.Kubelet
+			}
+			if cacheDir == "" {
+				if cacheDir, err = cache.DefaultDir(os.Getenv); err != nil {
+					return err
+				}
+			}
+			if work == "" {
+				work = strings.TrimSuffix(image, filepath.Ext(image)) + ".conformance"
+			}
+			if err := plan.Validate(); err != nil {
+				return err
+			}
+			mirror, err := debian.ResolveMirror(g.mirror, os.Getenv, os.DirFS("/"))
+			if err != nil {
+				return fmt.Errorf("%w (pass --mirror URL or set DROVER_MIRROR): busybox comes from the Debian archive", err)
+			}
+			os.RemoveAll(work)
+			if err := os.MkdirAll(work, 0o755); err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			buildLog, err := os.Create(filepath.Join(work, "build.log"))
+			if err != nil {
+				return err
+			}
+			defer buildLog.Close()
+			var stages []stage
+			timed := func(name string, fn func() error) error {
+				s := time.Now()
+				err := fn()
+				stages = append(stages, stage{name, time.Since(s)})
+				return err
+			}
+			defer func() { printStages(os.Stderr, stages) }()
+
+			var e2e string
+			if err := timed("e2e.test build", func() (err error) {
+				e2e, err = cluster.BuildE2E(ctx, cacheDir, version, os.Stderr, buildLog)
+				return err
+			}); err != nil {
+				return err
+			}
+			var images []conformance.Image
+			if err := timed("test images build", func() (err error) {
+				images, err = conformance.BuildImages(ctx, conformance.BuildOptions{CacheDir: cacheDir, Version: version,
+					Mirror: mirror, Log: os.Stderr, BuildLog: buildLog})
+				return err
+			}); err != nil {
+				return err
+			}
+			if buildOnly {
+				for _, im := range images {
+					d, _ := im.Index.Digest()
+					fmt.Fprintf(cmd.OutOrStdout(), "%s:%s %s (from %s)\n", im.Repo, im.Tag, d, im.From)
+				}
+				return nil
+			}
+
+			var env *smoke.Env
+			var in *smoke.Instance
+			if err := timed("control plane and registry", func() (err error) {
+				env, err = smoke.Start(ctx, smoke.Options{WorkDir: work, CacheDir: cacheDir, Version: version, Log: os.Stderr, Conformance: true})
+				return err
+			}); err != nil {
+				return err
+			}
+			defer env.Close()
+			if err := timed("boot to Ready", func() error {
+				ud, err := env.UserData()
+				if err != nil {
+					return err
+				}
+				meta := smoke.ECSInstance()
+				meta.UserData = ud
+				if in, err = env.Boot(ctx, image, filepath.Join(work, "vm"), false, meta, ecsmeta.Faults{}); err != nil {
+					return err
+				}
+				jctx, jcancel := context.WithTimeout(ctx, 25*time.Minute)
+				defer jcancel()
+				return env.WaitJoined(jctx, in)
+			}); err != nil {
+				if in != nil {
+					in.VM.Stop()
+					return fmt.Errorf("%w; serial log %s", err, in.Config.SerialLog())
+				}
+				return err
+			}
+			defer in.VM.Stop()
+
+			var res *conformance.Result
+			if err := timed("suite", func() (err error) {
+				res, err = conformance.Run(ctx, conformance.Target{Kubeconfig: env.Cluster.AdminKubeconfig(),
+					Registry: env.Registry, GuestRegistry: env.GuestRegistry()}, images,
+					conformance.Options{E2E: e2e, WorkDir: work, Plan: plan, Log: os.Stderr})
+				return err
+			}); err != nil {
+				return err
+			}
+			res.Print(cmd.OutOrStdout())
+			unbuilt := conformance.Unbuilt(env.Registry.Requests(), images)
+			fmt.Fprintf(cmd.OutOrStdout(), "registry: %d image(s) asked for that are not built here, each answered 404 (nothing is fetched elsewhere)\n", len(unbuilt))
+			for _, u := range unbuilt {
+				fmt.Fprintf(cmd.OutOrStdout(), "  %s\n", u)
+			}
+			if junit != "" {
+				if err := copyFile(conformance.JUnitPath(work), junit); err != nil {
+					return err
+				}
+			}
+			if n := res.Count("failed"); n > 0 {
+				return fmt.Errorf("%d [NodeConformance] spec(s) failed; the suite's log is %s, the node's serial log %s",
+					n, filepath.Join(work, "e2e.log"), in.Config.SerialLog())
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&version, "kubernetes-version", "", "Kubernetes version of the suite and control plane (default: the image's kubelet)")
+	f.StringVar(&cacheDir, "cache", "", "cache for the built binaries and the busybox package (default $XDG_CACHE_HOME/drover)")
+	f.StringVar(&work, "work", "", "work directory: cluster state, VM disk, the suite's log and report (default IMAGE.conformance)")
+	f.StringVar(&junit, "junit", "", "copy the suite's JUnit XML here")
+	f.StringVar(&plan.Focus, "focus", "", "ginkgo focus regexp instead of "+conformance.DefaultFocus+" (a subset; the table still counts every [NodeConformance] spec)")
+	f.BoolVar(&buildOnly, "build-only", false, "only build (or find in the cache) e2e.test and the test images, and list the images")
+	f.DurationVar(&timeout, "timeout", 4*time.Hour, "overall limit")
+	return cmd
+}
+
+type stage struct {
+	name string
+	took time.Duration
+}
+
+func printStages(w io.Writer, stages []stage) {
+	for _, s := range stages {
+		fmt.Fprintf(w, "conformance: %-28s %s\n", s.name, s.took.Round(time.Second))
+	}
+}
+
+func copyFile(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o644)
+}
