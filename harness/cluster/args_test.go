@@ -58,3 +58,31 @@ func TestComponents(t *testing.T) {
 		}
 	}
 }
+
+func TestSchedulerArgs(t *testing.T) {
+	args := schedulerArgs(layout{dir: "/s"}, 10259)
+	for _, want := range []string{
+		"--kubeconfig=/s/scheduler.kubeconfig", "--authentication-kubeconfig=/s/scheduler.kubeconfig",
+		"--tls-cert-file=/s/pki/scheduler-serving.crt", "--leader-elect=false", "--secure-port=10259", "--bind-address=127.0.0.1",
+	} {
+		if !slices.Contains(args, want) {
+			t.Errorf("scheduler args lack %s", want)
+		}
+	}
+}
+
+// TestTestComponents: the scheduler and the e2e suite are built like the
+// control plane (version stamped), the suite as a test binary.
+func TestTestComponents(t *testing.T) {
+	s, err := schedulerComponent("v1.37.2", nil)
+	if err != nil || s.Package != "k8s.io/kubernetes/cmd/kube-scheduler" || s.Test {
+		t.Errorf("scheduler %+v, %v", s, err)
+	}
+	e, err := e2eComponent("v1.37.2", nil)
+	if err != nil || e.Package != E2EPackage || !e.Test || !strings.Contains(strings.Join(e.Ldflags, " "), "gitVersion=v1.37.2") {
+		t.Errorf("e2e %+v, %v", e, err)
+	}
+	if _, err := e2eComponent("latest", nil); err == nil {
+		t.Error("e2e version latest accepted")
+	}
+}
