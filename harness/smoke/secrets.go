@@ -94,9 +94,14 @@ func ScanVar(ctx context.Context, c *qemu.Config, secrets []secretscan.Secret, s
 	// The journal's files keep long fields compressed: what was logged
 	// is read back as journalctl shows it.
 	if fi, jerr := os.Stat(filepath.Join(tree, "log", "journal")); jerr == nil && fi.IsDir() {
-		out, jerr := exec.CommandContext(ctx, "journalctl", "-D", filepath.Join(tree, "log", "journal"), "-o", "export", "--no-pager").Output()
-		if jerr != nil && len(out) == 0 {
-			return nil, fmt.Errorf("reading the node's journal back (journalctl -D … -o export): %w", jerr)
+		cmd := exec.CommandContext(ctx, "journalctl", "-D", filepath.Join(tree, "log", "journal"), "-o", "export", "--no-pager")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, jerr := cmd.Output()
+		if len(out) == 0 {
+			// An older journalctl skips files it cannot read, saying so
+			// on stderr: an empty export scanned nothing.
+			return nil, fmt.Errorf("reading the node's journal back (journalctl -D /var/log/journal -o export): %v, nothing exported: %s", jerr, strings.TrimSpace(stderr.String()))
 		}
 		sc.Journal, sc.JournalBytes = true, len(out)
 		sc.Hits = append(sc.Hits, secretscan.FindAll("the journal (journalctl -o export)", out, secrets)...)
