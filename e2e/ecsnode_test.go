@@ -112,6 +112,7 @@ var smokeChecks = []string{
 	"Node Event names the cause (ACRNoRAMRole, from the provider's status via the agent)",
 	"kubelet's journal has the provider's error naming the cause",
 	"credential provider's status file (/run/drover/credential-provider.status) holds the failure's class and no credential",
+	"no STS or ACR credential issued to the node, nor the bootstrap token's secret, in its journal or /run/drover",
 }
 
 func checkSmokeJUnit(t *testing.T, path string) {

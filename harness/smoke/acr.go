@@ -4,12 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/drover-os/drover/agent/credstatus"
+	"github.com/drover-os/drover/agent/nodeconfig"
 	"github.com/drover-os/drover/agent/userdata"
 	"github.com/drover-os/drover/harness/acrapi"
 	"github.com/drover-os/drover/harness/cluster"
@@ -172,9 +177,83 @@ func (e *Env) checkPrivateACR(ctx context.Context, r *Report, in *Instance) {
 	s = time.Now()
 	msg, err = e.RunPod(ctx, in, "acr-journal", registry.ProbeImage, []string{"journal", "kubelet.service", "2000", "Failed to provide credentials for image"}, true)
 	if err == nil {
-		detail, err = JudgeKubeletCredentialLog(msg, e.GuestRegistry()+"/"+PrivateImage2)
+		// The kubelet asks for the repository's credentials, without the tag.
+		repo, _, _ := strings.Cut(PrivateImage2, ":")
+		detail, err = JudgeKubeletCredentialLog(msg, e.GuestRegistry()+"/"+repo)
 	}
 	r.add("kubelet's journal has the provider's error naming the cause", s, err, detail)
+
+	s = time.Now()
+	detail, err = e.scanRun(ctx, in)
+	r.add("no STS or ACR credential issued to the node, nor the bootstrap token's secret, in its journal or /run/drover (this boot, read from the running node)", s, err, detail)
+}
+
+// scanRun has a probe POST the node's journal of this boot (volatile: in
+// /run, gone at shutdown, so the scan of /var cannot see it) and the
+// files in /run/drover to a listener on the host, and looks for every
+// secret in them. Nothing the node sends is written on it.
+func (e *Env) scanRun(ctx context.Context, in *Instance) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	var mu sync.Mutex
+	got := map[string][]byte{}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(io.LimitReader(r.Body, 256<<20))
+		if err != nil || r.Method != http.MethodPost {
+			http.Error(w, "want a POST", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		got[r.URL.Query().Get("name")] = b
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	url := fmt.Sprintf("http://%s:%d/", HostFromVM, ln.Addr().(*net.TCPAddr).Port)
+	msg, err := e.RunPod(ctx, in, "scan-run", registry.ProbeImage, []string{"post-journal", url}, true)
+	if err != nil {
+		return msg, err
+	}
+	secrets := append([]secretscan.Secret{{Name: "the bootstrap token's secret", Value: []byte(nodeconfig.TokenSecret(e.Cluster.BootstrapToken()))}},
+		e.credentialSecrets()...)
+	mu.Lock()
+	defer mu.Unlock()
+	return JudgeRunScan(got, secrets)
+}
+
+// JudgeRunScan judges what the node sent of its journal and /run/drover:
+// the journal and the credential provider's status must be there, and no
+// secret in any of it.
+func JudgeRunScan(got map[string][]byte, secrets []secretscan.Secret) (string, error) {
+	var probs, sizes []string
+	for _, want := range []string{"journal", credstatus.Path} {
+		if len(got[want]) == 0 {
+			probs = append(probs, "the node sent no "+want)
+		}
+	}
+	creds := 0
+	for _, sec := range secrets {
+		if len(sec.Value) > 0 && sec.Name != "the bootstrap token's secret" {
+			creds++
+		}
+	}
+	if creds == 0 {
+		probs = append(probs, "no STS or ACR credential was issued: nothing to look for")
+	}
+	var hits []string
+	for _, name := range slices.Sorted(maps.Keys(got)) {
+		sizes = append(sizes, fmt.Sprintf("%s %d bytes", name, len(got[name])))
+		for _, h := range secretscan.FindAll(name, got[name], secrets) {
+			hits = append(hits, h.String())
+		}
+	}
+	if len(hits) > 0 {
+		probs = append(probs, "secrets are in "+strings.Join(hits, "; "))
+	}
+	return fmt.Sprintf("%d credentials and the bootstrap token's secret looked for in %s", creds, strings.Join(sizes, ", ")), errIf(probs)
 }
 
 // privatePod is a pod of image with no imagePullSecrets, pulled on every
@@ -329,9 +408,10 @@ func JudgeCredentialEvent(evs []cluster.Event, class, registryHost string) (stri
 }
 
 // JudgeKubeletCredentialLog finds the kubelet's line for the provider's
-// failure on image, with the provider's cause, in the probe's journal
+// failure on repo (the image without its tag, as the kubelet looks
+// credentials up), with the provider's cause, in the probe's journal
 // output.
-func JudgeKubeletCredentialLog(probeOut, image string) (string, error) {
+func JudgeKubeletCredentialLog(probeOut, repo string) (string, error) {
 	var res struct {
 		Journal string `json:"journal"`
 		Error   string `json:"error"`
@@ -340,12 +420,12 @@ func JudgeKubeletCredentialLog(probeOut, image string) (string, error) {
 		return "", fmt.Errorf("the probe's journal output: %w: %s", err, probeOut)
 	}
 	for _, l := range strings.Split(res.Journal, "\n") {
-		if strings.Contains(l, "Failed to provide credentials for image") && strings.Contains(l, image) &&
+		if strings.Contains(l, "Failed to provide credentials for image") && strings.Contains(l, `image="`+repo+`"`) &&
 			strings.Contains(l, "the instance has no RAM role attached") {
 			return strings.TrimSpace(l), nil
 		}
 	}
-	return "", fmt.Errorf("no kubelet line for %s with the provider's \"the instance has no RAM role attached\" in the last lines of its journal %s", image, res.Error)
+	return "", fmt.Errorf("no kubelet line for image=%q with the provider's \"the instance has no RAM role attached\" in its journal (lines with the kubelet's message: %q) %s", repo, res.Journal, res.Error)
 }
 
 // JudgeCredentialStatus checks the provider's status file as the probe

@@ -2,6 +2,7 @@ package smoke
 
 import (
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -119,14 +120,15 @@ func TestJudgeCredentialEvent(t *testing.T) {
 }
 
 func TestJudgeKubeletCredentialLog(t *testing.T) {
-	img := "100.64.0.2:5000/private/hello:v2"
-	line := `[  812.5] izbp1 kubelet[700]: E1204 plugin.go:416] "Failed to provide credentials for image" err="exit status 1: drover-acr-credential-provider: credentials for 100.64.0.2:5000: the instance has no RAM role attached (…)" provider="drover-acr-credential-provider" image="` + img + `"`
+	img := "100.64.0.2:5000/private/hello"
+	line := `[  812.5] izbp1 kubelet[700]: E1204 plugin.go:418] "Failed to provide credentials for image" err="exit status 1: drover-acr-credential-provider: credentials for 100.64.0.2:5000: the instance has no RAM role attached (…)" provider="drover-acr-credential-provider" image="` + img + `"`
 	out := func(j string) string { b, _ := json.Marshal(map[string]string{"journal": j}); return string(b) }
 	if _, err := JudgeKubeletCredentialLog(out("other\n"+line), img); err != nil {
 		t.Error(err)
 	}
 	for name, o := range map[string]string{
-		"another image":   out(strings.ReplaceAll(line, "v2", "v3")),
+		"another image":   out(strings.ReplaceAll(line, "private/hello", "private/other")),
+		"a longer name":   out(strings.ReplaceAll(line, "private/hello", "private/hello2")),
 		"another cause":   out(strings.ReplaceAll(line, "no RAM role attached", "access denied")),
 		"no such line":    out("nothing"),
 		"not the probe's": "journal: x",
@@ -190,5 +192,33 @@ func TestJudgeVarScanCredentials(t *testing.T) {
 	err := JudgeVarScan(sc)
 	if err == nil || err.Error() != "credentials issued to the node are in /var/lib/containerd/x (STS AccessKeySecret of STS.a, plain)" {
 		t.Errorf("JudgeVarScan = %v", err)
+	}
+}
+
+func TestJudgeRunScan(t *testing.T) {
+	secrets := []secretscan.Secret{{Name: "the bootstrap token's secret", Value: []byte("0123456789abcdef")},
+		{Name: "ACR password", Value: []byte("acr-0011223344556677")}}
+	clean := map[string][]byte{"journal": []byte("MESSAGE=hello\n"), credstatus.Path: []byte(`{"class":"NoRAMRole"}`), "/run/drover/status.json": []byte("{}")}
+	if d, err := JudgeRunScan(clean, secrets); err != nil || !strings.Contains(d, "journal 14 bytes") {
+		t.Errorf("clean: %q, %v", d, err)
+	}
+	with := func(name, body string) map[string][]byte {
+		m := maps.Clone(clean)
+		m[name] = []byte(body)
+		return m
+	}
+	for name, tc := range map[string]struct {
+		got     map[string][]byte
+		secrets []secretscan.Secret
+	}{
+		"a password in the journal": {with("journal", "MESSAGE=login acr-0011223344556677"), secrets},
+		"the token in status.json":  {with("/run/drover/status.json", "0123456789abcdef"), secrets},
+		"no journal":                {with("journal", ""), secrets},
+		"no provider status":        {with(credstatus.Path, ""), secrets},
+		"no credential to look for": {clean, secrets[:1]},
+	} {
+		if _, err := JudgeRunScan(tc.got, tc.secrets); err == nil {
+			t.Errorf("%s: passed", name)
+		}
 	}
 }

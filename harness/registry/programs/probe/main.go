@@ -44,6 +44,8 @@
 //	                      has restarted it (a new MainPID, active); report the PIDs killed
 //	probe images          containerd's image records in the CRI's namespace (name, target
 //	                      digest, labels), asked of its images service on the node's socket
+//	probe post-journal URL  POSTs this boot's whole journal (journalctl -o export) and every file in
+//	                      /run/drover to URL?name=…, for the harness to scan: nothing of it on the node's disk
 //	probe journal UNIT [N [TEXT]]  the node's journal of UNIT this boot (its last N lines, 60;
 //	                      with TEXT only the last three of them holding it)
 //	probe pressure SECS MIB
@@ -165,6 +167,13 @@ func main() {
 		out, _ = json.Marshal(exists(os.Args[2]))
 	case "read":
 		out, _ = json.Marshal(readFile(os.Args[2]))
+	case "post-journal":
+		res, err := postJournal(os.Args[2])
+		if err != nil {
+			res["error"] = err.Error()
+			code = 1
+		}
+		out, _ = json.Marshal(res)
 	case "alloc":
 		mib, _ := strconv.Atoi(os.Args[2])
 		var hold [][]byte
@@ -252,7 +261,7 @@ func main() {
 		}
 		out, _ = json.Marshal(res)
 	default:
-		out = []byte(fmt.Sprintf(`{"error":"unknown mode %q: want inspect, edit-etc, units, chain, time, evidence, security, put-etc, plant-stored, plant-contents, exists, read, alloc, fserror, images, serve, prestop, daemons, kill-containerd, journal or pressure"}`, mode))
+		out = []byte(fmt.Sprintf(`{"error":"unknown mode %q: want inspect, edit-etc, units, chain, time, evidence, security, put-etc, plant-stored, plant-contents, exists, read, post-journal, alloc, fserror, images, serve, prestop, daemons, kill-containerd, journal or pressure"}`, mode))
 		code = 2
 	}
 	fmt.Println(string(out))
@@ -752,4 +761,42 @@ func lastMatching(out, text string, n int) string {
 		keep = keep[len(keep)-n:]
 	}
 	return strings.Join(keep, "\n")
+}
+
+// postJournal sends the node's journal of this boot (journald keeps it in
+// /run on a drover node) and the files in /run/drover (the agent's and
+// the credential provider's status) to url, each as one POST.
+func postJournal(url string) (map[string]any, error) {
+	res := map[string]any{}
+	journal, err := hostCommand("/usr/bin/journalctl", "-b", "-o", "export", "--no-pager")
+	if err != nil {
+		return res, err
+	}
+	bodies := map[string]string{"journal": journal}
+	ents, err := os.ReadDir(filepath.Join(hostRoot, "run", "drover"))
+	if err != nil {
+		return res, err
+	}
+	for _, e := range ents {
+		if e.Type().IsRegular() {
+			b, err := os.ReadFile(filepath.Join(hostRoot, "run", "drover", e.Name()))
+			if err != nil {
+				return res, err
+			}
+			bodies["/run/drover/"+e.Name()] = string(b)
+		}
+	}
+	c := &http.Client{Timeout: 60 * time.Second}
+	for name, body := range bodies {
+		resp, err := c.Post(url+"?name="+name, "application/octet-stream", strings.NewReader(body))
+		if err != nil {
+			return res, err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			return res, fmt.Errorf("POST %s: %s", name, resp.Status)
+		}
+		res[name] = len(body)
+	}
+	return res, nil
 }
