@@ -117,8 +117,16 @@ func (e *Env) checkPrivateACR(ctx context.Context, r *Report, in *Instance) {
 	}
 	s := time.Now()
 	name := "private ACR image runs with no imagePullSecret (login from the instance's RAM role)"
-	p, err := e.waitPod(ctx, in, "acr-private", privatePod(in.NodeName, "acr-private", e.GuestRegistry()+"/"+PrivateImage), 10*time.Minute,
-		func(p *cluster.Pod) (bool, error) { done, _, err := JudgePod(p, in.NodeName); return done, err })
+	p, err := e.waitPod(ctx, in, "acr-private", privatePod(in.NodeName, "acr-private", e.GuestRegistry()+"/"+PrivateImage), 5*time.Minute,
+		func(p *cluster.Pod) (bool, error) {
+			// Backing off: the pull failed and was retried; no need to
+			// wait out the limit.
+			if len(p.Waiting) == 1 && p.Waiting[0].Reason == "ImagePullBackOff" {
+				return true, fmt.Errorf("pod %s: %s: %s", p.Name, p.Waiting[0].Reason, p.Waiting[0].Message)
+			}
+			done, _, err := JudgePod(p, in.NodeName)
+			return done, err
+		})
 	detail := ""
 	if err == nil {
 		detail, err = JudgePrivatePod(p, e.Images[registry.HelloImage])
