@@ -18,6 +18,7 @@ import (
 	"github.com/spdx/tools-golang/spdx/v2/common"
 	"github.com/spdx/tools-golang/spdxlib"
 
+	"github.com/drover-os/drover/agent/nodeconfig"
 	"github.com/drover-os/drover/image/build"
 	"github.com/drover-os/drover/image/cache"
 	"github.com/drover-os/drover/image/recipe"
@@ -70,8 +71,14 @@ func TestEcsNodeBuildReproducible(t *testing.T) {
 	// drover's own binaries: built from this checkout with the lock's
 	// toolchain, not the caller's.
 	lockText := string(readFile(t, recipe+".lock"))
-	if len(mf.Own) != 2 {
-		t.Errorf("manifest lists %d drover binaries, want drover-agent and drover-init", len(mf.Own))
+	// drover-agent, drover-init and, as ecs-node.yaml asks
+	// (credentialProviders: [acr]), the ACR credential provider.
+	var paths []string
+	for _, o := range mf.Own {
+		paths = append(paths, o.Path)
+	}
+	if want := []string{"/usr/bin/drover-agent", "/usr/lib/drover/drover-init", nodeconfig.ACRProviderPath}; !slices.Equal(paths, want) {
+		t.Errorf("manifest lists the drover binaries %q, want %q", paths, want)
 	}
 	for _, o := range mf.Own {
 		if o.Built != "source" || o.Source == nil {

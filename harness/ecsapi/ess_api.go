@@ -126,19 +126,9 @@ func (c *call) describeScalingInstances() (obj, *apiError) {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var groups []*group
-	if c.p.Get("ScalingGroupId") != "" {
-		g, e := c.group()
-		if e != nil {
-			return nil, e
-		}
-		groups = []*group{g}
-	} else {
-		for _, id := range s.groupIDs {
-			if s.groups[id].RegionID == c.region {
-				groups = append(groups, s.groups[id])
-			}
-		}
+	groups, e := c.groupsToSearch(c.p.Get("ScalingGroupId") != "")
+	if e != nil {
+		return nil, e
 	}
 	type row struct {
 		g *group
@@ -277,19 +267,9 @@ func (c *call) describeScalingActivities() (obj, *apiError) {
 	// ScalingGroupId or ScalingActivityId.N must be given
 	// (api-describescalingactivities); with only the latter, every group
 	// of the region is searched.
-	var groups []*group
-	if c.p.Get("ScalingGroupId") != "" || len(ids) == 0 {
-		g, e := c.group()
-		if e != nil {
-			return nil, e
-		}
-		groups = []*group{g}
-	} else {
-		for _, id := range s.groupIDs {
-			if s.groups[id].RegionID == c.region {
-				groups = append(groups, s.groups[id])
-			}
-		}
+	groups, e := c.groupsToSearch(c.p.Get("ScalingGroupId") != "" || len(ids) == 0)
+	if e != nil {
+		return nil, e
 	}
 	type row struct {
 		g *group
@@ -336,4 +316,23 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// groupsToSearch is the request's group when one is named (one), else
+// every group of the request's region; the caller holds s.mu.
+func (c *call) groupsToSearch(one bool) ([]*group, *apiError) {
+	if one {
+		g, e := c.group()
+		if e != nil {
+			return nil, e
+		}
+		return []*group{g}, nil
+	}
+	var groups []*group
+	for _, id := range c.s.groupIDs {
+		if c.s.groups[id].RegionID == c.region {
+			groups = append(groups, c.s.groups[id])
+		}
+	}
+	return groups, nil
 }

@@ -89,9 +89,23 @@ func (e *Env) gracefulStop(ctx context.Context, r *Report, in *Instance, spot bo
 		r.add(name, s, err, "")
 		return
 	}
+	// What logind holds before the button: without the kubelet's delay
+	// lock on shutdown, logind powers off at once and nothing stops the
+	// pod; the lock and the kubelet's own lines name the cause.
+	inhib, err := e.inhibitors(ctx, in)
+	if err == nil {
+		err = JudgeShutdownInhibitor(inhib.Inhibitors)
+	}
+	if err != nil {
+		detail := ""
+		if inhib != nil {
+			detail = "systemd-inhibit --list: " + strings.TrimSpace(inhib.Inhibitors) + "; kubelet: " + strings.TrimSpace(inhib.Kubelet)
+		}
+		r.add(name, s, err, detail)
+		return
+	}
 	pressed := time.Now()
 	var notice time.Time
-	var err error
 	if spot {
 		inst := e.Metadata.Instance()
 		notice = pressed.Add(spotNotice).UTC().Truncate(time.Second)
@@ -297,4 +311,41 @@ func JudgeAllocatable(n *cluster.Node) (string, error) {
 		return detail, fmt.Errorf("node %s: %s", n.Name, strings.Join(probs, "; "))
 	}
 	return detail, nil
+}
+
+// Inhibitors is the probe's "inhibitors" report: systemd-inhibit --list as
+// the node's logind answers it, and the kubelet's journal lines about
+// shutdown and inhibitors this boot.
+type Inhibitors struct {
+	Inhibitors string `json:"inhibitors"`
+	Kubelet    string `json:"kubelet"`
+	Error      string `json:"error"`
+}
+
+func (e *Env) inhibitors(ctx context.Context, in *Instance) (*Inhibitors, error) {
+	msg, err := e.RunPod(ctx, in, "inhibitors", registry.ProbeImage, []string{"inhibitors"}, true)
+	if err != nil {
+		return nil, err
+	}
+	var i Inhibitors
+	if err := json.Unmarshal([]byte(msg), &i); err != nil {
+		return nil, fmt.Errorf("probe inhibitors report %q: %w", msg, err)
+	}
+	if i.Error != "" {
+		return &i, fmt.Errorf("probe could not list logind's inhibitors: %s", i.Error)
+	}
+	return &i, nil
+}
+
+// JudgeShutdownInhibitor wants, in systemd-inhibit --list, the kubelet's
+// lock on shutdown in delay mode: what makes logind wait for the
+// kubelet's graceful node shutdown instead of powering off at once.
+func JudgeShutdownInhibitor(list string) error {
+	for _, line := range strings.Split(list, "\n") {
+		f := strings.Fields(line)
+		if slices.Contains(f, "kubelet") && slices.Contains(f, "delay") && strings.Contains(line, "shutdown") {
+			return nil
+		}
+	}
+	return fmt.Errorf("logind holds no delay lock of the kubelet on shutdown, so a power-off would not wait for its graceful node shutdown")
 }

@@ -126,3 +126,23 @@ func TestJudgeSpotStop(t *testing.T) {
 		}
 	}
 }
+
+// TestJudgeShutdownInhibitor: the kubelet's delay lock on shutdown, as
+// systemd-inhibit --list prints it, holds; a block lock, another program's
+// delay lock or none does not.
+func TestJudgeShutdownInhibitor(t *testing.T) {
+	const header = "WHO            UID USER PID COMM            WHAT     WHY                                         MODE\n"
+	for _, tc := range []struct {
+		list string
+		ok   bool
+	}{
+		{header + "kubelet        0   root 423 kubelet         shutdown Kubelet needs time for critical node shutdown delay\n\n1 inhibitors listed.\n", true},
+		{header + "kubelet        0   root 423 kubelet         shutdown Kubelet needs time for critical node shutdown block\n\n1 inhibitors listed.\n", false},
+		{header + "ModemManager   0   root 99  ModemManager    sleep    ModemManager needs to reset devices         delay\n\n1 inhibitors listed.\n", false},
+		{"No inhibitors.\n", false},
+	} {
+		if err := JudgeShutdownInhibitor(tc.list); (err == nil) != tc.ok {
+			t.Errorf("%q: %v, want ok %v", tc.list, err, tc.ok)
+		}
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"os"
 
 	"github.com/drover-os/drover/agent/nodeconfig"
-	"github.com/drover-os/drover/image/gomod"
 )
 
 // credentialProvider is one of the kubelet image credential providers a
@@ -40,24 +39,10 @@ func (b *builder) credentialProviderBinaries(ctx context.Context) error {
 			}
 			ob.data, how = data, OwnSource{Built: "override", From: given}
 		} else {
-			if b.o.Source == nil {
-				return fmt.Errorf("no checkout of %s to build the %s credential provider (%s) from: run drover from its checkout", DroverModule, name, cp.pkg)
+			var err error
+			if ob.data, how, err = b.buildOwn(ctx, cp.pkg, cp.dst, b.arch.GOARCH); err != nil {
+				return fmt.Errorf("the %s credential provider: %w", name, err)
 			}
-			env, err := b.goEnv(ctx)
-			if err != nil {
-				return err
-			}
-			bin, err := gomod.BuildLocal(ctx, env, b.ownStore(), b.o.Source, cp.pkg, "linux", b.arch.GOARCH, b.tmp)
-			if err != nil {
-				return err
-			}
-			data, err := os.ReadFile(bin.Path)
-			os.Remove(bin.Path) // the image holds it; it is not an output
-			if err != nil {
-				return err
-			}
-			ob.data, how = data, OwnSource{Built: "source", Source: bin.Source}
-			b.logf("build: %s built from %s with %s (sha256 %s)", cp.dst, bin.Source, bin.GoVersion, bin.SHA256[:12])
 		}
 		b.man.addOwn(cp.dst, ob.data, how)
 		b.own = append(b.own, ob)

@@ -40,7 +40,8 @@ func TestCredentialProvidersFollowTheRecipe(t *testing.T) {
 	b = ownBuilder(t, "go1.26.8", Options{})
 	b.p.Recipe.CredentialProviders = []string{"acr"}
 	err := b.credentialProviderBinaries(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "no checkout of github.com/drover-os/drover to build the acr credential provider (./cmd/drover-acr-credential-provider)") {
+	if err == nil || !strings.HasPrefix(err.Error(), "the acr credential provider: no checkout of github.com/drover-os/drover to build") ||
+		!strings.Contains(err.Error(), "(./cmd/drover-acr-credential-provider) from: run drover from its checkout") {
 		t.Errorf("no checkout: %v", err)
 	}
 }

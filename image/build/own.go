@@ -53,23 +53,10 @@ func (b *builder) droverBinaries(ctx context.Context) error {
 			if b.o.Source == nil {
 				return fmt.Errorf("no checkout of %s to build %s from: run drover from its checkout, or pass --agent and --init", DroverModule, ob.dst)
 			}
-			env, err := b.goEnv(ctx)
-			if err != nil {
+			var err error
+			if ob.data, how, err = b.buildOwn(ctx, ob.pkg, ob.dst, b.arch.GOARCH); err != nil {
 				return err
 			}
-			bin, err := gomod.BuildLocal(ctx, env, b.ownStore(), b.o.Source, ob.pkg, "linux", b.arch.GOARCH, b.tmp)
-			if err != nil {
-				return err
-			}
-			data, err := os.ReadFile(bin.Path)
-			os.Remove(bin.Path) // the image holds it; it is not an output
-			if err != nil {
-				return err
-			}
-			// The source state is the binary's: its commit, and dirty when a
-			// file it is compiled from is not that commit's.
-			ob.data, how = data, OwnSource{Built: "source", Source: bin.Source}
-			b.logf("build: %s built from %s with %s (sha256 %s)", ob.dst, bin.Source, bin.GoVersion, bin.SHA256[:12])
 		}
 		b.man.addOwn(ob.dst, ob.data, how)
 	}
@@ -102,4 +89,30 @@ func (b *builder) ownStore() gomod.BlobStore {
 		return nil
 	}
 	return b.o.Sources.Cache
+}
+
+// buildOwn builds pkg of the checkout for goarch with the lock's toolchain
+// (kept in the cache by its inputs) and returns its bytes and how it was
+// built; dst names it in errors and the log.
+func (b *builder) buildOwn(ctx context.Context, pkg, dst, goarch string) ([]byte, OwnSource, error) {
+	if b.o.Source == nil {
+		return nil, OwnSource{}, fmt.Errorf("no checkout of %s to build %s (%s) from: run drover from its checkout", DroverModule, dst, pkg)
+	}
+	env, err := b.goEnv(ctx)
+	if err != nil {
+		return nil, OwnSource{}, err
+	}
+	bin, err := gomod.BuildLocal(ctx, env, b.ownStore(), b.o.Source, pkg, "linux", goarch, b.tmp)
+	if err != nil {
+		return nil, OwnSource{}, err
+	}
+	data, err := os.ReadFile(bin.Path)
+	os.Remove(bin.Path) // the image holds it; it is not an output
+	if err != nil {
+		return nil, OwnSource{}, err
+	}
+	b.logf("build: %s built from %s with %s (sha256 %s)", dst, bin.Source, bin.GoVersion, bin.SHA256[:12])
+	// The source state is the binary's: its commit, and dirty when a file
+	// it is compiled from is not that commit's.
+	return data, OwnSource{Built: "source", Source: bin.Source}, nil
 }

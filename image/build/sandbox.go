@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/drover-os/drover/agent/nodeconfig"
-	"github.com/drover-os/drover/image/gomod"
 	"github.com/drover-os/drover/image/oci"
 	"github.com/drover-os/drover/image/tree"
 )
@@ -94,18 +93,5 @@ func (b *builder) pauseBinary(ctx context.Context, goarch string) ([]byte, OwnSo
 	if b.o.Source == nil {
 		return nil, OwnSource{}, fmt.Errorf("no checkout of %s to build the sandbox image's pause (%s) from: run drover from its checkout", DroverModule, PausePackage)
 	}
-	env, err := b.goEnv(ctx)
-	if err != nil {
-		return nil, OwnSource{}, err
-	}
-	bin, err := gomod.BuildLocal(ctx, env, b.ownStore(), b.o.Source, PausePackage, "linux", goarch, b.tmp)
-	if err != nil {
-		return nil, OwnSource{}, err
-	}
-	data, err := os.ReadFile(bin.Path)
-	os.Remove(bin.Path) // the image holds it, in the sandbox archive
-	if err != nil {
-		return nil, OwnSource{}, err
-	}
-	return data, OwnSource{Built: "source", Source: bin.Source}, nil
+	return b.buildOwn(ctx, PausePackage, "the sandbox image's pause for linux/"+goarch, goarch)
 }

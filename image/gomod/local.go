@@ -128,17 +128,22 @@ func BuildLocal(ctx context.Context, env Env, store BlobStore, src *Source, pkg,
 		if key, err = localKey(g, src, pkg, vars, args, files); err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
+	}
+	out := filepath.Join(workDir, filepath.Base(pkg))
+	if store != nil {
 		if sha, ok, err := store.Lookup(key); err == nil && ok {
-			b, err := readBinary(store.Path(sha))
+			// Copied out, as a build would leave it: the caller owns the
+			// file (and removes it); the store's blob stays.
+			b, err := copyBinary(store.Path(sha), out)
 			if err == nil && b.SHA256 == sha && b.GoVersion == g.version {
 				fmt.Fprintf(g.log, "gomod: %s for %s/%s: cached %s\n", pkg, goos, goarch, sha)
 				b.Source = state
 				return b, nil
 			}
+			os.Remove(out)
 			fmt.Fprintf(g.log, "gomod: %s: cached blob %s is unusable (%v), rebuilding\n", pkg, sha, err)
 		}
 	}
-	out := filepath.Join(workDir, filepath.Base(pkg))
 	if _, err := g.run(ctx, src.Dir, vars, append(args, "-o", out, pkg)...); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -188,4 +193,16 @@ func localKey(g *goCmd, src *Source, pkg string, vars, args []string, files []st
 		fmt.Fprintf(h, "%s %x\n", rel, sha256.Sum256(data))
 	}
 	return fmt.Sprintf("gomod local %s %s %s %x", pkg, strings.Join(vars, " "), g.version, h.Sum(nil)), nil
+}
+
+// copyBinary copies the stored binary src to dst and reads it back there.
+func copyBinary(src, dst string) (*Binary, error) {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(dst, data, 0o755); err != nil {
+		return nil, err
+	}
+	return readBinary(dst)
 }

@@ -39,6 +39,12 @@ func TestBuildLocalCached(t *testing.T) {
 	if built || second.SHA256 != first.SHA256 {
 		t.Errorf("unchanged checkout: built again %v, sha256 %s vs %s\n%s", built, second.SHA256, first.SHA256, log.String())
 	}
+	// Callers remove the file they get (the image holds its bytes); the
+	// stored binary must survive that.
+	must(t, os.Remove(second.Path))
+	if third, built := build(runtime.GOARCH); built || third.SHA256 != first.SHA256 {
+		t.Errorf("after the caller removed the binary it got, the next build built again: %v", built)
+	}
 	if _, built := build(map[string]string{"amd64": "arm64", "arm64": "amd64"}[runtime.GOARCH]); !built {
 		t.Errorf("another GOARCH took the stored binary")
 	}

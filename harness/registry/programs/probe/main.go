@@ -224,6 +224,19 @@ func main() {
 			code = 1
 		}
 		out, _ = json.Marshal(res)
+	case "inhibitors":
+		// logind's own list of inhibitor locks (who, what, mode), and the
+		// kubelet's lines about its node shutdown manager.
+		o, err := hostCommand("/usr/bin/systemd-inhibit", "--list", "--no-pager")
+		res := map[string]any{"inhibitors": o}
+		if j, jerr := hostCommand("/usr/bin/journalctl", "-b", "-u", "kubelet.service", "--no-pager", "-o", "short-monotonic", "--grep", "(?i)shutdown|inhibit"); jerr == nil {
+			res["kubelet"] = j
+		}
+		if err != nil {
+			res["error"] = err.Error()
+			code = 1
+		}
+		out, _ = json.Marshal(res)
 	case "journal":
 		lines := "60"
 		if len(os.Args) > 3 {
