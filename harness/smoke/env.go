@@ -195,10 +195,13 @@ func (e *Env) UserDataSpec() (*userdata.Spec, error) {
 		ACR: e.acrSpec(),
 		// A soft memory threshold the pressure check can cross without
 		// starving the node (pressure.go); its grace period is longer than
-		// the check holds it, so nothing is evicted for it.
+		// the check holds it, so nothing is evicted for it. The pressure
+		// condition's transition period is a minute, not the kubelet's
+		// five: the check waits it out, on every smoke.
 		KubeletConfig: map[string]any{
-			"evictionSoft":            map[string]any{"memory.available": pressureSoft},
-			"evictionSoftGracePeriod": map[string]any{"memory.available": "10m"},
+			"evictionSoft":                     map[string]any{"memory.available": pressureSoft},
+			"evictionSoftGracePeriod":          map[string]any{"memory.available": "10m"},
+			"evictionPressureTransitionPeriod": pressureTransition.String(),
 		},
 	}
 	if e.opts.PinCA {
