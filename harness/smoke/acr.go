@@ -427,13 +427,24 @@ func JudgeKubeletCredentialLog(probeOut, repo string) (string, error) {
 	if err := json.Unmarshal([]byte(probeOut), &res); err != nil {
 		return "", fmt.Errorf("the probe's journal output: %w: %s", err, probeOut)
 	}
+	// One entry is the kubelet's line and the klog continuation lines
+	// the probe kept after it: the provider's error is a multi-line
+	// value, and image="..." comes after it.
+	var entries []string
 	for _, l := range strings.Split(res.Journal, "\n") {
-		if strings.Contains(l, "Failed to provide credentials for image") && strings.Contains(l, `image="`+repo+`"`) &&
-			strings.Contains(l, "the instance has no RAM role attached") {
-			return strings.TrimSpace(l), nil
+		if strings.Contains(l, "Failed to provide credentials for image") || len(entries) == 0 {
+			entries = append(entries, l)
+		} else {
+			entries[len(entries)-1] += "\n" + l
 		}
 	}
-	return "", fmt.Errorf("no kubelet line for image=%q with the provider's \"the instance has no RAM role attached\" in its journal (lines with the kubelet's message: %q) %s", repo, res.Journal, res.Error)
+	for _, e := range entries {
+		if strings.Contains(e, "Failed to provide credentials for image") && strings.Contains(e, `image="`+repo+`"`) &&
+			strings.Contains(e, "the instance has no RAM role attached") {
+			return strings.ReplaceAll(strings.TrimSpace(e), "\n", " | "), nil
+		}
+	}
+	return "", fmt.Errorf("no kubelet entry for image=%q with the provider's \"the instance has no RAM role attached\" in its journal (lines with the kubelet's message: %q) %s", repo, res.Journal, res.Error)
 }
 
 // JudgeCredentialStatus checks the provider's status file as the probe

@@ -1,7 +1,9 @@
 package smoke
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/drover-os/drover/harness/ecsmeta"
 	"github.com/drover-os/drover/harness/registry"
 	"github.com/drover-os/drover/internal/secretscan"
+	"k8s.io/klog/v2/textlogger"
 )
 
 const helloDigest = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
@@ -119,19 +122,39 @@ func TestJudgeCredentialEvent(t *testing.T) {
 	}
 }
 
+// kubeletJournal renders the kubelet's credential failure with klog's
+// own text format, as the kubelet writes it, and as journalctl shows it:
+// each line of the entry its own journal line.
+func kubeletJournal(image, cause string) string {
+	var b bytes.Buffer
+	l := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(&b)))
+	err := fmt.Errorf("exit status 1: drover-acr-credential-provider: credentials for 100.64.0.2:5000: %s (meta-data/ram/security-credentials/ is 404)\nattach a RAM role", cause)
+	// plugin.go's klog.ErrorS(err, "Failed to provide credentials for image", "provider", ..., "image", image)
+	l.Error(err, "Failed to provide credentials for image", "provider", "acr", "image", image)
+	var out []string
+	for _, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		out = append(out, "[  812.5] izbp1 kubelet[700]: "+line)
+	}
+	return strings.Join(out, "\n")
+}
+
 func TestJudgeKubeletCredentialLog(t *testing.T) {
 	img := "100.64.0.2:5000/private/hello"
-	line := `[  812.5] izbp1 kubelet[700]: E1204 plugin.go:418] "Failed to provide credentials for image" err="exit status 1: drover-acr-credential-provider: credentials for 100.64.0.2:5000: the instance has no RAM role attached (…)" provider="drover-acr-credential-provider" image="` + img + `"`
+	entry := kubeletJournal(img, "the instance has no RAM role attached")
+	if !strings.Contains(entry, "\n") {
+		t.Fatalf("klog wrote the entry on one line; the test is meant for its multi-line form:\n%s", entry)
+	}
 	out := func(j string) string { b, _ := json.Marshal(map[string]string{"journal": j}); return string(b) }
-	if _, err := JudgeKubeletCredentialLog(out("other\n"+line), img); err != nil {
+	if _, err := JudgeKubeletCredentialLog(out("other\n"+entry), img); err != nil {
 		t.Error(err)
 	}
 	for name, o := range map[string]string{
-		"another image":   out(strings.ReplaceAll(line, "private/hello", "private/other")),
-		"a longer name":   out(strings.ReplaceAll(line, "private/hello", "private/hello2")),
-		"another cause":   out(strings.ReplaceAll(line, "no RAM role attached", "access denied")),
-		"no such line":    out("nothing"),
-		"not the probe's": "journal: x",
+		"another image":          out(kubeletJournal("100.64.0.2:5000/private/other", "the instance has no RAM role attached")),
+		"a longer name":          out(kubeletJournal(img+"2", "the instance has no RAM role attached")),
+		"another cause":          out(kubeletJournal(img, "access denied")),
+		"cause on another entry": out(kubeletJournal("100.64.0.2:5000/private/other", "the instance has no RAM role attached") + "\n" + kubeletJournal(img, "access denied")),
+		"no such line":           out("nothing"),
+		"not the probe's":        "journal: x",
 	} {
 		if _, err := JudgeKubeletCredentialLog(o, img); err == nil {
 			t.Errorf("%s: passed", name)

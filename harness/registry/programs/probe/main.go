@@ -762,18 +762,39 @@ echo "superblock=$(findmnt -n -o FS-OPTIONS /run/drover-smoke-fs)"
 	return res, err
 }
 
-// lastMatching is the last n lines of out that contain text.
+// lastMatching is the last n entries of out (journalctl's short output,
+// "[ts] host unit[pid]: message") whose first line contains text. An
+// entry is a line and the klog continuation lines after it: a
+// multi-line value (an error from a plugin) is written as key=<,
+// tab-indented lines and " >", and journald keeps each as its own line,
+// so the keys after the value (the kubelet's image="...") are only on
+// the entry's last line.
 func lastMatching(out, text string, n int) string {
-	var keep []string
+	var keep [][]string
+	open := false // inside a multi-line value of a kept entry
 	for _, l := range strings.Split(out, "\n") {
-		if strings.Contains(l, text) {
-			keep = append(keep, l)
+		_, msg, _ := strings.Cut(l, "]: ")
+		switch {
+		case strings.Contains(l, text):
+			keep = append(keep, []string{l})
+		case open && (strings.HasPrefix(msg, "\t") || strings.HasPrefix(msg, " >")):
+			keep[len(keep)-1] = append(keep[len(keep)-1], l)
+		default:
+			open = false
+			continue
 		}
+		// A value opens with "=<" at the end of a line and closes with
+		// " >", after which the next key may open another.
+		open = strings.HasSuffix(l, "=<") || (open && strings.HasPrefix(msg, "\t"))
 	}
 	if len(keep) > n {
 		keep = keep[len(keep)-n:]
 	}
-	return strings.Join(keep, "\n")
+	var lines []string
+	for _, e := range keep {
+		lines = append(lines, e...)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // postJournal sends the node's journal of this boot (journald keeps it in
