@@ -140,17 +140,23 @@ func TestLayerDeterministic(t *testing.T) {
 }
 
 // TestUnbuilt: manifests asked for outside the built repositories are
-// listed once; blobs and built repositories are not.
+// listed once with the registry's answer; blobs and built repositories are
+// not; one answered other than 404 is an error naming it.
 func TestUnbuilt(t *testing.T) {
 	reqs := []registry.Request{
-		{Method: "GET", Path: "/v2/e2e-test-images/agnhost/manifests/2.66.1"},
-		{Method: "HEAD", Path: "/v2/e2e-test-images/nginx/manifests/1.27.0-2"},
-		{Method: "GET", Path: "/v2/e2e-test-images/nginx/manifests/1.27.0-2"},
-		{Method: "GET", Path: "/v2/invalid/alpine/manifests/3.1"},
-		{Method: "GET", Path: "/v2/e2e-test-images/agnhost/blobs/sha256:00"},
+		{Method: "GET", Path: "/v2/e2e-test-images/agnhost/manifests/2.66.1", Status: 200},
+		{Method: "HEAD", Path: "/v2/e2e-test-images/nginx/manifests/1.27.0-2", Status: 404},
+		{Method: "GET", Path: "/v2/e2e-test-images/nginx/manifests/1.27.0-2", Status: 404},
+		{Method: "GET", Path: "/v2/invalid/alpine/manifests/3.1", Status: 404},
+		{Method: "GET", Path: "/v2/e2e-test-images/agnhost/blobs/sha256:00", Status: 200},
 	}
-	got := Unbuilt(reqs, []Image{{Repo: "e2e-test-images/agnhost"}})
-	if strings.Join(got, " ") != "e2e-test-images/nginx:1.27.0-2 invalid/alpine:3.1" {
-		t.Errorf("Unbuilt = %v", got)
+	built := []Image{{Repo: "e2e-test-images/agnhost"}}
+	got, err := Unbuilt(reqs, built)
+	if err != nil || strings.Join(got, ", ") != "e2e-test-images/nginx:1.27.0-2 404, invalid/alpine:3.1 404" {
+		t.Errorf("Unbuilt = %v, %v", got, err)
+	}
+	reqs = append(reqs, registry.Request{Method: "GET", Path: "/v2/library/nginx/manifests/latest", Status: 200})
+	if _, err := Unbuilt(reqs, built); err == nil || !strings.Contains(err.Error(), "library/nginx:latest 200") {
+		t.Errorf("an unbuilt image served: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,28 +91,39 @@ func Run(ctx context.Context, t Target, images []Image, o Options) (*Result, err
 // JUnitPath is where Run leaves the suite's JUnit report in workDir.
 func JUnitPath(workDir string) string { return filepath.Join(workDir, "report", "junit_01.xml") }
 
-// Unbuilt lists the image manifests the node asked the registry for that
-// were not built here (the registry answered them 404: nothing is fetched
-// from anywhere else), sorted and without repeats.
-func Unbuilt(reqs []registry.Request, images []Image) []string {
+// Unbuilt lists, from the registry's own record, the image manifests the
+// node asked for that were not built here, each with the status the
+// registry answered ("e2e-test-images/nginx:1.27.0-2 404"), sorted and
+// without repeats. It is an error if one was answered with anything but
+// 404: the harness registry holds only what Run pushed, and every
+// registry the suite knows is mapped to it, so nothing else is served.
+func Unbuilt(reqs []registry.Request, images []Image) ([]string, error) {
 	built := map[string]bool{}
 	for _, im := range images {
 		built[im.Repo] = true
 	}
 	seen := map[string]bool{}
-	var out []string
+	var out, served []string
 	for _, r := range reqs {
 		repo, ref, ok := strings.Cut(strings.TrimPrefix(r.Path, "/v2/"), "/manifests/")
 		if !ok || built[repo] {
 			continue
 		}
-		if k := repo + ":" + ref; !seen[k] {
-			seen[k] = true
-			out = append(out, k)
+		k := fmt.Sprintf("%s:%s %d", repo, ref, r.Status)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, k)
+		if r.Status != http.StatusNotFound {
+			served = append(served, k)
 		}
 	}
 	sort.Strings(out)
-	return out
+	if len(served) > 0 {
+		return out, fmt.Errorf("the registry answered manifests of images not built here with other than 404: %s", strings.Join(served, ", "))
+	}
+	return out, nil
 }
 
 // installExecutable copies a cache blob (read-only, no execute bit) to dst
