@@ -46,11 +46,12 @@ wall time of each stage, writes the suite's JUnit file with --junit, and exits
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			image := args[0]
-			want, err := imageVersions(image)
-			if err != nil {
-				return err
-			}
+			var err error
 			if version == "" {
+				want, err := imageVersions(image)
+				if err != nil {
+					return err
+				}
 				version = want.Kubelet
 			}
 			if cacheDir == "" {
@@ -203,4 +204,28 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return os.WriteFile(dst, data, 0o644)
+}
+
+// buildSuite builds (or finds in the cache) e2e.test and the test images
+// for drover smoke --conformance; the go command's output goes to buildLog.
+func buildSuite(ctx context.Context, g *globals, cacheDir, version, buildLog string) (*smoke.Suite, error) {
+	mirror, err := debian.ResolveMirror(g.mirror, os.Getenv, os.DirFS("/"))
+	if err != nil {
+		return nil, fmt.Errorf("%w (pass --mirror URL or set DROVER_MIRROR): busybox comes from the Debian archive", err)
+	}
+	bl, err := os.Create(buildLog)
+	if err != nil {
+		return nil, err
+	}
+	defer bl.Close()
+	e2e, err := cluster.BuildE2E(ctx, cacheDir, version, os.Stderr, bl)
+	if err != nil {
+		return nil, err
+	}
+	images, err := conformance.BuildImages(ctx, conformance.BuildOptions{CacheDir: cacheDir, Version: version,
+		Mirror: mirror, Log: os.Stderr, BuildLog: bl})
+	if err != nil {
+		return nil, err
+	}
+	return &smoke.Suite{E2E: e2e, Images: images}, nil
 }

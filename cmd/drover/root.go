@@ -164,7 +164,7 @@ $XDG_CACHE_HOME/drover (or --cache).`,
 	pf.StringVar(&g.keyring, "keyring", "", "OpenPGP keyring the Debian InRelease must be signed by, for a private mirror (default: the recipe's debian.keyring, else the keys committed in recipes/keys; the lock records which)")
 	pf.BoolVarP(&g.quiet, "quiet", "q", false, "print only errors")
 	pf.IntVar(&g.parallel, "parallel", 4, "parallel downloads")
-	root.AddCommand(newLockCmd(g), newFetchCmd(g), newSourcesCmd(g), newBuildCmd(g), newRunCmd(g), newValidateCmd(), newUserdataCmd(), newRelayCmd(), newDiffCmd(), newVerifyCmd(), newPublishCmd(), newSmokeCmd(), newConformanceCmd(g), newMirrorCmd(g), newOutdatedCmd(g), newRolloutCmd(g))
+	root.AddCommand(newLockCmd(g), newFetchCmd(g), newSourcesCmd(g), newBuildCmd(g), newRunCmd(g), newValidateCmd(), newUserdataCmd(), newRelayCmd(), newDiffCmd(), newVerifyCmd(), newPublishCmd(), newSmokeCmd(g), newConformanceCmd(g), newMirrorCmd(g), newOutdatedCmd(g), newRolloutCmd(g))
 	return root
 }
 

@@ -52,18 +52,11 @@ func Run(ctx context.Context, t Target, images []Image, o Options) (*Result, err
 	if err := os.WriteFile(repoList, RepoList(t.GuestRegistry), 0o644); err != nil {
 		return nil, err
 	}
-	bin := filepath.Join(o.WorkDir, "e2e.test")
-	if err := installExecutable(o.E2E, bin); err != nil {
+	all, err := ListSpecs(ctx, o.E2E, o.WorkDir)
+	if err != nil {
 		return nil, err
 	}
-	list, err := exec.CommandContext(ctx, bin, "--list-tests").Output()
-	if err != nil {
-		return nil, fmt.Errorf("e2e.test --list-tests: %w", err)
-	}
-	all := ParseList(string(list))
-	if len(all) == 0 {
-		return nil, fmt.Errorf("e2e.test --list-tests listed no specs")
-	}
+	bin := filepath.Join(o.WorkDir, "e2e.test")
 	reportDir := filepath.Join(o.WorkDir, "report")
 	os.RemoveAll(reportDir)
 	if err := os.MkdirAll(reportDir, 0o755); err != nil {
@@ -86,6 +79,24 @@ func Run(ctx context.Context, t Target, images []Image, o Options) (*Result, err
 	}
 	defer junit.Close()
 	return Classify(all, junit, o.Plan)
+}
+
+// ListSpecs installs e2e (a cache blob) as workDir/e2e.test and returns
+// the full names of its specs (e2e.test --list-tests).
+func ListSpecs(ctx context.Context, e2e, workDir string) ([]string, error) {
+	bin := filepath.Join(workDir, "e2e.test")
+	if err := installExecutable(e2e, bin); err != nil {
+		return nil, err
+	}
+	list, err := exec.CommandContext(ctx, bin, "--list-tests").Output()
+	if err != nil {
+		return nil, fmt.Errorf("e2e.test --list-tests: %w", err)
+	}
+	all := ParseList(string(list))
+	if len(all) == 0 {
+		return nil, fmt.Errorf("e2e.test --list-tests listed no specs")
+	}
+	return all, nil
 }
 
 // JUnitPath is where Run leaves the suite's JUnit report in workDir.

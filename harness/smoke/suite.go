@@ -34,6 +34,9 @@ type Plan struct {
 	// not join, and the last two leave no bootstrap token in /var.
 	PolicyCheck bool
 	JoinTimeout time.Duration
+	// Conformance: run conformance.Subset of Kubernetes' e2e suite on the
+	// first boot (the environment started with Options.Conformance).
+	Conformance *Suite
 	// Want is what the image's build recorded of its kubelet and
 	// containerd (its manifest); the Node must report the same.
 	Want Versions
@@ -126,6 +129,11 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 		_, err := e.RunPod(ctx, in, "hello", registry.HelloImage, nil, false)
 		return registry.HelloImage, err
 	})
+	// Before the memory pressure (whose taint keeps the suite's pods off
+	// the node) and the checks that break things on purpose.
+	if p.Conformance != nil {
+		e.checkConformanceSubset(ctx, r, p.Conformance)
+	}
 	// Early, so that the kubelet's transition period runs out during the
 	// checks below; checkPressureCleared looks again at the end.
 	pressure := e.checkMemoryPressure(ctx, r, in)
