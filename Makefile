@@ -60,8 +60,8 @@ e2e: build host-tools ## QEMU end-to-end tests (build, boot, join; the -tags vmt
 demo: image host-tools ## Boot out/ecs-node.raw as an ECS instance joining a local control plane (Ctrl-C stops it)
 	$(BIN)/drover run --cluster local --fresh $(OUT)/ecs-node.raw
 
-smoke: image host-tools ## The pipeline gate: drover smoke on out/ecs-node.raw with every check, JUnit in out/
-	$(BIN)/drover smoke $(OUT)/ecs-node.raw --reboot --policy-check --metadata-errors 0.3 --metadata-delay 2s --metadata-token-ttl 1s --junit $(OUT)/smoke.xml
+smoke: image host-tools ## The pipeline gate: drover smoke on out/ecs-node.raw with every check (and ten of Kubernetes' [NodeConformance] specs), JUnit in out/
+	$(BIN)/drover smoke $(OUT)/ecs-node.raw --reboot --policy-check --conformance --metadata-errors 0.3 --metadata-delay 2s --metadata-token-ttl 1s --junit $(OUT)/smoke.xml
 
 # Kubernetes' own node conformance specs (docs/conformance.md). Not part of
 # make test: the full focus runs for hours under TCG. CONFORMANCE_FOCUS (a

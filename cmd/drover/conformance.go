@@ -65,21 +65,12 @@ wall time of each stage, writes the suite's JUnit file with --junit, and exits
 			if err := plan.Validate(); err != nil {
 				return err
 			}
-			mirror, err := debian.ResolveMirror(g.mirror, os.Getenv, os.DirFS("/"))
-			if err != nil {
-				return fmt.Errorf("%w (pass --mirror URL or set DROVER_MIRROR): busybox comes from the Debian archive", err)
-			}
 			os.RemoveAll(work)
 			if err := os.MkdirAll(work, 0o755); err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			buildLog, err := os.Create(filepath.Join(work, "build.log"))
-			if err != nil {
-				return err
-			}
-			defer buildLog.Close()
 			var stages []stage
 			timed := func(name string, fn func() error) error {
 				s := time.Now()
@@ -89,22 +80,16 @@ wall time of each stage, writes the suite's JUnit file with --junit, and exits
 			}
 			defer func() { printStages(os.Stderr, stages) }()
 
-			var e2e string
-			if err := timed("e2e.test build", func() (err error) {
-				e2e, err = cluster.BuildE2E(ctx, cacheDir, version, os.Stderr, buildLog)
+			var suite *smoke.Suite
+			if err := timed("build (e2e.test, test images, control plane)", func() (err error) {
+				suite, err = buildSuite(ctx, g, cacheDir, version, filepath.Join(work, "build.log"))
 				return err
 			}); err != nil {
 				return err
 			}
-			var images []conformance.Image
-			if err := timed("test images build", func() (err error) {
-				images, err = conformance.BuildImages(ctx, conformance.BuildOptions{CacheDir: cacheDir, Version: version,
-					Mirror: mirror, Log: os.Stderr, BuildLog: buildLog})
-				return err
-			}); err != nil {
-				return err
-			}
+			e2e, images := suite.E2E, suite.Images
 			if buildOnly {
+				fmt.Fprintf(cmd.OutOrStdout(), "e2e.test %s\n", e2e)
 				for _, im := range images {
 					d, _ := im.Index.Digest()
 					fmt.Fprintf(cmd.OutOrStdout(), "%s:%s %s (from %s)\n", im.Repo, im.Tag, d, im.From)
@@ -206,8 +191,10 @@ func copyFile(src, dst string) error {
 	return os.WriteFile(dst, data, 0o644)
 }
 
-// buildSuite builds (or finds in the cache) e2e.test and the test images
-// for drover smoke --conformance; the go command's output goes to buildLog.
+// buildSuite builds (or finds in the cache) what a run of the e2e suite
+// needs before the node boots: e2e.test, the test images, and the control
+// plane with kube-scheduler (so that none of it is compiled while the VM
+// and its port are held). The go command's output goes to buildLog.
 func buildSuite(ctx context.Context, g *globals, cacheDir, version, buildLog string) (*smoke.Suite, error) {
 	mirror, err := debian.ResolveMirror(g.mirror, os.Getenv, os.DirFS("/"))
 	if err != nil {
@@ -225,6 +212,12 @@ func buildSuite(ctx context.Context, g *globals, cacheDir, version, buildLog str
 	images, err := conformance.BuildImages(ctx, conformance.BuildOptions{CacheDir: cacheDir, Version: version,
 		Mirror: mirror, Log: os.Stderr, BuildLog: bl})
 	if err != nil {
+		return nil, err
+	}
+	if _, err := cluster.BuildBinaries(ctx, cacheDir, version, os.Stderr, bl); err != nil {
+		return nil, err
+	}
+	if _, err := cluster.BuildScheduler(ctx, cacheDir, version, os.Stderr, bl); err != nil {
 		return nil, err
 	}
 	return &smoke.Suite{E2E: e2e, Images: images}, nil

@@ -33,7 +33,6 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/drover-os/drover/image/cache"
-	"github.com/drover-os/drover/image/gomod"
 )
 
 // Defaults of Config.
@@ -199,8 +198,7 @@ func (c *Cluster) install(ctx context.Context) error {
 		return err
 	}
 	if c.cfg.Scheduler {
-		mk := func(r []gomod.Replace) (gomod.Component, error) { return schedulerComponent(c.cfg.Version, r) }
-		p, err := buildKubernetes(ctx, c.cfg.CacheDir, c.cfg.Version, mk, c.cfg.Log, buildLog)
+		p, err := BuildScheduler(ctx, c.cfg.CacheDir, c.cfg.Version, c.cfg.Log, buildLog)
 		if err != nil {
 			return fmt.Errorf("%w (go command output: %s)", err, c.files.log("build"))
 		}

@@ -23,6 +23,14 @@ func schedulerComponent(version string, replaces []gomod.Replace) (gomod.Compone
 		Package: "k8s.io/kubernetes/cmd/kube-scheduler", Replace: replaces, Ldflags: ldflags}, nil
 }
 
+// BuildScheduler builds (or finds in the cache at cacheDir) kube-scheduler
+// of Kubernetes version, as Start does with Config.Scheduler, so a caller
+// can build it before it needs the cluster.
+func BuildScheduler(ctx context.Context, cacheDir, version string, log, buildLog io.Writer) (string, error) {
+	mk := func(r []gomod.Replace) (gomod.Component, error) { return schedulerComponent(version, r) }
+	return buildKubernetes(ctx, cacheDir, version, mk, log, buildLog)
+}
+
 // buildKubernetes builds (or finds in the cache at cacheDir) the component
 // mk makes of k8s.io/kubernetes at version, with its staging replaces.
 func buildKubernetes(ctx context.Context, cacheDir, version string, mk func([]gomod.Replace) (gomod.Component, error), log, buildLog io.Writer) (string, error) {
