@@ -51,8 +51,8 @@ under QEMU with SMBIOS "Alibaba Cloud ECS"; and checks:
   --policy-check: a user-data that breaks the agent's policy is refused with a
   path-addressed error on the console and in the status file, and never joins.
   --conformance: on the first boot, about ten of Kubernetes' own e2e
-  [NodeConformance] specs (pods, probes, volumes, exec, logs, an image not
-  built here refused) must pass; the full set is drover conformance.
+  [NodeConformance] specs (pods, probes, volumes, exec, logs) must pass; the
+  full set is drover conformance.
 
 It prints each check and the boot timeline (guest seconds since boot), writes
 JUnit XML with --junit, keeps the serial logs in the work directory, and exits 1

@@ -8,8 +8,9 @@ import (
 
 // Subset is the few [NodeConformance] specs drover smoke runs on its own
 // boot (make test, --conformance), chosen to span pods, probes, volumes,
-// exec, logs and the registry's refusal of an image not built here, each
-// well under a minute on a TCG node. Each entry is a part of one spec's
+// exec and logs, each well under a minute on a TCG node. None is [Serial]
+// (the pull tests, an invalid registry's among them, are): the plan's
+// skips apply to the subset too. Each entry is a part of one spec's
 // full name; ResolveSubset finds the spec in e2e.test --list-tests, so a
 // spec renamed upstream is an error, not a subset that silently shrinks.
 var Subset = []string{
@@ -20,14 +21,16 @@ var Subset = []string{
 	`[sig-node] Probing container should be restarted with a exec "cat /tmp/health" liveness probe`,
 	"[sig-node] Probing container should be restarted with a /healthz http liveness probe",
 	"[sig-storage] EmptyDir volumes should support (non-root,0644,tmpfs)",
-	"[sig-storage] ConfigMap should be consumable from pods in volume with mappings as non-root",
+	// "as non-root" alone also names the "with FSGroup" spec.
+	"[sig-storage] ConfigMap should be consumable from pods in volume with mappings as non-root [Conformance]",
 	"[sig-storage] Secrets should be consumable from pods in volume with defaultMode set",
-	"[sig-node] Container Runtime blackbox test when running a container with a new image should not be able to pull image from invalid registry",
+	"[sig-node] Pods should be submitted and removed",
 }
 
 // ResolveSubset returns the full names of the [NodeConformance] specs of
 // all (e2e.test --list-tests) that the parts name, one each, in order. A
-// part that names no spec, or more than one, is an error naming it.
+// part that names no spec, more than one, or one the default plan skips
+// ([Serial] …), is an error naming it.
 func ResolveSubset(all, parts []string) ([]string, error) {
 	conf := regexp.MustCompile(DefaultFocus)
 	var out []string
@@ -40,6 +43,9 @@ func ResolveSubset(all, parts []string) ([]string, error) {
 		}
 		switch len(hits) {
 		case 1:
+			if r := (Plan{}).reasonFor(hits[0]); r != "" {
+				return nil, fmt.Errorf("conformance subset: %q names %s, which the plan skips (%s); choose another", p, hits[0], r)
+			}
 			out = append(out, hits[0])
 		case 0:
 			return nil, fmt.Errorf("conformance subset: %q names no [NodeConformance] spec of this e2e.test (renamed upstream? fix conformance.Subset)", p)

@@ -7,7 +7,8 @@ import (
 )
 
 // TestResolveSubset: each part resolves to the one [NodeConformance] spec
-// it names; none, several, or only a spec without the tag is an error
+// it names; none, several, one the plan skips, or only a spec without the
+// tag is an error
 // naming the part; the focus selects those specs and no other.
 func TestResolveSubset(t *testing.T) {
 	all := []string{
@@ -15,6 +16,7 @@ func TestResolveSubset(t *testing.T) {
 		"[sig-storage] ConfigMap should be consumable from pods in volume with mappings [NodeConformance] [Conformance]",
 		"[sig-node] Pods should get a host IP [NodeConformance] [Conformance]",
 		"[sig-node] Pods should be slow [Slow]",
+		"[sig-node] Container Runtime blackbox test should not be able to pull image from invalid registry [NodeConformance] [Serial]",
 	}
 	got, err := ResolveSubset(all, []string{"Pods should get a host IP", "in volume with mappings"})
 	if err != nil || len(got) != 2 || got[0] != all[2] || got[1] != all[1] {
@@ -26,7 +28,7 @@ func TestResolveSubset(t *testing.T) {
 			t.Errorf("focus %s matches %q: %v, want %v", focus, name, !want, want)
 		}
 	}
-	for _, bad := range []string{"in volume", "no such spec", "Pods should be slow"} {
+	for _, bad := range []string{"in volume", "no such spec", "Pods should be slow", "invalid registry"} {
 		if _, err := ResolveSubset(all, []string{bad}); err == nil || !strings.Contains(err.Error(), bad) {
 			t.Errorf("part %q: %v", bad, err)
 		}
