@@ -160,3 +160,31 @@ func TestUnbuilt(t *testing.T) {
 		t.Errorf("an unbuilt image served: %v", err)
 	}
 }
+
+// TestImageUser: the image config carries the user given (nonroot's 1234,
+// which the runAsNonRoot specs read), and none when none is given; the
+// setuid bit of nonewprivs' nnp survives into the layer.
+func TestImageUser(t *testing.T) {
+	es := []entry{{path: "usr/local/bin/nnp", mode: 0o4755, data: []byte("x")}}
+	for _, user := range []string{"1234", ""} {
+		img, err := imageOf("t", "amd64", es, nil, []string{"sh"}, user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cf.Config.User != user {
+			t.Errorf("config user %q, want %q", cf.Config.User, user)
+		}
+	}
+	data, err := layerTar(es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr, err := tar.NewReader(bytes.NewReader(data)).Next()
+	if err != nil || hdr.Mode&0o4000 == 0 {
+		t.Errorf("nnp's header %+v, %v: no setuid bit", hdr, err)
+	}
+}

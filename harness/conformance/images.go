@@ -80,8 +80,8 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Image, error) {
 		return nil, err
 	}
 	var out []Image
-	add := func(repo, tag, from string, entries []entry, entrypoint, cmd []string) error {
-		img, err := imageOf(repo, goarch, entries, entrypoint, cmd)
+	add := func(repo, tag, from string, entries []entry, entrypoint, cmd []string, user ...string) error {
+		img, err := imageOf(repo, goarch, entries, entrypoint, cmd, strings.Join(user, ""))
 		if err != nil {
 			return err
 		}
@@ -102,6 +102,28 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Image, error) {
 		entry{path: "uploads", dir: true, mode: 0o755})
 	from := "k8s.io/kubernetes/test/images/agnhost@" + o.Version + " + " + busyboxDeb.Name
 	if err := add("e2e-test-images/agnhost", tags["Agnhost"], from, ag, []string{"/agnhost"}, []string{"pause"}); err != nil {
+		return nil, err
+	}
+	// nonroot: upstream's is its base image with USER 1234 (the
+	// runAsNonRoot specs read the image's user).
+	if err := add("e2e-test-images/nonroot", tags["NonRoot"], busyboxDeb.Name+", user 1234", bb, nil, []string{"sh"}, "1234"); err != nil {
+		return nil, err
+	}
+	// nonewprivs: upstream's nnp (test/images/nonewprivs, prints its
+	// effective uid) setuid root at /usr/local/bin/nnp, its command; the
+	// AllowPrivilegeEscalation specs run it as uid 1000.
+	nnp, err := cluster.BuildKubernetesProgram(ctx, o.CacheDir, o.Version, "nnp", "k8s.io/kubernetes/test/images/nonewprivs", o.Log, o.BuildLog)
+	if err != nil {
+		return nil, err
+	}
+	nnpBin, err := os.ReadFile(nnp)
+	if err != nil {
+		return nil, fmt.Errorf("reading nnp: %w", err)
+	}
+	nn := append(append([]entry(nil), bb...), entry{path: "usr/local", dir: true, mode: 0o755},
+		entry{path: "usr/local/bin", dir: true, mode: 0o755},
+		entry{path: "usr/local/bin/nnp", mode: 0o4755, data: nnpBin})
+	if err := add("e2e-test-images/nonewprivs", tags["Nonewprivs"], "k8s.io/kubernetes/test/images/nonewprivs@"+o.Version+" + "+busyboxDeb.Name, nn, nil, []string{"nnp"}); err != nil {
 		return nil, err
 	}
 	pause := []entry{{path: "pause", mode: 0o755, data: agnhostBin}}

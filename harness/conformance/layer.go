@@ -66,7 +66,7 @@ func layerTar(entries []entry) ([]byte, error) {
 // imageOf is a one-layer linux/goarch OCI image of entries with the given
 // entrypoint, command and user (the upstream image's, so the tests that
 // rely on them behave as upstream).
-func imageOf(name, goarch string, entries []entry, entrypoint, cmd []string) (v1.Image, error) {
+func imageOf(name, goarch string, entries []entry, entrypoint, cmd []string, user string) (v1.Image, error) {
 	data, err := layerTar(entries)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -82,7 +82,7 @@ func imageOf(name, goarch string, entries []entry, entrypoint, cmd []string) (v1
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	img, err = mutate.ConfigFile(img, &v1.ConfigFile{
 		Architecture: goarch, OS: "linux", Created: created, RootFS: v1.RootFS{Type: "layers"},
-		Config: v1.Config{Entrypoint: entrypoint, Cmd: cmd, WorkingDir: "/",
+		Config: v1.Config{Entrypoint: entrypoint, Cmd: cmd, WorkingDir: "/", User: user,
 			Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}},
 	})
 	if err != nil {
