@@ -16,6 +16,7 @@ func TestAPIServerArgs(t *testing.T) {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
 		"--enable-bootstrap-token-auth=true", "--service-cluster-ip-range=10.96.0.0/12", "--allow-privileged=true",
+		"--kubelet-preferred-address-types=InternalIP",
 	} {
 		if !slices.Contains(args, want) {
 			t.Errorf("apiserver args lack %s", want)
