@@ -150,10 +150,15 @@ var checks = []check{
 		}},
 	{id: "4.2.11", benchmark: K8s9, kind: Manual,
 		title:  "RotateKubeletServerCertificate is true",
-		advice: "the gate acts only with serverTLSBootstrap, which drover leaves off: the serving certificate is the agent's self-signed one (4.2.9)",
+		advice: "the gate rotates the serving certificate the kubelet requests from the cluster (serverTLSBootstrap)",
 		judge: func(v *view) (Status, string) {
 			if v.kc == nil {
 				return Fail, v.kcError
+			}
+			if !v.kc.ServerTLSBootstrap {
+				// The gate decides only whether the kubelet renews a
+				// serving certificate it got from a CSR.
+				return NotApplicable, "/configz serverTLSBootstrap=false: the kubelet requests no serving certificate from the cluster, so there is none for the gate to rotate; it serves the self-signed pair the agent writes to --cert-dir (4.2.9)"
 			}
 			st, s := Pass, "/configz featureGates.RotateKubeletServerCertificate not set (the kubelet's default, true)"
 			if on, set := v.kc.FeatureGates["RotateKubeletServerCertificate"]; set {

@@ -62,13 +62,13 @@ func TestDroverNodePasses(t *testing.T) {
 	rs := Judge(droverNode())
 	want := map[string]Status{
 		"CIS ACK 1.0 4.1.1": Pass, "CIS ACK 1.0 4.1.2": Pass, "CIS ACK 1.0 4.1.3": NotApplicable,
-		"CIS ACK 1.0 4.1.4": NotApplicable, "CIS ACK 1.0 4.1.5": Pass, "CIS ACK 1.0 4.1.6": ManualReview,
-		"CIS ACK 1.0 4.1.7": ManualReview, "CIS ACK 1.0 4.1.8": ManualReview, "CIS ACK 1.0 4.1.9": Pass,
+		"CIS ACK 1.0 4.1.4": NotApplicable, "CIS ACK 1.0 4.1.5": Pass, "CIS ACK 1.0 4.1.6": Pass,
+		"CIS ACK 1.0 4.1.7": Pass, "CIS ACK 1.0 4.1.8": Pass, "CIS ACK 1.0 4.1.9": Pass,
 		"CIS ACK 1.0 4.1.10": Pass, "CIS ACK 1.0 4.2.1": Pass, "CIS ACK 1.0 4.2.2": Pass, "CIS ACK 1.0 4.2.3": Pass,
-		"CIS ACK 1.0 4.2.4": ManualReview, "CIS ACK 1.0 4.2.5": ManualReview, "CIS ACK 1.0 4.2.6": ManualReview,
-		"CIS ACK 1.0 4.2.7": Pass, "CIS ACK 1.0 4.2.8": ManualReview, "CIS ACK 1.0 4.2.9": ManualReview,
-		"CIS ACK 1.0 4.2.10": ManualReview, "CIS Kubernetes 1.9 4.2.10": Pass,
-		"CIS Kubernetes 1.9 4.2.11": ManualReview, "CIS Kubernetes 1.9 4.2.13": ManualReview,
+		"CIS ACK 1.0 4.2.4": Pass, "CIS ACK 1.0 4.2.5": Pass, "CIS ACK 1.0 4.2.6": Pass,
+		"CIS ACK 1.0 4.2.7": Pass, "CIS ACK 1.0 4.2.8": Pass, "CIS ACK 1.0 4.2.9": Pass,
+		"CIS ACK 1.0 4.2.10": Pass, "CIS Kubernetes 1.9 4.2.10": Pass,
+		"CIS Kubernetes 1.9 4.2.11": NotApplicable, "CIS Kubernetes 1.9 4.2.13": Pass,
 	}
 	got := statuses(rs)
 	if len(got) != len(want) || len(rs) != len(want) {
@@ -84,12 +84,12 @@ func TestDroverNodePasses(t *testing.T) {
 		if r.Evidence == "" {
 			t.Errorf("%s %s: no evidence", r.Benchmark, r.ID)
 		}
-		if r.Status == ManualReview && !strings.Contains(r.Evidence, "operator: ") {
+		if r.Kind == Manual && r.Status == Pass && !strings.Contains(r.Evidence, "operator: ") {
 			t.Errorf("%s %s: manual without advice: %s", r.Benchmark, r.ID, r.Evidence)
 		}
 	}
 	line, failed := Summary(rs)
-	if len(failed) != 0 || line != "CIS ACK 1.0 worker node (+ CIS Kubernetes 1.9 kubelet checks): 10 pass, 2 not applicable, 11 manual" {
+	if len(failed) != 0 || line != "CIS ACK 1.0 worker node (+ CIS Kubernetes 1.9 kubelet checks): 20 pass, 3 not applicable" {
 		t.Errorf("summary %q, failed %v", line, failed)
 	}
 }
@@ -117,6 +117,7 @@ func TestBrokenFails(t *testing.T) {
 	arg := func(a string) func(*Evidence) {
 		return func(e *Evidence) { e.KubeletArgs = append(e.KubeletArgs, a) }
 	}
+	both := func(a, b func(*Evidence)) func(*Evidence) { return func(e *Evidence) { a(e); b(e) } }
 	for _, tc := range []struct {
 		name   string
 		break_ func(*Evidence)
@@ -185,9 +186,9 @@ func TestBrokenFails(t *testing.T) {
 			[]string{"CIS ACK 1.0 4.2.10"}, "not probed"},
 		{"no rotation", set("rotateCertificates", false), []string{"CIS Kubernetes 1.9 4.2.10"}, "not set"},
 		{"no rotation by flag", arg("--rotate-certificates=false"), []string{"CIS Kubernetes 1.9 4.2.10"}, "(fails)"},
-		{"server rotation gate off", set("featureGates", map[string]any{"RotateKubeletServerCertificate": false}),
+		{"server rotation gate off", both(set("serverTLSBootstrap", true), set("featureGates", map[string]any{"RotateKubeletServerCertificate": false})),
 			[]string{"CIS Kubernetes 1.9 4.2.11"}, "=false"},
-		{"server rotation gate off by flag", arg("--feature-gates=RotateKubeletServerCertificate=false"),
+		{"server rotation gate off by flag", both(set("serverTLSBootstrap", true), arg("--feature-gates=RotateKubeletServerCertificate=false")),
 			[]string{"CIS Kubernetes 1.9 4.2.11"}, "--feature-gates"},
 		{"no pod PID limit", set("podPidsLimit", nil), []string{"CIS Kubernetes 1.9 4.2.13"}, "podPidsLimit not set"},
 		{"unlimited pod PIDs", set("podPidsLimit", -1), []string{"CIS Kubernetes 1.9 4.2.13"}, "=-1 (fails)"},

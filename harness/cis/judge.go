@@ -29,12 +29,12 @@ const (
 	// NotApplicable: what the check audits does not exist in drover's
 	// design; the result says why.
 	NotApplicable Status = "NOT APPLICABLE"
-	// ManualReview: a manual check the node does not contradict; the
-	// result says what the node shows and what the operator should look
-	// at. A manual check the evidence contradicts is a Fail: a node OS
-	// should pass them where its design allows.
-	ManualReview Status = "MANUAL"
 )
+
+// A Manual check is judged like an Automated one (a node OS should pass
+// them where its design allows): Pass when the node meets what the
+// benchmark's test expects, its evidence then also saying what the
+// benchmark leaves to the operator; Fail when the node contradicts it.
 
 // Result is one check's verdict.
 type Result struct {
@@ -44,8 +44,7 @@ type Result struct {
 	Kind      Kind   `json:"kind"`
 	Status    Status `json:"status"`
 	// Evidence is what decided it: the file's mode, the flag or the
-	// /configz value; for NotApplicable why the check does not apply; for
-	// ManualReview what the node shows and what to look at.
+	// /configz value; for NotApplicable why the check does not apply.
 	Evidence string `json:"evidence"`
 }
 
@@ -60,8 +59,7 @@ const (
 )
 
 // check is one benchmark check: judge returns its status and evidence.
-// For a Manual check, judge's Pass becomes ManualReview with advice
-// appended.
+// A Manual check's Pass carries advice: what the operator still judges.
 type check struct {
 	id, benchmark, title string
 	kind                 Kind
@@ -134,7 +132,6 @@ func Judge(ev Evidence) []Result {
 	for _, c := range checks {
 		st, evidence := c.judge(v)
 		if c.kind == Manual && st == Pass {
-			st = ManualReview
 			evidence += "; operator: " + c.advice
 		}
 		out = append(out, Result{ID: c.id, Benchmark: c.benchmark, Title: c.title, Kind: c.kind, Status: st, Evidence: evidence})
@@ -151,7 +148,7 @@ func Summary(rs []Result) (line string, failed []Result) {
 			failed = append(failed, r)
 		}
 	}
-	line = fmt.Sprintf("%s worker node (+ %s kubelet checks): %d pass, %d not applicable, %d manual", ACK, K8s9, n[Pass], n[NotApplicable], n[ManualReview])
+	line = fmt.Sprintf("%s worker node (+ %s kubelet checks): %d pass, %d not applicable", ACK, K8s9, n[Pass], n[NotApplicable])
 	if len(failed) > 0 {
 		ids := make([]string, len(failed))
 		for i, r := range failed {

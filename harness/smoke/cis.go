@@ -90,15 +90,17 @@ func (e *Env) checkCIS(ctx context.Context, r *Report, in *Instance, pod string)
 		return
 	}
 	line, failed, err := JudgeCIS(ev)
-	detail := line
-	if err == nil {
-		var ids []string
-		for _, res := range cis.Judge(*ev) {
-			ids = append(ids, res.ID+" "+string(res.Status))
-		}
-		detail += " (" + strings.Join(ids, ", ") + ")"
+	// Every check's status, failed or not: one run shows what the rest
+	// of the node passed.
+	var ids []string
+	for _, res := range cis.Judge(*ev) {
+		ids = append(ids, res.ID+" "+string(res.Status))
 	}
-	r.add("CIS ACK 1.0 worker node", s, err, detail)
+	all := " (" + strings.Join(ids, ", ") + ")"
+	if err != nil {
+		err = fmt.Errorf("%w%s", err, all)
+	}
+	r.add("CIS ACK 1.0 worker node", s, err, line+all)
 	for _, f := range failed {
 		r.add(fmt.Sprintf("%s %s: %s", f.Benchmark, f.ID, f.Title), s, fmt.Errorf("%s: %s", f.Status, f.Evidence), "")
 	}
