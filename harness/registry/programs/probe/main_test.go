@@ -149,3 +149,26 @@ func TestLastMatching(t *testing.T) {
 		t.Errorf("entry with stripped continuation lines:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+func TestCISHelpers(t *testing.T) {
+	got := flagValues([]string{"/usr/bin/kubelet", "--config=/etc/k.yaml", "--cert-dir", "/var/lib/kubelet/pki", "-v=2"})
+	if got["config"] != "/etc/k.yaml" || got["cert-dir"] != "/var/lib/kubelet/pki" || got["v"] != "2" {
+		t.Errorf("flagValues: %v", got)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "f"), nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(dir, "f"), os.ModeSetgid|0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("f", filepath.Join(dir, "l")); err != nil {
+		t.Fatal(err)
+	}
+	if f := statFile(dir, "/l"); f.Mode != 0o2640 || f.Link != "f" || f.Missing || f.UID != uint32(os.Getuid()) {
+		t.Errorf("statFile: %+v", f)
+	}
+	if f := statFile(dir, "/none"); !f.Missing {
+		t.Errorf("statFile of a missing file: %+v", f)
+	}
+}
