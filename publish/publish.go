@@ -257,13 +257,34 @@ func (pb *Publisher) copyImage(ctx context.Context, p *Plan, srcID, r string) (s
 		tags = append(tags, ecs.CopyImageTag{Key: t.Key, Value: t.Value})
 	}
 	req.Tag = &tags
+	// CopyImage takes no ClientToken (not among its parameters in the API
+	// reference, nor in the SDK's CopyImageRequest): a retry after a copy
+	// that ECS started but whose answer was lost would start a second one.
+	// The copy carries the build's tags from the start, so before each
+	// retry drover looks for it in r and takes the one found.
 	var resp *ecs.CopyImageResponse
+	started := ""
+	tries := 0
 	err := aliyun.Retry(ctx, "CopyImage "+srcID+" to "+r, func() (err error) {
+		if tries++; tries > 1 {
+			found, err := pb.find(ctx, p, r)
+			if err != nil {
+				return err
+			}
+			if d, err := Decide(p, r, found); err != nil || d.Action != ActionImport {
+				started = d.ImageID
+				return err
+			}
+		}
 		resp, err = pb.Clients.ECS.CopyImage(req)
 		return err
 	})
 	if err != nil {
 		return "", err
+	}
+	if started != "" {
+		pb.emit(Event{Event: "copy", Region: r, ImageID: started, Message: "copying " + srcID + " to " + r + " as " + started + " (the copy an earlier attempt started)"})
+		return started, nil
 	}
 	if resp.ImageId == "" {
 		return "", fmt.Errorf("CopyImage %s to %s answered without an ImageId (request %s)", srcID, r, resp.RequestId)

@@ -315,6 +315,31 @@ func TestPublishImportAnswerLost(t *testing.T) {
 	}
 }
 
+// TestPublishCopyAnswerLost: ECS starts the copy and the answer is lost
+// (503). CopyImage takes no ClientToken; drover's retry finds the started
+// copy by its build tag instead of copying again: one image in the copy
+// region, and that is the one printed.
+func TestPublishCopyAnswerLost(t *testing.T) {
+	c := newCloud(t, 100*time.Millisecond)
+	c.srv.LoseAnswerNext("CopyImage", 1)
+	img := publishImage(t)
+	stdout, stderr, code := c.publish(t, "--copy-to", "cn-test2", img)
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr: %s\ncalls:\n%s", code, stderr, c.log.all())
+	}
+	if n := c.log.count("ecs CopyImage 503 ServiceUnavailable"); n != 1 {
+		t.Fatalf("%d CopyImage answers lost, want the 1 planted:\n%s", n, c.log.all())
+	}
+	copies, ims := c.images(t, "cn-test2"), c.images(t, pubRegion)
+	if len(copies) != 1 || len(ims) != 1 || stdout != ims[0].ImageId+"\ncn-test2 "+copies[0].ImageId+"\n" {
+		var ids []string
+		for _, im := range copies {
+			ids = append(ids, im.ImageId+" "+im.Status)
+		}
+		t.Fatalf("stdout %q, copies of the build in cn-test2 %v: want the one copy's ImageId", stdout, ids)
+	}
+}
+
 // TestPublishDryRun: the plan on stdout, read-only lookups only.
 func TestPublishDryRun(t *testing.T) {
 	c := newCloud(t, 0)
