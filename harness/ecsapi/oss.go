@@ -140,6 +140,8 @@ func (s *Server) serveOSS(w http.ResponseWriter, r *http.Request) *ossError {
 		return s.uploadPart(w, r, q.Get("uploadId"), q.Get("partNumber"))
 	case r.Method == http.MethodPost && q.Has("uploadId"):
 		return s.completeUpload(w, r, bkt, key, q.Get("uploadId"))
+	case r.Method == http.MethodGet && q.Has("uploadId"):
+		return s.listParts(w, r, bkt, key, q.Get("uploadId"))
 	case r.Method == http.MethodDelete && q.Has("uploadId"):
 		return s.abortUpload(w, q.Get("uploadId"))
 	case r.Method == http.MethodPut:
