@@ -113,7 +113,11 @@ func (s *Server) OSSHandler() http.Handler {
 				_, _ = w.Write(body)
 			}
 		}
-		s.logf("oss %s %s %d %s", r.Method, r.URL.Path, status, rid)
+		part := "" // which part of a multipart upload: the order is the tests' to see
+		if n := r.URL.Query().Get("partNumber"); n != "" && r.Method == http.MethodPut {
+			part = " part " + n
+		}
+		s.logf("oss %s %s %d %s%s", r.Method, r.URL.Path, status, rid, part)
 	})
 }
 
