@@ -19,8 +19,15 @@ type Member struct {
 
 func (m Member) String() string {
 	s := m.Instance.ID
+	var in []string
+	if m.Instance.Zone != "" {
+		in = append(in, "zone "+m.Instance.Zone)
+	}
 	if m.Node != nil && m.Node.Name != m.Instance.ID {
-		s += " (node " + m.Node.Name + ")"
+		in = append(in, "node "+m.Node.Name)
+	}
+	if len(in) > 0 {
+		s += " (" + strings.Join(in, ", ") + ")"
 	}
 	if m.Reason != "" {
 		s += ": " + m.Reason

@@ -188,13 +188,13 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 	var short, scaled time.Time
 	scaledFrom := 0
 	act := "" // the last ScaleOut's scaling activity, until it succeeded
+	var p *Plan
 	for {
 		st, err := e.Observe(ctx, groupID)
 		if err != nil {
 			return err
 		}
-		p, err := PlanRollout(st, d)
-		if err != nil {
+		if p, err = PlanRollout(st, d); err != nil {
 			return err
 		}
 		g := st.Group
@@ -240,7 +240,9 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 			scaled = time.Time{} // the last ScaleOut took effect
 		}
 		if cover := ready + old + skipped - size; cover > 0 && old > 0 {
-			if err := e.retire(ctx, groupID, p.Replace[:min(cover, o.MaxUnavailable, old)]); err != nil {
+			// Which old instances go decides the zone ESS's next launch
+			// takes (zones.go).
+			if err := e.retire(ctx, groupID, retireOrder(p, size, min(cover, o.MaxUnavailable, old), o.Surge)); err != nil {
 				return err
 			}
 			continue
@@ -305,7 +307,14 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 	if err := e.restoreMax(ctx, groupID, stamp.MaxSize); err != nil {
 		return err
 	}
-	e.emit(Event{Kind: EventDone, Group: groupID, Message: "every instance runs image " + d.ImageID + " with node config " + d.ConfigLabel()})
+	spread, uneven := zoneSpread(p)
+	if uneven {
+		e.emit(Event{Kind: EventWarning, Group: groupID, Message: "the group's instances are spread unevenly over its zones (" + spread + "): ESS placed the new ones so (a zone out of stock, or a PRIORITY scaling policy); RebalanceInstances evens out a BALANCE group"})
+	}
+	if spread != "" {
+		spread = " (zones: " + spread + ")"
+	}
+	e.emit(Event{Kind: EventDone, Group: groupID, Message: "every instance runs image " + d.ImageID + " with node config " + d.ConfigLabel() + spread})
 	return nil
 }
 
@@ -354,7 +363,11 @@ func (e *Env) retire(ctx context.Context, groupID string, batch []Member) error 
 			if !contains(ids, m.Instance.ID) {
 				continue
 			}
-			e.emit(Event{Kind: EventRemove, Group: groupID, Instance: m.Instance.ID, Message: "removed from the group (" + m.Reason + ")"})
+			where := ""
+			if m.Instance.Zone != "" {
+				where = "zone " + m.Instance.Zone + "; "
+			}
+			e.emit(Event{Kind: EventRemove, Group: groupID, Instance: m.Instance.ID, Message: "removed from the group (" + where + m.Reason + ")"})
 			if m.Node != nil {
 				if err := e.Cluster.DeleteNode(ctx, m.Node.Name); err != nil {
 					e.emit(Event{Kind: EventWarning, Group: groupID, Instance: m.Instance.ID, Node: m.Node.Name, Message: "deleting the Node: " + err.Error()})
