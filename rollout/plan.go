@@ -377,10 +377,31 @@ type Options struct {
 	// MaxUnavailable is how many old Nodes are cordoned and drained at
 	// once; Surge how many instances are launched above the group's size.
 	MaxUnavailable, Surge int
+	// MaxUnavailablePercent and SurgePercent, when not 0, give the limits
+	// as a percentage of the group's size instead; Resolve turns them
+	// into counts as a Deployment's rolling update does: the surge
+	// rounded up, max-unavailable rounded down, and at least 1 each (a
+	// rollout needs both).
+	MaxUnavailablePercent, SurgePercent int
+}
+
+// Resolve is o with its percentages turned into counts of size.
+func (o Options) Resolve(size int) Options {
+	if o.SurgePercent != 0 {
+		o.Surge, o.SurgePercent = max(1, (size*o.SurgePercent+99)/100), 0
+	}
+	if o.MaxUnavailablePercent != 0 {
+		o.MaxUnavailable, o.MaxUnavailablePercent = max(1, size*o.MaxUnavailablePercent/100), 0
+	}
+	return o
 }
 
 // Check rejects limits a rollout cannot keep.
 func (o Options) Check() error {
+	if o.SurgePercent < 0 || o.SurgePercent > 100 || o.MaxUnavailablePercent < 0 || o.MaxUnavailablePercent > 100 {
+		return errors.New("--surge and --max-unavailable as a percentage must be within 1%..100%")
+	}
+	o = o.Resolve(1)
 	if o.Surge < 1 {
 		return errors.New("--surge must be at least 1: an old instance is removed only once its replacement is Ready")
 	}

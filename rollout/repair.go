@@ -127,13 +127,14 @@ func (rp *RepairPlan) Text(after time.Duration) string {
 // template version, and wait for a new instance's Node to be Ready before
 // the next.
 func (e *Env) Repair(ctx context.Context, groupID string, after time.Duration, o Options) error {
-	if o.MaxUnavailable < 1 {
+	if o.Resolve(1).MaxUnavailable < 1 {
 		return fmt.Errorf("--max-unavailable must be at least 1 to repair")
 	}
 	st, err := e.Observe(ctx, groupID)
 	if err != nil {
 		return err
 	}
+	o = o.Resolve(st.Group.DesiredCapacity)
 	if st.Group.NoDesiredCapacity {
 		// The replacement of a removed instance is ESS's, for the
 		// desired capacity.

@@ -84,7 +84,7 @@ func TestRepair(t *testing.T) {
 	}
 	// Healthy now: left alone.
 	before := len(w.cloud.Writes())
-	if err := w.env.Repair(context.Background(), "asg-1", 10*time.Minute, Options{1, 1}); err != nil || len(w.cloud.Writes()) != before {
+	if err := w.env.Repair(context.Background(), "asg-1", 10*time.Minute, Options{MaxUnavailable: 1, Surge: 1}); err != nil || len(w.cloud.Writes()) != before {
 		t.Errorf("healthy group: %v %v", err, w.cloud.Writes())
 	}
 	if !strings.Contains(w.messages(EventDone), "nothing to repair") {
@@ -100,7 +100,7 @@ func TestRepairReplacementNotReady(t *testing.T) {
 	w.cluster.Update("node-i-old1", func(n *Node) {
 		n.Conditions = []Condition{{Type: "Ready", Status: "False", Since: time.Now().Add(-time.Hour)}}
 	})
-	err := w.env.Repair(context.Background(), "asg-1", 10*time.Minute, Options{1, 1})
+	err := w.env.Repair(context.Background(), "asg-1", 10*time.Minute, Options{MaxUnavailable: 1, Surge: 1})
 	if err == nil || !strings.Contains(w.messages(EventFailed), "the node file is refused") || !strings.Contains(w.messages(EventFailed), "stays in the group") {
 		t.Errorf("err %v, report %s", err, w.messages(EventFailed))
 	}
@@ -117,7 +117,7 @@ func TestRepairAtMinSize(t *testing.T) {
 	w.cluster.Update("node-i-old1", func(n *Node) {
 		n.Conditions = []Condition{{Type: "Ready", Status: "Unknown", Reason: "NodeStatusUnknown", Since: time.Now().Add(-time.Hour)}}
 	})
-	if err := w.env.Repair(context.Background(), "asg-1", 10*time.Minute, Options{1, 1}); err != nil {
+	if err := w.env.Repair(context.Background(), "asg-1", 10*time.Minute, Options{MaxUnavailable: 1, Surge: 1}); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"SetMinSize 1", "Remove i-old1 false", "SetMinSize 2"}

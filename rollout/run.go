@@ -31,6 +31,7 @@ func (e *Env) Run(ctx context.Context, groupID string, d Desired, o Options, res
 	if err != nil {
 		return err
 	}
+	o = o.Resolve(p.Stamp.Size)
 	_, surged := tags[SurgeTag]
 	e.emitPlan(p, o)
 	if surged {

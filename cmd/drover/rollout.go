@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,7 +27,7 @@ import (
 type rolloutFlags struct {
 	group, image, userData, kubeconfig, region string
 	ecsEndpoint, essEndpoint                   string
-	maxUnavailable, surge                      int
+	maxUnavailable, surge                      string
 	readyTimeout, drainTimeout, after, poll    time.Duration
 	lockTTL                                    time.Duration
 	resume, dryRun, asJSON, repair, keep       bool
@@ -95,8 +96,8 @@ $KUBECONFIG, ~/.kube/config or the pod's service account. See docs/rollout.md.`,
 	fl.StringVar(&f.userData, "userdata", "", "the pool's user-data: a YAML spec (as drover userdata --from) or an Ignition JSON file")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default $KUBECONFIG, ~/.kube/config, else in-cluster)")
 	fl.StringVar(&f.region, "region", os.Getenv("ALIBABA_CLOUD_REGION_ID"), "region ID (default $ALIBABA_CLOUD_REGION_ID)")
-	fl.IntVar(&f.maxUnavailable, "max-unavailable", 1, "old Nodes drained at once (repair: Nodes unavailable at once)")
-	fl.IntVar(&f.surge, "surge", 1, "instances launched above the group's size at once")
+	fl.StringVar(&f.maxUnavailable, "max-unavailable", "1", "old Nodes drained at once (repair: Nodes unavailable at once): a number, or a percentage of the group's size rounded down (at least 1)")
+	fl.StringVar(&f.surge, "surge", "1", "instances launched above the group's size at once: a number, or a percentage of the group's size rounded up")
 	fl.DurationVar(&f.readyTimeout, "ready-timeout", 15*time.Minute, "how long a new instance has to become a Ready Node")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Minute, "how long one Node's drain may take (evictions a PodDisruptionBudget refuses are retried)")
 	fl.BoolVar(&f.resume, "resume", false, "continue a rollout in flight (without --image/--userdata: to the version the group launches from)")
@@ -136,6 +137,17 @@ func runRollout(ctx context.Context, f *rolloutFlags, stdout, log io.Writer) err
 	case f.lockTTL < 3*time.Second:
 		return usage("--lock-ttl must be at least 3s")
 	}
+	var o rollout.Options
+	var err error
+	if o.MaxUnavailable, o.MaxUnavailablePercent, err = countOrPercent("--max-unavailable", f.maxUnavailable); err != nil {
+		return err
+	}
+	if o.Surge, o.SurgePercent, err = countOrPercent("--surge", f.surge); err != nil {
+		return err
+	}
+	if err := o.Check(); err != nil && !f.repair {
+		return usage("%v", err)
+	}
 	clients, err := aliyun.New(aliyun.Options{Region: f.region, ECSEndpoint: f.ecsEndpoint, ESSEndpoint: f.essEndpoint})
 	if err != nil {
 		return usage("%v", err)
@@ -149,7 +161,6 @@ func runRollout(ctx context.Context, f *rolloutFlags, stdout, log io.Writer) err
 	env := &rollout.Env{Cloud: cloud, Cluster: &rollout.Kube{Client: kc, Poll: min(f.poll, 5*time.Second)}, Region: clients.Region,
 		Event: eventPrinter(f.asJSON, stdout, log), Poll: f.poll, ReadyTimeout: f.readyTimeout, DrainTimeout: f.drainTimeout,
 		KeepFailed: f.keep, DryRun: f.dryRun, Owner: lockOwner(), RunID: rollout.NewRunID(), LockTTL: f.lockTTL, BreakLock: f.breakLock}
-	o := rollout.Options{MaxUnavailable: f.maxUnavailable, Surge: f.surge}
 	if f.repair {
 		return env.Repair(ctx, f.group, f.after, o)
 	}
@@ -308,4 +319,20 @@ func eventPrinter(asJSON bool, stdout, log io.Writer) func(rollout.Event) {
 			fmt.Fprintf(log, "%s %s %s%s\n", e.Time.Format("15:04:05"), e.Kind, who, e.Message)
 		}
 	}
+}
+
+// countOrPercent reads a limit given as a count ("2") or a percentage of
+// the group's size ("25%").
+func countOrPercent(flag, v string) (n, percent int, err error) {
+	s, pct := strings.CutSuffix(strings.TrimSpace(v), "%")
+	x, perr := strconv.Atoi(s)
+	switch {
+	case perr != nil || x < 0:
+		return 0, 0, usage("%s %q: want a number (2) or a percentage of the group's size (25%%)", flag, v)
+	case pct && (x < 1 || x > 100):
+		return 0, 0, usage("%s %q: a percentage must be within 1%%..100%%", flag, v)
+	case pct:
+		return 0, x, nil
+	}
+	return x, 0, nil
 }
