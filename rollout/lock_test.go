@@ -59,8 +59,12 @@ func TestLockedGroupIsRefused(t *testing.T) {
 	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	w.cloud.Tags = map[string]string{LockTagPrefix + "other": "owner=ops@laptop run=other until=" + until.Format(time.RFC3339)}
 	for name, run := range map[string]func() error{
-		"rollout": func() error { return w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, true) },
-		"repair":  func() error { return w.env.Repair(context.Background(), "asg-1", time.Minute, Options{MaxUnavailable: 1, Surge: 1}) },
+		"rollout": func() error {
+			return w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, true)
+		},
+		"repair": func() error {
+			return w.env.Repair(context.Background(), "asg-1", time.Minute, Options{MaxUnavailable: 1, Surge: 1})
+		},
 	} {
 		err := run()
 		var le *LockedError

@@ -89,8 +89,12 @@ func TestNoDesiredCapacityIsRefused(t *testing.T) {
 	w := newWorld(t, 2, a)
 	w.cloud.G.NoDesiredCapacity, w.cloud.G.DesiredCapacity = true, 0
 	for _, run := range map[string]func() error{
-		"rollout": func() error { return w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false) },
-		"repair":  func() error { return w.env.Repair(context.Background(), "asg-1", time.Minute, Options{MaxUnavailable: 1, Surge: 1}) },
+		"rollout": func() error {
+			return w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false)
+		},
+		"repair": func() error {
+			return w.env.Repair(context.Background(), "asg-1", time.Minute, Options{MaxUnavailable: 1, Surge: 1})
+		},
 	} {
 		if err := run(); err == nil || !strings.Contains(err.Error(), "has no desired capacity") {
 			t.Errorf("err %v", err)

@@ -31,7 +31,7 @@ type rolloutFlags struct {
 	readyTimeout, drainTimeout, after, poll    time.Duration
 	lockTTL                                    time.Duration
 	resume, dryRun, asJSON, repair, keep       bool
-	breakLock                                  bool
+	breakLock, force                           bool
 }
 
 func newRolloutCmd(g *globals) *cobra.Command {
@@ -109,6 +109,7 @@ $KUBECONFIG, ~/.kube/config or the pod's service account. See docs/rollout.md.`,
 	fl.StringVar(&f.ecsEndpoint, "ecs-endpoint", "", "ECS API endpoint (default $DROVER_ECS_ENDPOINT, else the region's)")
 	fl.StringVar(&f.essEndpoint, "ess-endpoint", "", "ESS API endpoint (default $DROVER_ESS_ENDPOINT, else the region's)")
 	fl.DurationVar(&f.poll, "poll-interval", 10*time.Second, "pause between two looks at the group and the cluster")
+	fl.BoolVar(&f.force, "force", false, "drain Nodes that run pods no controller owns (bare pods) too: evicted, they are gone for good")
 	fl.BoolVar(&f.breakLock, "break-lock", false, "remove another run's lock on the group first: only when that run is dead (killed, its runner gone)")
 	fl.DurationVar(&f.lockTTL, "lock-ttl", rollout.DefaultLockTTL, "how long the group's lock lasts unrenewed")
 	for _, h := range []string{"ecs-endpoint", "ess-endpoint", "poll-interval", "lock-ttl"} {
@@ -158,7 +159,7 @@ func runRollout(ctx context.Context, f *rolloutFlags, stdout, log io.Writer) err
 	}
 	cloud := rollout.NewAliyun(clients)
 	cloud.ActivityWait = min(f.poll, cloud.ActivityWait)
-	env := &rollout.Env{Cloud: cloud, Cluster: &rollout.Kube{Client: kc, Poll: min(f.poll, 5*time.Second)}, Region: clients.Region,
+	env := &rollout.Env{Cloud: cloud, Cluster: &rollout.Kube{Client: kc, Poll: min(f.poll, 5*time.Second), Force: f.force}, Region: clients.Region,
 		Event: eventPrinter(f.asJSON, stdout, log), Poll: f.poll, ReadyTimeout: f.readyTimeout, DrainTimeout: f.drainTimeout,
 		KeepFailed: f.keep, DryRun: f.dryRun, Owner: lockOwner(), RunID: rollout.NewRunID(), LockTTL: f.lockTTL, BreakLock: f.breakLock}
 	if f.repair {
