@@ -383,6 +383,12 @@ type Options struct {
 	// rounded up, max-unavailable rounded down, and at least 1 each (a
 	// rollout needs both).
 	MaxUnavailablePercent, SurgePercent int
+	// MaxUnhealthy (a count) or MaxUnhealthyPercent (of the instances a
+	// repair judges) is the brake of a repair: more unhealthy Nodes than
+	// that is a cluster-wide problem (the network, the control plane, a
+	// bad config) that replacing nodes does not fix, so the repair
+	// replaces none. 0 and 0: no brake.
+	MaxUnhealthy, MaxUnhealthyPercent int
 }
 
 // Resolve is o with its percentages turned into counts of size.

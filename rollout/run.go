@@ -46,7 +46,11 @@ func (e *Env) Run(ctx context.Context, groupID string, d Desired, o Options, res
 			return lerr
 		}
 	}
-	if p.NothingToDo() && !surged {
+	_, lowered := tags[MinTag]
+	if lowered {
+		e.emit(Event{Kind: EventPlan, Group: groupID, Message: fmt.Sprintf("restore MinSize: a repair lowered it to %d and did not put it back (tag %s=%q)", st.Group.MinSize, MinTag, tags[MinTag])})
+	}
+	if p.NothingToDo() && !surged && !lowered {
 		e.emit(Event{Kind: EventDone, Group: groupID, Message: "nothing to do: every instance runs image " + d.ImageID + " with node config " + d.ConfigLabel()})
 		return nil
 	}
@@ -62,6 +66,9 @@ func (e *Env) Run(ctx context.Context, groupID string, d Desired, o Options, res
 // run is Run under the group's lock: it plans again (the group may have
 // changed before the lock was taken) and carries the plan out.
 func (e *Env) run(ctx context.Context, groupID string, d Desired, o Options, resume bool) error {
+	if err := e.restoreMin(ctx, groupID); err != nil {
+		return err
+	}
 	st, err := e.Observe(ctx, groupID)
 	if err != nil {
 		return err

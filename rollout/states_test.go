@@ -273,3 +273,44 @@ func TestScaleOutThatDoesNotGrowStops(t *testing.T) {
 		t.Errorf("took %s", time.Since(start))
 	}
 }
+
+// A repair killed after it lowered MinSize left the drover:min tag: the
+// next rollout (nothing to replace) or repair (nothing to repair) puts
+// MinSize back first; a MinSize changed since is left, with a warning.
+func TestNextRunRestoresMinSizeLeftByRepair(t *testing.T) {
+	ud := userData(t, "abcdef.0123456789abcdef", nil)
+	a := desired(t, "m-a", "build-a", ud)
+	for _, c := range []struct {
+		name    string
+		run     func(w *world) error
+		minNow  int
+		wantMin int
+		writes  []string
+	}{
+		{"rollout", func(w *world) error {
+			return w.env.Run(context.Background(), "asg-1", a, Options{MaxUnavailable: 1, Surge: 1}, false)
+		}, 1, 2, []string{"SetMinSize 2"}},
+		{"repair", func(w *world) error {
+			return w.env.Repair(context.Background(), "asg-1", time.Minute, Options{MaxUnavailable: 1, Surge: 1})
+		}, 1, 2, []string{"SetMinSize 2"}},
+		{"changed since", func(w *world) error {
+			return w.env.Repair(context.Background(), "asg-1", time.Minute, Options{MaxUnavailable: 1, Surge: 1})
+		}, 0, 0, nil},
+	} {
+		w := newWorld(t, 2, a)
+		w.cloud.G.MinSize = c.minNow
+		w.cloud.Tags = map[string]string{MinTag: "min=2 lowered=1"}
+		if err := c.run(w); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := w.cloud.Writes(); !slices.Equal(got, c.writes) || w.cloud.G.MinSize != c.wantMin {
+			t.Errorf("%s: cloud calls %v, MinSize %d; want %v, %d", c.name, got, w.cloud.G.MinSize, c.writes, c.wantMin)
+		}
+		if _, ok := w.cloud.Tags[MinTag]; ok {
+			t.Errorf("%s: tag %s left: %v", c.name, MinTag, w.cloud.Tags)
+		}
+		if c.wantMin == 0 && !strings.Contains(w.messages(EventWarning), "MinSize 0 stays") {
+			t.Errorf("%s: warnings %s", c.name, w.messages(EventWarning))
+		}
+	}
+}

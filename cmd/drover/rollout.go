@@ -27,7 +27,7 @@ import (
 type rolloutFlags struct {
 	group, image, userData, kubeconfig, region string
 	ecsEndpoint, essEndpoint                   string
-	maxUnavailable, surge                      string
+	maxUnavailable, surge, maxUnhealthy        string
 	readyTimeout, drainTimeout, after, poll    time.Duration
 	lockTTL                                    time.Duration
 	resume, dryRun, asJSON, repair, keep       bool
@@ -105,6 +105,7 @@ $KUBECONFIG, ~/.kube/config or the pod's service account. See docs/rollout.md.`,
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON event per line on stdout")
 	fl.BoolVar(&f.keep, "keep-failed", false, "leave a new instance that did not become Ready in the group, for inspection")
 	fl.BoolVar(&f.repair, "repair", false, "replace the instances whose Node is NotReady or unhealthy for longer than --after")
+	fl.StringVar(&f.maxUnhealthy, "max-unhealthy", "", "with --repair: replace nothing when more Nodes than this are unhealthy, a number or a percentage of the judged ones (a cluster-wide problem is not fixed by replacing nodes); default: no limit")
 	fl.DurationVar(&f.after, "after", 10*time.Minute, "with --repair: how long a Node must have been NotReady or unhealthy")
 	fl.StringVar(&f.ecsEndpoint, "ecs-endpoint", "", "ECS API endpoint (default $DROVER_ECS_ENDPOINT, else the region's)")
 	fl.StringVar(&f.essEndpoint, "ess-endpoint", "", "ESS API endpoint (default $DROVER_ESS_ENDPOINT, else the region's)")
@@ -145,6 +146,14 @@ func runRollout(ctx context.Context, f *rolloutFlags, stdout, log io.Writer) err
 	}
 	if o.Surge, o.SurgePercent, err = countOrPercent("--surge", f.surge); err != nil {
 		return err
+	}
+	if f.maxUnhealthy != "" {
+		if !f.repair {
+			return usage("--max-unhealthy is for --repair")
+		}
+		if o.MaxUnhealthy, o.MaxUnhealthyPercent, err = countOrPercent("--max-unhealthy", f.maxUnhealthy); err != nil {
+			return err
+		}
 	}
 	if err := o.Check(); err != nil && !f.repair {
 		return usage("%v", err)
