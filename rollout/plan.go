@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Member is an instance of the group with its Node (nil when it has
@@ -370,6 +371,27 @@ func joinInts(ns []int64) string {
 		s[i] = formatInt(n)
 	}
 	return strings.Join(s, ", ")
+}
+
+// soak moves the new instances whose Node has been Ready for less than
+// minReady from Current to Pending: they do not count as Ready yet. A
+// Ready condition without a transition time (the API server always sets
+// one; not documented otherwise) counts as soaked.
+func (p *Plan) soak(now time.Time, minReady time.Duration) {
+	if minReady <= 0 {
+		return
+	}
+	cur := p.Current[:0]
+	for _, m := range p.Current {
+		c, _ := m.Node.Condition("Ready")
+		if left := minReady - now.Sub(c.Since); !c.Since.IsZero() && left > 0 {
+			m.Reason = fmt.Sprintf("Node %s Ready since %s: soaking for --min-ready %s", m.Node.Name, c.Since.UTC().Format(time.TimeOnly), minReady)
+			p.Pending = append(p.Pending, m)
+			continue
+		}
+		cur = append(cur, m)
+	}
+	p.Current = cur
 }
 
 // Options are a rollout's limits.

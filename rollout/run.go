@@ -207,6 +207,7 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 		}
 		g := st.Group
 		now := e.now()
+		p.soak(now, e.MinReady)
 		for _, m := range p.Current {
 			if first {
 				announced[m.Instance.ID] = true

@@ -377,3 +377,40 @@ func TestRunMakesRoomInAFullTemplate(t *testing.T) {
 		t.Errorf("template events: %s", m)
 	}
 }
+
+// TestRunMinReadySoaks: with MinReady an old instance goes only once its
+// replacement's Node has been Ready that long; the wait says so.
+func TestRunMinReadySoaks(t *testing.T) {
+	ud := userData(t, "abcdef.0123456789abcdef", nil)
+	a, b := desired(t, "m-a", "build-a", ud), desired(t, "m-b", "build-b", ud)
+	w := newWorld(t, 2, a)
+	w.builds["m-b"] = "build-b"
+	const soak = 80 * time.Millisecond
+	w.env.MinReady, w.env.ReadyTimeout = soak, 5*time.Second
+	var mu sync.Mutex
+	var lastReady time.Time
+	w.cloud.Launched = func(in Instance, v TemplateVersion) {
+		w.launch(in, v)
+		now := time.Now()
+		w.cluster.Update("node-"+in.ID, func(n *Node) { n.Conditions = []Condition{{Type: "Ready", Status: "True", Since: now}} })
+		mu.Lock()
+		lastReady = now
+		mu.Unlock()
+	}
+	removeAfter := w.cloud.BeforeRemove
+	w.cloud.BeforeRemove = func(ids []string, decrease bool) error {
+		mu.Lock()
+		if d := time.Since(lastReady); d < soak {
+			t.Errorf("removed %v %s after its replacement's Node became Ready, want at least --min-ready %s", ids, d, soak)
+		}
+		mu.Unlock()
+		return removeAfter(ids, decrease)
+	}
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	w.allOn(b, 2)
+	if !strings.Contains(w.messages(EventWaiting), "soaking for --min-ready 80ms") {
+		t.Errorf("waiting events: %s", w.messages(EventWaiting))
+	}
+}

@@ -29,6 +29,7 @@ type rolloutFlags struct {
 	ecsEndpoint, essEndpoint                   string
 	maxUnavailable, surge, maxUnhealthy        string
 	readyTimeout, drainTimeout, after, poll    time.Duration
+	minReady                                   time.Duration
 	lockTTL                                    time.Duration
 	resume, dryRun, asJSON, repair, keep       bool
 	breakLock, force                           bool
@@ -99,6 +100,7 @@ $KUBECONFIG, ~/.kube/config or the pod's service account. See docs/rollout.md.`,
 	fl.StringVar(&f.maxUnavailable, "max-unavailable", "1", "old Nodes drained at once (repair: Nodes unavailable at once): a number, or a percentage of the group's size rounded down (at least 1)")
 	fl.StringVar(&f.surge, "surge", "1", "instances launched above the group's size at once: a number, or a percentage of the group's size rounded up")
 	fl.DurationVar(&f.readyTimeout, "ready-timeout", 15*time.Minute, "how long a new instance has to become a Ready Node")
+	fl.DurationVar(&f.minReady, "min-ready", 0, "soak: a new Node counts as Ready only once it has been Ready this long (within --ready-timeout), so one that fails soon after joining stops the rollout before an old Node goes")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Minute, "how long one Node's drain may take (evictions a PodDisruptionBudget refuses are retried)")
 	fl.BoolVar(&f.resume, "resume", false, "continue a rollout in flight (without --image/--userdata: to the version the group launches from)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan; call nothing that writes")
@@ -136,6 +138,8 @@ func runRollout(ctx context.Context, f *rolloutFlags, stdout, log io.Writer) err
 		return usage("pass both --image and --userdata, or neither with --resume")
 	case f.poll <= 0:
 		return usage("--poll-interval must be positive")
+	case f.minReady < 0 || (f.minReady > 0 && f.minReady >= f.readyTimeout):
+		return usage("--min-ready %s must be below --ready-timeout %s: the soak counts within it", f.minReady, f.readyTimeout)
 	case f.lockTTL < 3*time.Second:
 		return usage("--lock-ttl must be at least 3s")
 	}
@@ -169,7 +173,7 @@ func runRollout(ctx context.Context, f *rolloutFlags, stdout, log io.Writer) err
 	cloud := rollout.NewAliyun(clients)
 	cloud.ActivityWait = min(f.poll, cloud.ActivityWait)
 	env := &rollout.Env{Cloud: cloud, Cluster: &rollout.Kube{Client: kc, Poll: min(f.poll, 5*time.Second), Force: f.force}, Region: clients.Region,
-		Event: eventPrinter(f.asJSON, stdout, log), Poll: f.poll, ReadyTimeout: f.readyTimeout, DrainTimeout: f.drainTimeout,
+		Event: eventPrinter(f.asJSON, stdout, log), Poll: f.poll, ReadyTimeout: f.readyTimeout, DrainTimeout: f.drainTimeout, MinReady: f.minReady,
 		KeepFailed: f.keep, DryRun: f.dryRun, Owner: lockOwner(), RunID: rollout.NewRunID(), LockTTL: f.lockTTL, BreakLock: f.breakLock}
 	if f.repair {
 		return env.Repair(ctx, f.group, f.after, o)

@@ -18,6 +18,7 @@ func TestRolloutLimitFlags(t *testing.T) {
 		{"--max-unavailable", "-1", "want a number"},
 		{"--surge", "0", "--surge must be at least 1"},
 		{"--max-unhealthy", "5", "is for --repair"},
+		{"--min-ready", "20m", "must be below --ready-timeout"},
 	} {
 		cmd := exec.Command(droverBin, "rollout", "--scaling-group", "asg-x", "--image", "m-x", "--userdata", "pool.yaml",
 			"--region", "cn-test", "--ecs-endpoint", "127.0.0.1:1", "--ess-endpoint", "127.0.0.1:1", c.flag, c.value)
