@@ -148,6 +148,9 @@ const (
 	EventWarning  = "warning"
 	EventFailed   = "failed"
 	EventDone     = "done"
+	// EventPaused ends a run that stopped after its first batch
+	// (--pause-after-first): the rollout is in flight, --resume goes on.
+	EventPaused = "paused"
 )
 
 // Env is what Run and Repair act through.

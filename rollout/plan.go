@@ -411,6 +411,10 @@ type Options struct {
 	// bad config) that replacing nodes does not fix, so the repair
 	// replaces none. 0 and 0: no brake.
 	MaxUnhealthy, MaxUnhealthyPercent int
+	// PauseAfterFirst ends the run (successfully) once its first batch of
+	// old instances is removed, MaxSize restored: a pipeline checks the
+	// new Nodes under load and goes on with --resume.
+	PauseAfterFirst bool
 }
 
 // Resolve is o with its percentages turned into counts of size.

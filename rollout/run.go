@@ -251,8 +251,16 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 		if cover := ready + old + skipped - size; cover > 0 && old > 0 {
 			// Which old instances go decides the zone ESS's next launch
 			// takes (zones.go).
-			if err := e.retire(ctx, groupID, retireOrder(p, size, min(cover, o.MaxUnavailable, old), o.Surge)); err != nil {
+			batch := retireOrder(p, size, min(cover, o.MaxUnavailable, old), o.Surge)
+			if err := e.retire(ctx, groupID, batch); err != nil {
 				return err
+			}
+			if o.PauseAfterFirst {
+				if err := e.restoreMax(ctx, groupID, stamp.MaxSize); err != nil {
+					return err
+				}
+				e.emit(Event{Kind: EventPaused, Group: groupID, Message: fmt.Sprintf("paused after the first batch (--pause-after-first): %d old instance(s) replaced, %d left; go on with drover rollout --resume", len(batch), old-len(batch))})
+				return nil
 			}
 			continue
 		}

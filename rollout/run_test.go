@@ -414,3 +414,33 @@ func TestRunMinReadySoaks(t *testing.T) {
 		t.Errorf("waiting events: %s", w.messages(EventWaiting))
 	}
 }
+
+// TestRunPauseAfterFirst: the run ends after its first batch with MaxSize
+// back and a paused event; a plain re-run refuses the rollout in flight,
+// --resume (without the pause) finishes it.
+func TestRunPauseAfterFirst(t *testing.T) {
+	ud := userData(t, "abcdef.0123456789abcdef", nil)
+	a, b := desired(t, "m-a", "build-a", ud), desired(t, "m-b", "build-b", ud)
+	w := newWorld(t, 3, a)
+	w.builds["m-b"] = "build-b"
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1, PauseAfterFirst: true}, false); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"CreateTemplateVersion from 1 m-b", "SetTemplateVersion 2", "SetMaxSize 4", "ScaleOut 1", "Remove i-old1 true", "SetMaxSize 3"}
+	if got := w.cloud.Writes(); !slices.Equal(got, want) {
+		t.Fatalf("cloud calls %v, want %v", got, want)
+	}
+	if !strings.Contains(w.messages(EventPaused), "1 old instance(s) replaced, 2 left") {
+		t.Errorf("paused events: %q", w.messages(EventPaused))
+	}
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false); err == nil || !strings.Contains(err.Error(), "--resume") {
+		t.Errorf("a plain re-run of a paused rollout: %v, want a refusal naming --resume", err)
+	}
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, true); err != nil {
+		t.Fatal(err)
+	}
+	w.allOn(b, 3)
+	if g := w.cloud.G; g.MaxSize != 3 || g.DesiredCapacity != 3 {
+		t.Errorf("group %+v", g)
+	}
+}

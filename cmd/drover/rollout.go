@@ -32,7 +32,7 @@ type rolloutFlags struct {
 	minReady                                   time.Duration
 	lockTTL                                    time.Duration
 	resume, dryRun, asJSON, repair, keep       bool
-	breakLock, force                           bool
+	breakLock, force, pauseAfterFirst          bool
 }
 
 func newRolloutCmd(g *globals) *cobra.Command {
@@ -112,6 +112,7 @@ $KUBECONFIG, ~/.kube/config or the pod's service account. See docs/rollout.md.`,
 	fl.StringVar(&f.ecsEndpoint, "ecs-endpoint", "", "ECS API endpoint (default $DROVER_ECS_ENDPOINT, else the region's)")
 	fl.StringVar(&f.essEndpoint, "ess-endpoint", "", "ESS API endpoint (default $DROVER_ESS_ENDPOINT, else the region's)")
 	fl.DurationVar(&f.poll, "poll-interval", 10*time.Second, "pause between two looks at the group and the cluster")
+	fl.BoolVar(&f.pauseAfterFirst, "pause-after-first", false, "stop (exit 0) once the first batch of old instances is replaced, for a pipeline to check the new Nodes; go on with --resume")
 	fl.BoolVar(&f.force, "force", false, "drain Nodes that run pods no controller owns (bare pods) too: evicted, they are gone for good")
 	fl.BoolVar(&f.breakLock, "break-lock", false, "remove another run's lock on the group first: only when that run is dead (killed, its runner gone)")
 	fl.DurationVar(&f.lockTTL, "lock-ttl", rollout.DefaultLockTTL, "how long the group's lock lasts unrenewed")
@@ -143,7 +144,7 @@ func runRollout(ctx context.Context, f *rolloutFlags, stdout, log io.Writer) err
 	case f.lockTTL < 3*time.Second:
 		return usage("--lock-ttl must be at least 3s")
 	}
-	var o rollout.Options
+	o := rollout.Options{PauseAfterFirst: f.pauseAfterFirst}
 	var err error
 	if o.MaxUnavailable, o.MaxUnavailablePercent, err = countOrPercent("--max-unavailable", f.maxUnavailable); err != nil {
 		return err
@@ -320,7 +321,7 @@ func eventPrinter(asJSON bool, stdout, log io.Writer) func(rollout.Event) {
 		switch {
 		case asJSON:
 			_ = enc.Encode(e)
-		case e.Kind == rollout.EventPlan || e.Kind == rollout.EventDone:
+		case e.Kind == rollout.EventPlan || e.Kind == rollout.EventDone || e.Kind == rollout.EventPaused:
 			fmt.Fprintln(stdout, e.Message)
 		default:
 			who := e.Instance
