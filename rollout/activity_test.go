@@ -69,8 +69,9 @@ func TestScaleOutActivityInProgressIsWaitedFor(t *testing.T) {
 }
 
 // A scale-in lifecycle hook holds each removed old instance in
-// Removing:Wait for a while: the rollout says so once per instance and
-// goes on when ESS lets the instance go.
+// Removing:Wait for a while: the rollout says so once per instance, goes
+// on when ESS lets the instance go, and ends only once the last one left
+// the group.
 func TestRemovingWaitIsReported(t *testing.T) {
 	ud := userData(t, "abcdef.0123456789abcdef", nil)
 	a, b := desired(t, "m-a", "build-a", ud), desired(t, "m-b", "build-b", ud)
@@ -80,8 +81,10 @@ func TestRemovingWaitIsReported(t *testing.T) {
 	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false); err != nil {
 		t.Fatal(err)
 	}
-	for range w.cloud.RemoveWait { // the last old instance's hook ends
-		w.instances()
+	for _, in := range w.cloud.Insts { // as listed, without another Instances call
+		if in.State == RemovingWait {
+			t.Errorf("the rollout ended with %s still %s in the group", in.ID, in.State)
+		}
 	}
 	w.allOn(b, 2)
 	got := w.messages(EventWaiting)

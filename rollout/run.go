@@ -243,7 +243,29 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 		// only when Ready new ones cover it.
 		old, ready, pending, skipped := len(p.Replace), len(p.Current), len(p.Pending), len(p.Skipped)
 		if old == 0 && pending == 0 {
-			break
+			// A removed instance a scale-in hook holds is still the
+			// group's: wait for it to leave, up to --ready-timeout (the
+			// hook's own timeout may be hours), then say so.
+			held := ""
+			for _, in := range st.Instances {
+				if in.State == RemovingWait {
+					held = in.ID
+				}
+			}
+			if held == "" {
+				break
+			}
+			if seen[held].IsZero() {
+				seen[held] = now
+			}
+			if now.Sub(seen[held]) > e.ReadyTimeout {
+				e.emit(Event{Kind: EventWarning, Group: groupID, Instance: held, Message: fmt.Sprintf("still %s after --ready-timeout %s: a scale-in lifecycle hook holds it; ESS removes it once the hook's action is completed or times out", RemovingWait, e.ReadyTimeout)})
+				break
+			}
+			if err := e.sleep(ctx); err != nil {
+				return err
+			}
+			continue
 		}
 		if pending > 0 || g.DesiredCapacity > scaledFrom {
 			scaled = time.Time{} // the last ScaleOut took effect
