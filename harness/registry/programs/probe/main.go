@@ -781,12 +781,13 @@ echo "superblock=$(findmnt -n -o FS-OPTIONS /run/drover-smoke-fs)"
 // multi-line value (an error from a plugin) is written as key=<,
 // tab-indented lines and " >", and journald keeps each as its own line,
 // so the keys after the value (the kubelet's image="...") are only on
-// the entry's last line. journald strips a stream line's leading
-// whitespace (stdout_stream_line in journald-stream.c, on trixie's
-// systemd; newer releases pass it through), so a
-// continuation line is told by what it is not: inside an open value,
-// any line but a new klog header ("E1205 21:58:32.735070 ...") belongs
-// to the entry, and one starting with ">" closes the value.
+// the entry's last line. What precedes a continuation line's text is
+// not the tab klog wrote: on a drover node journalctl's short output
+// shows it as spaces (make smoke of cf1d9cb), and other journald
+// versions strip a stream line's leading whitespace. So a continuation
+// line is told by what it is not: inside an open value, any line but a
+// new klog header ("E1205 21:58:32.735070 ...") belongs to the entry,
+// and one starting with ">" closes the value.
 func lastMatching(out, text string, n int) string {
 	var keep [][]string
 	open := false // inside a multi-line value of a kept entry
