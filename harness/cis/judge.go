@@ -164,52 +164,48 @@ func Summary(rs []Result) (line string, failed []Result) {
 // modeAtMost passes when path's mode has no bit beyond max (kube-bench's
 // "permissions has max 644": setuid, setgid and sticky count too).
 func (v *view) modeAtMost(max uint32, paths ...string) (Status, string) {
-	if len(paths) == 0 {
-		return Fail, "no file to judge"
-	}
-	var seen []string
-	st := Pass
-	for _, p := range paths {
-		f, ok := v.ev.Files[p]
-		switch {
-		case !ok:
-			return Fail, p + " was not examined by the probe"
-		case f.Error != "":
-			return Fail, p + ": " + f.Error
-		case f.Missing:
-			return Fail, p + " does not exist"
-		}
+	return v.eachFile(paths, func(p string, f File) (bool, string) {
 		s := fmt.Sprintf("%s %04o", p+link(f), f.Mode)
 		if f.Mode&^max != 0 {
-			st = Fail
-			s += fmt.Sprintf(" (bits %04o beyond %04o)", f.Mode&^max, max)
+			return false, s + fmt.Sprintf(" (bits %04o beyond %04o)", f.Mode&^max, max)
 		}
-		seen = append(seen, s)
-	}
-	return st, strings.Join(seen, "; ")
+		return true, s
+	})
 }
 
 // ownedByRoot passes when every path is owned by uid 0 and gid 0.
 func (v *view) ownedByRoot(paths ...string) (Status, string) {
+	return v.eachFile(paths, func(p string, f File) (bool, string) {
+		s := fmt.Sprintf("%s %d:%d", p+link(f), f.UID, f.GID)
+		if f.UID != 0 || f.GID != 0 {
+			return false, s + " (not root:root)"
+		}
+		return true, s
+	})
+}
+
+// eachFile judges every path the probe examined with ok, which says
+// whether the file passes and what it saw; a path the probe did not
+// examine, could not stat or found missing fails the check.
+func (v *view) eachFile(paths []string, ok func(p string, f File) (bool, string)) (Status, string) {
 	if len(paths) == 0 {
 		return Fail, "no file to judge"
 	}
 	var seen []string
 	st := Pass
 	for _, p := range paths {
-		f, ok := v.ev.Files[p]
+		f, examined := v.ev.Files[p]
 		switch {
-		case !ok:
+		case !examined:
 			return Fail, p + " was not examined by the probe"
 		case f.Error != "":
 			return Fail, p + ": " + f.Error
 		case f.Missing:
 			return Fail, p + " does not exist"
 		}
-		s := fmt.Sprintf("%s %d:%d", p+link(f), f.UID, f.GID)
-		if f.UID != 0 || f.GID != 0 {
+		pass, s := ok(p, f)
+		if !pass {
 			st = Fail
-			s += " (not root:root)"
 		}
 		seen = append(seen, s)
 	}

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/drover-os/drover/harness/cis"
 )
 
 // The probe's "cis" mode reads what the CIS benchmark's node checks audit
@@ -25,38 +27,6 @@ import (
 // and owner of every file those and the kubelet's loaded configuration
 // name, that configuration from the kubelet's own /configz, which TLS 1.2
 // cipher suites its API accepts, and any kube-proxy on the node.
-
-type cisFile struct {
-	Missing bool   `json:"missing,omitempty"`
-	Mode    uint32 `json:"mode"`
-	UID     uint32 `json:"uid"`
-	GID     uint32 `json:"gid"`
-	Link    string `json:"link,omitempty"`
-	Error   string `json:"error,omitempty"`
-}
-
-type cisUnit struct {
-	Fragment string   `json:"fragment"`
-	DropIns  []string `json:"dropIns"`
-	EnvFiles []string `json:"envFiles"`
-}
-
-type cisKubeProxy struct {
-	PID        int    `json:"pid"`
-	Kubeconfig string `json:"kubeconfig,omitempty"`
-}
-
-type cisReport struct {
-	Cmdline       []string           `json:"cmdline"`
-	Unit          cisUnit            `json:"unit"`
-	Files         map[string]cisFile `json:"files"`
-	Configz       map[string]any     `json:"configz"`
-	ConfigzError  string             `json:"configzError,omitempty"`
-	TLS12Accepted []string           `json:"tls12Accepted"`
-	TLS12Offered  int                `json:"tls12Offered"`
-	KubeProxy     []cisKubeProxy     `json:"kubeProxy"`
-	Errors        []string           `json:"errors,omitempty"`
-}
 
 // configzFields are the KubeletConfiguration fields the checks read; the
 // rest of /configz is left out to keep the report within the 4 KiB
@@ -74,19 +44,19 @@ const kubeletAPI = "127.0.0.1:10250"
 // server's node proxy.
 const saToken = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
-func cisEvidence() cisReport {
-	r := cisReport{Files: map[string]cisFile{}}
+func cisEvidence() cis.Evidence {
+	r := cis.Evidence{Files: map[string]cis.File{}}
 	fail := func(err error) { r.Errors = append(r.Errors, err.Error()) }
 	pid, err := mainPID("kubelet.service")
 	if err != nil {
 		fail(err)
-	} else if r.Cmdline, err = cmdline(pid); err != nil {
+	} else if r.KubeletArgs, err = cmdline(pid); err != nil {
 		fail(err)
 	}
 	if r.Unit, err = unitFiles("kubelet.service"); err != nil {
 		fail(err)
 	}
-	flags := flagValues(r.Cmdline)
+	flags := flagValues(r.KubeletArgs)
 	cert, key := flags["tls-cert-file"], flags["tls-private-key-file"]
 	if cert == "" && flags["cert-dir"] != "" {
 		cert, key = path.Join(flags["cert-dir"], "kubelet.crt"), path.Join(flags["cert-dir"], "kubelet.key")
@@ -121,11 +91,6 @@ func cisEvidence() cisReport {
 	return r
 }
 
-func (u cisUnit) Paths() []string {
-	out := append([]string{u.Fragment}, u.DropIns...)
-	return append(out, u.EnvFiles...)
-}
-
 // mainPID is a unit's MainPID, as the node's systemctl shows it.
 func mainPID(unit string) (int, error) {
 	o, err := hostCommand("/usr/bin/systemctl", "show", "-p", "MainPID", "--value", unit)
@@ -149,8 +114,8 @@ func cmdline(pid int) ([]string, error) {
 
 // unitFiles is how systemd resolved unit: its fragment, drop-ins and
 // environment files ("EnvironmentFiles=/etc/default/kubelet (ignore_errors=no)").
-func unitFiles(unit string) (cisUnit, error) {
-	var u cisUnit
+func unitFiles(unit string) (cis.Unit, error) {
+	var u cis.Unit
 	o, err := hostCommand("/usr/bin/systemctl", "show", "-p", "FragmentPath,DropInPaths,EnvironmentFiles", unit)
 	if err != nil {
 		return u, err
@@ -190,8 +155,8 @@ func flagValues(args []string) map[string]string {
 
 // statFile stats p under root (following a link, as the kubelet opens it)
 // and says where a link points.
-func statFile(root, p string) cisFile {
-	var f cisFile
+func statFile(root, p string) cis.File {
+	var f cis.File
 	if t, err := os.Readlink(filepath.Join(root, p)); err == nil {
 		f.Link = t
 	}
@@ -306,8 +271,8 @@ func supports(vs []uint16, v uint16) bool {
 
 // kubeProxies lists the kube-proxy processes on the node and the
 // --kubeconfig each names.
-func kubeProxies() []cisKubeProxy {
-	out := []cisKubeProxy{}
+func kubeProxies() []cis.KubeProxy {
+	out := []cis.KubeProxy{}
 	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
 	for _, c := range comms {
 		b, err := os.ReadFile(c)
@@ -316,7 +281,7 @@ func kubeProxies() []cisKubeProxy {
 		}
 		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(c)))
 		args, _ := cmdline(pid)
-		out = append(out, cisKubeProxy{PID: pid, Kubeconfig: flagValues(args)["kubeconfig"]})
+		out = append(out, cis.KubeProxy{PID: pid, Kubeconfig: flagValues(args)["kubeconfig"]})
 	}
 	return out
 }
