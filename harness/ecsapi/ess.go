@@ -384,7 +384,7 @@ func (s *Server) specFor(g *group, m *member) (InstanceSpec, error) {
 	in.hostname = firstOf(v.data["HostName"], "iZ"+strings.TrimPrefix(in.id, "i-")+"Z")
 	return InstanceSpec{
 		InstanceID: in.id, RegionID: in.region, ZoneID: in.zone, InstanceType: in.itype,
-		ImageID: im.id, ImageObject: s.objectPath(im.bucket, im.object), UserData: ud, Hostname: in.hostname,
+		ImageID: im.id, ImageObject: im.disk, UserData: ud, Hostname: in.hostname,
 	}, nil
 }
 
