@@ -244,16 +244,7 @@ func (e *rolloutEnv) killedRepair(t *testing.T) {
 			once.Do(func() { _ = cmd.Process.Kill(); close(killed) })
 		}
 	})()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-killed:
-	case <-time.After(2 * time.Minute):
-		_ = cmd.Process.Kill()
-		t.Fatalf("the repair did not lower MinSize\n%s", out.String())
-	}
-	_ = cmd.Wait()
+	runUntilKilled(t, cmd, killed, &out, "the repair did not lower MinSize")
 	t.Logf("killed drover rollout --repair after it lowered MinSize; its output:\n%s", out.String())
 	if g := s.scalingGroup(t); g.MinSize != 1 {
 		t.Fatalf("setup: MinSize %d after the kill, want the repair's 1", g.MinSize)
