@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/drover-os/drover/harness/cis"
+	cis "github.com/drover-os/drover/harness/registry/programs/cisevidence"
 )
 
 // The probe's "cis" mode reads what the CIS benchmark's node checks audit
