@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/drover-os/drover/agent/agent"
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // Cloud is the ECS and ESS calls a rollout makes (aliyun.go implements it
@@ -159,7 +159,7 @@ type Env struct {
 	Cluster Cluster
 	// Region prefixes instance IDs in Nodes' providerIDs.
 	Region string
-	// Digest is agent.ConfigDigest unless a test sets another.
+	// Digest is nodecontract.ConfigDigest unless a test sets another.
 	Digest func([]byte) (string, error)
 	// Event receives progress; nil drops it.
 	Event func(Event)
@@ -230,11 +230,11 @@ func (e *Env) Observe(ctx context.Context, groupID string) (State, error) {
 	}
 	digest := e.Digest
 	if digest == nil {
-		digest = agent.ConfigDigest
+		digest = nodecontract.ConfigDigest
 	}
 	for i := range st.Versions {
-		if d, err := digest(st.Versions[i].UserData); err == nil && len(d) >= 40 {
-			st.Versions[i].Config = d[:40]
+		if d, err := digest(st.Versions[i].UserData); err == nil {
+			st.Versions[i].Config = nodecontract.ConfigLabel(d)
 		}
 	}
 	if st.Instances, err = e.Cloud.Instances(ctx, groupID); err != nil {

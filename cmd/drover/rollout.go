@@ -18,9 +18,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/drover-os/drover/agent/agent"
 	"github.com/drover-os/drover/agent/userdata"
 	"github.com/drover-os/drover/cloud/aliyun"
+	"github.com/drover-os/drover/nodecontract"
 	"github.com/drover-os/drover/rollout"
 )
 
@@ -203,7 +203,7 @@ func desiredFromFlags(ctx context.Context, cloud *rollout.Aliyun, image, udPath 
 	if err != nil {
 		return rollout.Desired{}, err
 	}
-	digest, err := agent.ConfigDigest(ud)
+	digest, err := nodecontract.ConfigDigest(ud)
 	if err != nil {
 		return rollout.Desired{}, fmt.Errorf("--userdata %s: %w", udPath, err)
 	}
@@ -266,7 +266,7 @@ func desiredFromGroup(ctx context.Context, env *rollout.Env, group string) (roll
 		if !ok {
 			return rollout.Desired{}, usage("scaling group %s launches from version %d, which drover did not make (%q): pass --image and --userdata", group, v.Number, v.Description)
 		}
-		digest, err := agent.ConfigDigest(v.UserData)
+		digest, err := nodecontract.ConfigDigest(v.UserData)
 		if err != nil {
 			return rollout.Desired{}, fmt.Errorf("launch template %s version %d: %w", v.TemplateID, v.Number, err)
 		}
