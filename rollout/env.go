@@ -10,7 +10,7 @@ import (
 )
 
 // Cloud is the ECS and ESS calls a rollout makes (aliyun.go implements it
-// with the SDKs, fake.go in memory).
+// with the SDKs, fake_test.go in memory).
 type Cloud interface {
 	// Group is DescribeScalingGroups of one group.
 	Group(ctx context.Context, id string) (Group, error)
@@ -107,7 +107,7 @@ func (a Activity) String() string {
 }
 
 // Cluster is what a rollout asks of the API server (kube.go implements
-// it with client-go, fake.go in memory).
+// it with client-go, fake_test.go in memory).
 type Cluster interface {
 	Nodes(ctx context.Context) ([]Node, error)
 	Cordon(ctx context.Context, node string) error

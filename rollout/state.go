@@ -4,7 +4,7 @@
 // went unhealthy. Planning is pure (Plan, PlanRepair over an observed
 // State); Run and Repair carry a plan out through two small interfaces,
 // Cloud (ECS/ESS) and Cluster (the API server), so tests drive them with
-// the in-memory fakes in fake.go.
+// the in-memory fakes in fake_test.go.
 package rollout
 
 import (
