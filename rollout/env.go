@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drover-os/drover/cloud/event"
 	"github.com/drover-os/drover/nodecontract"
 )
 
@@ -124,19 +125,12 @@ type Cluster interface {
 }
 
 // Event is one step of a rollout or repair, for progress lines and
-// --json.
-type Event struct {
-	Time     time.Time `json:"time"`
-	Kind     string    `json:"event"`
-	Group    string    `json:"group,omitempty"`
-	Instance string    `json:"instance,omitempty"`
-	Node     string    `json:"node,omitempty"`
-	Message  string    `json:"message"`
-}
+// --json: the record drover publish emits too.
+type Event = event.Event
 
 // Kinds of events.
 const (
-	EventPlan     = "plan"
+	EventPlan     = event.Plan
 	EventTemplate = "template"
 	EventGroup    = "group"
 	EventScale    = "scale"
@@ -147,7 +141,7 @@ const (
 	EventRemove   = "remove"
 	EventWarning  = "warning"
 	EventFailed   = "failed"
-	EventDone     = "done"
+	EventDone     = event.Done
 	// EventPaused ends a run that stopped after its first batch
 	// (--pause-after-first): the rollout is in flight, --resume goes on.
 	EventPaused = "paused"
