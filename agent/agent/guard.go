@@ -306,7 +306,7 @@ type report struct {
 // the status file, and on the Node as the DroverConfigDrift condition plus
 // a Warning Event; the condition goes back to False when the contents are
 // restored. A report the API server did not accept is retried with
-// provider.Backoff until it is, or until a newer change replaces it. It
+// provider.RetryPolicy until it is, or until a newer change replaces it. It
 // runs whether or not the join succeeded: without an API client (no node
 // file applied, no kubelet credentials yet) it says so once and reports on
 // the console and in the status file only, until it has one. It never
@@ -348,7 +348,7 @@ func (a *Agent) Guard(ctx context.Context, period time.Duration) {
 				}
 				if err := a.send(ctx, api, node, cur); err != nil {
 					cur.attempt++
-					wait = min(provider.Backoff(cur.attempt, rand.Float64()), period)
+					wait = min(provider.RetryPolicy().Wait(cur.attempt-1, 0, rand.Float64()), period)
 					a.rec.Note(fmt.Sprintf("drift report to the API server failed (attempt %d; retrying in %s): %v", cur.attempt, wait.Round(time.Millisecond), err))
 				} else {
 					accepted, cur = cur.key, nil
