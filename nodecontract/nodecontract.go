@@ -2,7 +2,8 @@
 // commands must agree on, so that each is defined, and cut, in one place:
 // the agent labels its Node with them, drover publish tags the image with
 // one, and drover rollout compares the launch template's with the Node's
-// to tell whether an instance runs what the group now launches.
+// to tell whether an instance runs what the group now launches; the agent
+// sets the Node conditions drover rollout --repair reads (conditions.go).
 //
 // The config digest is defined over the user-data as the agent parses it,
 // so this package imports the agent's Ignition and node-file parsers, and

@@ -19,6 +19,7 @@ import (
 	"github.com/drover-os/drover/agent/ignition"
 	"github.com/drover-os/drover/agent/kube"
 	"github.com/drover-os/drover/agent/provider"
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // Watched is one path the node is meant to hold, as the agent left it: a
@@ -405,12 +406,12 @@ func (a *Agent) noteDrift(drift []Drift, state, base string) {
 // send delivers what of r the API server has not accepted yet.
 func (a *Agent) send(ctx context.Context, api NodeAPI, node string, r *report) error {
 	if !r.condSent {
-		cond := kube.Condition{Type: "DroverConfigDrift", Status: "False", Reason: "NoDrift", Message: "everything watched matches the applied configuration"}
+		cond := kube.Condition{Type: nodecontract.ConditionConfigDrift, Status: "False", Reason: "NoDrift", Message: "everything watched matches the applied configuration"}
 		if len(r.drift) > 0 {
-			cond = kube.Condition{Type: "DroverConfigDrift", Status: "True", Reason: "LocalChange", Message: driftMessage(r.drift)}
+			cond = kube.Condition{Type: nodecontract.ConditionConfigDrift, Status: "True", Reason: "LocalChange", Message: driftMessage(r.drift)}
 		}
 		if err := api.SetCondition(ctx, node, cond); err != nil {
-			return fmt.Errorf("setting condition DroverConfigDrift=%s: %w", cond.Status, err)
+			return fmt.Errorf("setting condition %s=%s: %w", nodecontract.ConditionConfigDrift, cond.Status, err)
 		}
 		r.condSent = true
 	}
