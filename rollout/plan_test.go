@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-os/drover/agent/agent"
 	"github.com/drover-os/drover/agent/userdata"
+	"github.com/drover-os/drover/nodecontract"
 )
 
 const region = "cn-test-1"
@@ -25,7 +25,7 @@ func userData(t *testing.T, token string, labels map[string]string) []byte {
 
 func desired(t *testing.T, image, build string, ud []byte) Desired {
 	t.Helper()
-	d, err := agent.ConfigDigest(ud)
+	d, err := nodecontract.ConfigDigest(ud)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func version(n int64, d Desired, stamped bool) TemplateVersion {
 
 func readyNode(id string, d Desired) Node {
 	return Node{Name: "node-" + id, ProviderID: region + "." + id,
-		Labels:     map[string]string{LabelBuildID: d.BuildID, LabelNodeConfig: d.ConfigLabel()},
+		Labels:     map[string]string{nodecontract.LabelBuildID: d.BuildID, nodecontract.LabelNodeConfig: d.ConfigLabel()},
 		Conditions: []Condition{{Type: "Ready", Status: "True", Since: time.Unix(0, 0)}}}
 }
 
@@ -99,13 +99,13 @@ func TestPlanNothingToDo(t *testing.T) {
 	}
 	// A Node whose label says another build is not done, even from the
 	// right version.
-	st.Nodes[1].Labels[LabelBuildID] = "build-old"
+	st.Nodes[1].Labels[nodecontract.LabelBuildID] = "build-old"
 	p, _ = PlanRollout(st, a)
 	if p.NothingToDo() || ids(p.Pending) != "i-2" || !strings.Contains(p.Pending[0].Reason, "drover.dev/build-id=build-old, want build-a") {
 		t.Errorf("label mismatch: pending %v", p.Pending)
 	}
 	// Resolving "Default" and "Latest".
-	st.Nodes[1].Labels[LabelBuildID] = "build-a"
+	st.Nodes[1].Labels[nodecontract.LabelBuildID] = "build-a"
 	for _, gv := range []string{"Default", "Latest"} {
 		st.Group.TemplateVersion = gv
 		st.Versions[0].Default = true

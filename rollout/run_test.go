@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-os/drover/agent/agent"
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // world is a group on FakeCloud whose launched instances register Nodes
@@ -71,7 +71,7 @@ func (w *world) launch(in Instance, v TemplateVersion) {
 		w.cloud.Console[in.ID] = []byte("boot\ndrover-agent: the node file is refused: cluster.server: want https\nFAILED\n")
 		return
 	}
-	d, err := agent.ConfigDigest(v.UserData)
+	d, err := nodecontract.ConfigDigest(v.UserData)
 	if err != nil {
 		w.t.Errorf("launched from user-data the agent refuses: %v", err)
 		return
@@ -124,7 +124,7 @@ func (w *world) allOn(d Desired, n int) {
 	}
 	for _, in := range ins {
 		ok := w.cluster.Update("node-"+in.ID, func(nd *Node) {
-			if nd.Labels[LabelNodeConfig] != d.ConfigLabel() || nd.Labels[LabelBuildID] != d.BuildID {
+			if nd.Labels[nodecontract.LabelNodeConfig] != d.ConfigLabel() || nd.Labels[nodecontract.LabelBuildID] != d.BuildID {
 				w.t.Errorf("%s: labels %v", in.ID, nd.Labels)
 			}
 		})

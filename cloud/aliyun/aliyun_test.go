@@ -2,10 +2,13 @@ package aliyun
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	sdkerrors "github.com/aliyun/alibaba-cloud-sdk-go/sdk/errors"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 
 	"github.com/drover-os/drover/harness/ecsapi"
@@ -35,7 +38,8 @@ func TestRetryThrottlingThroughTheChain(t *testing.T) {
 	isolate(t)
 	t.Setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", "LTAI-test")
 	t.Setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "secret")
-	Backoff = func(int) time.Duration { return time.Millisecond }
+	fast := Policy()
+	fast.Base, fast.Max = time.Millisecond, time.Millisecond
 	s, eps := emulator(t)
 	c, err := New(Options{Region: "cn-hangzhou", ECSEndpoint: "http://" + eps.ECS, ESSEndpoint: "http://" + eps.ESS, OSSEndpoint: "http://" + eps.OSS})
 	if err != nil {
@@ -48,21 +52,25 @@ func TestRetryThrottlingThroughTheChain(t *testing.T) {
 	}
 	s.ThrottleNext("DescribeImages", 3)
 	calls := 0
-	if err := Retry(context.Background(), "DescribeImages", func() error { calls++; return describe() }); err != nil {
+	if err := RetryWith(context.Background(), fast, "DescribeImages", func() error { calls++; return describe() }); err != nil {
 		t.Fatalf("throttled 3 times: %v", err)
 	}
 	if calls != 4 {
 		t.Errorf("%d calls for 3 throttled answers, want 4", calls)
 	}
-	s.ThrottleNext("DescribeImages", Retries+1)
-	err = Retry(context.Background(), "DescribeImages", describe)
+	s.ThrottleNext("DescribeImages", fast.Retries+1)
+	calls = 0
+	err = RetryWith(context.Background(), fast, "DescribeImages", func() error { calls++; return describe() })
 	if !IsCode(err, "Throttling.User") || !strings.HasPrefix(err.Error(), "DescribeImages: ") {
 		t.Errorf("throttled past the retries: %v, want a Throttling.User error naming the call", err)
+	}
+	if calls != fast.Retries+1 {
+		t.Errorf("%d calls when every answer is throttled, want %d", calls, fast.Retries+1)
 	}
 	s.ThrottleNext("DescribeImages", 0)
 	// A refusal is not retried.
 	calls = 0
-	err = Retry(context.Background(), "ModifyLaunchTemplateDefaultVersion", func() error {
+	err = RetryWith(context.Background(), fast, "ModifyLaunchTemplateDefaultVersion", func() error {
 		calls++
 		req := ecs.CreateModifyLaunchTemplateDefaultVersionRequest()
 		req.LaunchTemplateId = "lt-does-not-exist"
@@ -72,6 +80,43 @@ func TestRetryThrottlingThroughTheChain(t *testing.T) {
 	})
 	if err == nil || Code(err) == "" || calls != 1 {
 		t.Errorf("a refused request: %v after %d calls, want the API's error after 1", err, calls)
+	}
+}
+
+// The policy's rhythm: 8 retries, 1 s doubling to 30 s, no jitter (the
+// random part is ignored).
+func TestPolicy(t *testing.T) {
+	p := Policy()
+	var got []time.Duration
+	for n := range p.Retries {
+		got = append(got, p.Wait(n, 0, 0.99))
+	}
+	want := []time.Duration{1, 2, 4, 8, 16, 30, 30, 30}
+	for i := range want {
+		want[i] *= time.Second
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("waits %v, want %v", got, want)
+	}
+}
+
+// A cancelled context ends the wait at once, and the error says both
+// that the run was interrupted and what the call last answered.
+func TestRetryCancelledDuringBackoff(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	throttled := sdkerrors.NewServerError(400, `{"Code":"Throttling.User","Message":"slow down"}`, "")
+	start, calls := time.Now(), 0
+	err := Retry(ctx, "DescribeImages", func() error {
+		if calls++; calls == 1 {
+			time.AfterFunc(50*time.Millisecond, cancel)
+		}
+		return throttled
+	})
+	if !errors.Is(err, context.Canceled) || !IsCode(err, "Throttling.User") || !strings.HasPrefix(err.Error(), "DescribeImages: ") {
+		t.Errorf("cancelled during the backoff: %v, want context.Canceled and the Throttling.User answer, naming the call", err)
+	}
+	if calls != 1 || time.Since(start) > 900*time.Millisecond {
+		t.Errorf("%d calls in %s: the 1 s wait was not cut short", calls, time.Since(start))
 	}
 }
 

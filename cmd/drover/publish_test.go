@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/aliyun/alibabacloud-oss-go-sdk-v2/oss"
 	"github.com/aliyun/alibabacloud-oss-go-sdk-v2/oss/credentials"
 
+	"github.com/drover-os/drover/cloud/event"
 	"github.com/drover-os/drover/harness/ecsapi"
 	"github.com/drover-os/drover/image/build"
 )
@@ -235,20 +237,43 @@ func TestPublishImportsThenReuses(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("second run: exit %d\nstderr: %s", code, stderr)
 	}
+	// --json: every stdout line is one event (cloud/event, the type
+	// drover rollout prints), progress first, the result last.
 	var res struct {
 		Images []struct{ Region, ImageID, Action string }
 	}
-	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
-		t.Fatalf("second run's stdout is not one JSON object: %v\n%s", err, stdout)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var kinds []string
+	for i, line := range lines {
+		var e struct {
+			event.Event
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("--json stdout line %d is not an event: %v\n%s", i+1, err, line)
+		}
+		if e.Time.IsZero() || e.Message == "" {
+			t.Errorf("--json event without a time or a message: %s", line)
+		}
+		kinds = append(kinds, e.Kind)
+		if i == len(lines)-1 {
+			if e.Kind != event.Done {
+				t.Fatalf("--json last event %q, want %q: %s", e.Kind, event.Done, line)
+			}
+			if err := json.Unmarshal(e.Result, &res); err != nil {
+				t.Fatalf("--json done event's result: %v\n%s", err, line)
+			}
+		}
+	}
+	if !slices.Contains(kinds, "verify") || !slices.Contains(kinds, "found") {
+		t.Errorf("--json events %v lack the verify and found steps", kinds)
 	}
 	wantRes := []struct{ Region, ImageID, Action string }{{pubRegion, im.ImageId, "reuse"}, {"cn-test2", copies[0].ImageId, "reuse"}}
 	if len(res.Images) != 2 || res.Images[0] != wantRes[0] || res.Images[1] != wantRes[1] {
 		t.Errorf("second run's images %+v, want %+v", res.Images, wantRes)
 	}
-	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
-		if !json.Valid([]byte(line)) {
-			t.Errorf("--json stderr line is not JSON: %s", line)
-		}
+	if stderr != "" {
+		t.Errorf("--json wrote to stderr (its events go to stdout):\n%s", stderr)
 	}
 	after := strings.TrimPrefix(c.log.all(), before)
 	for _, call := range []string{"ecs ImportImage", "ecs CopyImage", "ecs TagResources", "oss PUT", "oss POST"} {

@@ -36,6 +36,7 @@ import (
 	"github.com/drover-os/drover/harness/cluster"
 	"github.com/drover-os/drover/harness/ecsapi"
 	"github.com/drover-os/drover/harness/standin"
+	"github.com/drover-os/drover/nodecontract"
 )
 
 const (
@@ -400,7 +401,7 @@ func readyStatus(n *corev1.Node) corev1.ConditionStatus {
 // schedulable Nodes carrying the build and the config digest of ud.
 func (s *scenario) serving(t *testing.T, ids []string, build string, ud []byte) {
 	t.Helper()
-	digest, err := agent.ConfigDigest(ud)
+	label, err := nodecontract.UserDataLabel(ud)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,8 +419,8 @@ func (s *scenario) serving(t *testing.T, ids []string, build string, ud []byte) 
 			t.Errorf("instance %s has no Node", id)
 		case !ready(n) || n.Spec.Unschedulable:
 			t.Errorf("Node %s: Ready %s, unschedulable %v; want Ready and schedulable", n.Name, readyStatus(n), n.Spec.Unschedulable)
-		case n.Labels[nodeconfig.LabelBuildID] != build || n.Labels[nodeconfig.LabelNodeConfig] != digest[:40]:
-			t.Errorf("Node %s: build %q config %q, want %q %q", n.Name, n.Labels[nodeconfig.LabelBuildID], n.Labels[nodeconfig.LabelNodeConfig], build, digest[:40])
+		case n.Labels[nodeconfig.LabelBuildID] != build || n.Labels[nodeconfig.LabelNodeConfig] != label:
+			t.Errorf("Node %s: build %q config %q, want %q %q", n.Name, n.Labels[nodeconfig.LabelBuildID], n.Labels[nodeconfig.LabelNodeConfig], build, label)
 		}
 	}
 }
