@@ -60,9 +60,19 @@ const (
 	Attached    = "Attached"
 )
 
-// launchRetryDelay is how long a group waits after a failed launch before
-// ESS tries again.
-const launchRetryDelay = 100 * time.Millisecond
+// DefaultLaunchRetry is how long a group whose launch failed waits before
+// ESS tries again to reach its desired capacity (Config.LaunchRetry).
+// ESS documents that it tries again — a group with an expected number of
+// instances keeps it "automatically", where one without makes you "manually
+// retry failed scaling activities" (help/en/auto-scaling/user-guide/
+// expected-number-of-instances) — and that it gives up only after 30 days
+// of consecutive failures (help/en/auto-scaling/product-overview/limits),
+// but not how soon it tries again: not documented. Half a minute is the
+// conservative choice: a client that waits for the group sees a failed
+// activity and its reason long before a retry, never a retry storm (a
+// tenth of a second here once logged thousands of failed launches a
+// minute while a launch could not succeed).
+const DefaultLaunchRetry = 30 * time.Second
 
 type group struct {
 	ScalingGroup
@@ -337,7 +347,7 @@ func (s *Server) launch(g *group, m *member, a *activity) {
 			a.message = le.statusMessage(m.inst.zone)
 			a.errorCode, a.errorMessage = le.code, le.msg
 		}
-		g.retryAt = now.Add(launchRetryDelay)
+		g.retryAt = now.Add(s.launchRetry())
 		s.logf("ess %s: %s", g.ID, a.message)
 	} else {
 		m.inst.status = "Running"
@@ -354,6 +364,13 @@ func (s *Server) launch(g *group, m *member, a *activity) {
 	}
 	a.done(now)
 	s.poke()
+}
+
+func (s *Server) launchRetry() time.Duration {
+	if s.cfg.LaunchRetry > 0 {
+		return s.cfg.LaunchRetry
+	}
+	return DefaultLaunchRetry
 }
 
 // specFor resolves the group's launch template version now, as ESS does for

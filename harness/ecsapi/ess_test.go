@@ -16,7 +16,7 @@ import (
 // group on version 1.
 func groupEnv(t *testing.T, l Launcher, desired int) (e *env, group, ltID, imageB string) {
 	t.Helper()
-	e = newEnv(t, Config{Launcher: l})
+	e = newEnv(t, Config{Launcher: l, LaunchRetry: testLaunchRetry})
 	e.srv.CreateBucket("images")
 	put(t, e, "images", "a.raw", "image-A")
 	put(t, e, "images", "b.raw", "image-B")
@@ -252,7 +252,7 @@ func TestScalingErrors(t *testing.T) {
 
 func TestFailedLaunchIsRetried(t *testing.T) {
 	l := &fakeLauncher{}
-	e := newEnv(t, Config{Launcher: l})
+	e := newEnv(t, Config{Launcher: l, LaunchRetry: testLaunchRetry})
 	e.srv.FailLaunch(1)
 	e.srv.CreateBucket("images")
 	put(t, e, "images", "a.raw", "A")
@@ -280,7 +280,7 @@ func TestFailedLaunchIsRetried(t *testing.T) {
 		!strings.Contains(list[1].StatusMessage, "FailLaunch") {
 		t.Fatalf("activities (newest first): %+v", list)
 	}
-	time.Sleep(2 * launchRetryDelay)
+	time.Sleep(2 * testLaunchRetry)
 	if n := len(scalingInstances(t, e, group, "")); n != 1 {
 		t.Fatalf("%d instances for a desired capacity of 1", n)
 	}
