@@ -133,6 +133,10 @@ func TestRollout(t *testing.T) {
 		t.Run("TemplateCopy", func(t *testing.T) { t.Parallel(); e.templateCopy(t) })
 		t.Run("LifecycleHooks", func(t *testing.T) { t.Parallel(); e.lifecycleHooks(t) })
 		t.Run("KilledRepair", func(t *testing.T) { t.Parallel(); e.killedRepair(t) })
+		t.Run("PDBBlocks", func(t *testing.T) { t.Parallel(); e.pdbBlocks(t) })
+		t.Run("MaxUnhealthy", func(t *testing.T) { t.Parallel(); e.maxUnhealthy(t) })
+		t.Run("Surge50", func(t *testing.T) { t.Parallel(); e.surge50(t) })
+		t.Run("KilledAtEachStep", func(t *testing.T) { t.Parallel(); e.killedAtEachStep(t) })
 	})
 }
 
@@ -240,10 +244,11 @@ func (e *rolloutEnv) newScenarioTemplate(t *testing.T, name string, g ecsapi.Sca
 	g.Name, g.LaunchTemplateID, g.LaunchTemplateVersion = s.name, s.template, "1"
 	s.group = e.srv.AddScalingGroup(g)
 	var ids []string
-	waitFor(t, fmt.Sprintf("%d Ready Nodes of group %s", size, s.group), 2*time.Minute, func() error {
+	waitFor(t, fmt.Sprintf("%d Ready Nodes of group %s", size, s.group), 2*time.Minute+time.Duration(size)*time.Second, func() error {
 		ids = nil
+		nodes := s.nodesByInstance(t) // one List a look: a group may hold 50
 		for _, in := range s.instances(t) {
-			n := s.node(t, in.InstanceId)
+			n := nodes[in.InstanceId]
 			if n == nil || !ready(n) {
 				var console []byte
 				if si := e.standins.Instance(in.InstanceId); si != nil {
@@ -299,14 +304,21 @@ func (s *scenario) instances(t *testing.T) []ess.ScalingInstance {
 	return ins
 }
 
+// tryInstances pages through DescribeScalingInstances (at most 50 a page).
 func (s *scenario) tryInstances() ([]ess.ScalingInstance, error) {
-	req := ess.CreateDescribeScalingInstancesRequest()
-	req.ScalingGroupId, req.PageSize = s.group, requests.NewInteger(50)
-	resp, err := s.e.ess.DescribeScalingInstances(req)
-	if err != nil {
-		return nil, err
+	var out []ess.ScalingInstance
+	for page := 1; ; page++ {
+		req := ess.CreateDescribeScalingInstancesRequest()
+		req.ScalingGroupId, req.PageSize, req.PageNumber = s.group, requests.NewInteger(50), requests.NewInteger(page)
+		resp, err := s.e.ess.DescribeScalingInstances(req)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, resp.ScalingInstances.ScalingInstance...)
+		if len(resp.ScalingInstances.ScalingInstance) == 0 || len(out) >= resp.TotalCount {
+			return out, nil
+		}
 	}
-	return resp.ScalingInstances.ScalingInstance, nil
 }
 
 func (s *scenario) instanceIDs(t *testing.T) []string {
@@ -363,6 +375,19 @@ func (s *scenario) node(t *testing.T, id string) *corev1.Node {
 		}
 	}
 	return nil
+}
+
+// nodesByInstance are the Nodes of the group by the instance ID their
+// providerID names.
+func (s *scenario) nodesByInstance(t *testing.T) map[string]*corev1.Node {
+	t.Helper()
+	out := map[string]*corev1.Node{}
+	for _, n := range s.nodes(t) {
+		if id, ok := strings.CutPrefix(n.Spec.ProviderID, nodeconfig.ProviderID(nodeconfig.Facts{RegionID: roRegion})); ok {
+			out[id] = &n
+		}
+	}
+	return out
 }
 
 // nodes are the Nodes of the scenario's group, by the pool's label.
