@@ -280,6 +280,15 @@ func (s *Server) launchBatch(g *group, n int, cause string, now time.Time) *acti
 			seq: len(s.instances), created: now}
 		s.instances[in.id] = in
 		m := &member{inst: in, state: Pending, activityID: a.id, creation: AutoCreated}
+		// The launch template version is the group's now: an instance
+		// being created already names it in DescribeScalingInstances
+		// (LaunchTemplateId/Version, "used to create the instance"), and
+		// it launches from that version even if the group moves on.
+		if lt := s.templates[g.LaunchTemplateID]; lt != nil {
+			if v := lt.resolveVersion(g.LaunchTemplateVersion); v != nil {
+				m.ltID, m.ltVer = lt.id, strconv.FormatInt(v.number, 10)
+			}
+		}
 		switch {
 		case !ok:
 			in.zone = out[0]
@@ -373,16 +382,21 @@ func (s *Server) launchRetry() time.Duration {
 	return DefaultLaunchRetry
 }
 
-// specFor resolves the group's launch template version now, as ESS does for
-// every launch, and fills in the instance. The caller holds s.mu.
+// specFor reads the launch template version the launch was asked with
+// (launchBatch; the group's as it is now when it had none) and fills in the
+// instance. The caller holds s.mu.
 func (s *Server) specFor(g *group, m *member) (InstanceSpec, error) {
-	lt := s.templates[g.LaunchTemplateID]
-	if lt == nil {
-		return InstanceSpec{}, fmt.Errorf("launch template %s does not exist", g.LaunchTemplateID)
+	ltID, ver := g.LaunchTemplateID, g.LaunchTemplateVersion
+	if m.ltID != "" {
+		ltID, ver = m.ltID, m.ltVer
 	}
-	v := lt.resolveVersion(g.LaunchTemplateVersion)
+	lt := s.templates[ltID]
+	if lt == nil {
+		return InstanceSpec{}, fmt.Errorf("launch template %s does not exist", ltID)
+	}
+	v := lt.resolveVersion(ver)
 	if v == nil {
-		return InstanceSpec{}, fmt.Errorf("launch template %s has no version %q", lt.id, g.LaunchTemplateVersion)
+		return InstanceSpec{}, fmt.Errorf("launch template %s has no version %q", lt.id, ver)
 	}
 	m.ltID, m.ltVer = lt.id, strconv.FormatInt(v.number, 10)
 	im := s.images[v.data["ImageId"]]
