@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -320,7 +321,7 @@ func (e *rolloutEnv) surge50(t *testing.T) {
 			t.Errorf("remove event of %s does not name its zone %s: %s", ev.Instance, z, ev.Message)
 		}
 		removed[z]++
-		order = append(order, z[len(z)-1:])
+		order = append(order, strings.TrimPrefix(z, roRegion+"-"))
 		var left []int
 		for _, z := range zones {
 			left = append(left, oldIn[z]-removed[z])
@@ -335,7 +336,7 @@ func (e *rolloutEnv) surge50(t *testing.T) {
 	for _, b := range batches {
 		var zs []string
 		for _, id := range b {
-			zs = append(zs, zoneOf[id][len(zoneOf[id])-1:])
+			zs = append(zs, cmp.Or(strings.TrimPrefix(zoneOf[id], roRegion+"-"), "(new "+id+")"))
 		}
 		t.Logf("RemoveInstances batch: %s", strings.Join(zs, ""))
 	}
@@ -372,4 +373,7 @@ func (e *rolloutEnv) surge50(t *testing.T) {
 		t.Errorf("after the rollout: MaxSize %d, MinSize %d, desired %d, drover tags %v; want 50, 50, 50 and none", g.MaxSize, g.MinSize, g.DesiredCapacity, s.droverTags(t))
 	}
 	s.serving(t, now, roBuildB, ud)
+	if t.Failed() {
+		t.Logf("the rollout's --json events:\n%s", out.String())
+	}
 }

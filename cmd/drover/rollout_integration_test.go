@@ -450,7 +450,7 @@ func (s *scenario) serving(t *testing.T, ids []string, build string, ud []byte) 
 }
 
 // sampler watches the group from the API server and the emulator every
-// 200 ms while a rollout runs.
+// 50 ms while a rollout runs (a rollout of stand-ins may take a second).
 // (minServing and maxIns are read after finish.)
 type sampler struct {
 	minServing, maxIns, samples int
@@ -481,7 +481,7 @@ func (s *scenario) sample() *sampler {
 			select {
 			case <-sm.stop:
 				return
-			case <-time.After(200 * time.Millisecond):
+			case <-time.After(50 * time.Millisecond):
 			}
 		}
 	}()
