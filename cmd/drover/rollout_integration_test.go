@@ -134,6 +134,10 @@ func TestRollout(t *testing.T) {
 		t.Run("TemplateCopy", func(t *testing.T) { t.Parallel(); e.templateCopy(t) })
 		t.Run("LifecycleHooks", func(t *testing.T) { t.Parallel(); e.lifecycleHooks(t) })
 		t.Run("KilledRepair", func(t *testing.T) { t.Parallel(); e.killedRepair(t) })
+		t.Run("PDBBlocks", func(t *testing.T) { t.Parallel(); e.pdbBlocks(t) })
+		t.Run("MaxUnhealthy", func(t *testing.T) { t.Parallel(); e.maxUnhealthy(t) })
+		t.Run("Surge50", func(t *testing.T) { t.Parallel(); e.surge50(t) })
+		t.Run("KilledAtEachStep", func(t *testing.T) { t.Parallel(); e.killedAtEachStep(t) })
 	})
 }
 
@@ -241,10 +245,11 @@ func (e *rolloutEnv) newScenarioTemplate(t *testing.T, name string, g ecsapi.Sca
 	g.Name, g.LaunchTemplateID, g.LaunchTemplateVersion = s.name, s.template, "1"
 	s.group = e.srv.AddScalingGroup(g)
 	var ids []string
-	waitFor(t, fmt.Sprintf("%d Ready Nodes of group %s", size, s.group), 2*time.Minute, func() error {
+	waitFor(t, fmt.Sprintf("%d Ready Nodes of group %s", size, s.group), 2*time.Minute+time.Duration(size)*time.Second, func() error {
 		ids = nil
+		nodes := s.nodesByInstance(t) // one List a look: a group may hold 50
 		for _, in := range s.instances(t) {
-			n := s.node(t, in.InstanceId)
+			n := nodes[in.InstanceId]
 			if n == nil || !ready(n) {
 				var console []byte
 				if si := e.standins.Instance(in.InstanceId); si != nil {
@@ -300,14 +305,21 @@ func (s *scenario) instances(t *testing.T) []ess.ScalingInstance {
 	return ins
 }
 
+// tryInstances pages through DescribeScalingInstances (at most 50 a page).
 func (s *scenario) tryInstances() ([]ess.ScalingInstance, error) {
-	req := ess.CreateDescribeScalingInstancesRequest()
-	req.ScalingGroupId, req.PageSize = s.group, requests.NewInteger(50)
-	resp, err := s.e.ess.DescribeScalingInstances(req)
-	if err != nil {
-		return nil, err
+	var out []ess.ScalingInstance
+	for page := 1; ; page++ {
+		req := ess.CreateDescribeScalingInstancesRequest()
+		req.ScalingGroupId, req.PageSize, req.PageNumber = s.group, requests.NewInteger(50), requests.NewInteger(page)
+		resp, err := s.e.ess.DescribeScalingInstances(req)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, resp.ScalingInstances.ScalingInstance...)
+		if len(resp.ScalingInstances.ScalingInstance) == 0 || len(out) >= resp.TotalCount {
+			return out, nil
+		}
 	}
-	return resp.ScalingInstances.ScalingInstance, nil
 }
 
 func (s *scenario) instanceIDs(t *testing.T) []string {
@@ -364,6 +376,19 @@ func (s *scenario) node(t *testing.T, id string) *corev1.Node {
 		}
 	}
 	return nil
+}
+
+// nodesByInstance are the Nodes of the group by the instance ID their
+// providerID names.
+func (s *scenario) nodesByInstance(t *testing.T) map[string]*corev1.Node {
+	t.Helper()
+	out := map[string]*corev1.Node{}
+	for _, n := range s.nodes(t) {
+		if id, ok := strings.CutPrefix(n.Spec.ProviderID, nodeconfig.ProviderID(nodeconfig.Facts{RegionID: roRegion})); ok {
+			out[id] = &n
+		}
+	}
+	return out
 }
 
 // nodes are the Nodes of the scenario's group, by the pool's label.
@@ -426,7 +451,7 @@ func (s *scenario) serving(t *testing.T, ids []string, build string, ud []byte) 
 }
 
 // sampler watches the group from the API server and the emulator every
-// 200 ms while a rollout runs.
+// 50 ms while a rollout runs (a rollout of stand-ins may take a second).
 // (minServing and maxIns are read after finish.)
 type sampler struct {
 	minServing, maxIns, samples int
@@ -457,7 +482,7 @@ func (s *scenario) sample() *sampler {
 			select {
 			case <-sm.stop:
 				return
-			case <-time.After(200 * time.Millisecond):
+			case <-time.After(50 * time.Millisecond):
 			}
 		}
 	}()

@@ -63,6 +63,11 @@ func New(cfg Config) (*Launcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stand-in kubeconfig %s: %w", cfg.Kubeconfig, err)
 	}
+	// One client speaks for every stand-in, where each kubelet has its
+	// own: client-go's default limit (5 requests a second) would delay
+	// the heartbeats of a 50-instance group past the node monitor's grace
+	// period. The API server's own flow control still applies.
+	rc.QPS = -1
 	kc, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, err
