@@ -302,7 +302,7 @@ func TestLaunchKeepsItsVersion(t *testing.T) {
 	g.DesiredCapacity++
 	m := g.members[len(g.members)-1]
 	id, asked := m.inst.id, m.ltID+":"+m.ltVer // what DescribeScalingInstances answers now
-	g.LaunchTemplateVersion = "2"             // before the launch goroutine runs: it waits for mu
+	g.LaunchTemplateVersion = "2"              // before the launch goroutine runs: it waits for mu
 	e.srv.mu.Unlock()
 	if asked != ltID+":1" {
 		t.Fatalf("a Pending instance names launch template %q, want %s:1", asked, ltID)
