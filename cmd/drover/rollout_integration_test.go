@@ -99,7 +99,11 @@ func TestRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.srv = ecsapi.New(ecsapi.Config{AccessKeyID: roKeyID, AccessKeySecret: roSecret, Region: roRegion, Launcher: e.standins})
+	// ESS's retry of a failed launch after 1 s, not the emulator's
+	// conservative 30 s: a scenario that leaves a group wanting more
+	// instances than launch (StockOut) then shows it within seconds.
+	e.srv = ecsapi.New(ecsapi.Config{AccessKeyID: roKeyID, AccessKeySecret: roSecret, Region: roRegion, Launcher: e.standins,
+		LaunchRetry: time.Second})
 	t.Cleanup(e.srv.Close) // before the cluster stops: the stand-ins stop first
 	if e.eps, err = e.srv.Start(ctx); err != nil {
 		t.Fatal(err)

@@ -267,9 +267,9 @@ func (e *rolloutEnv) stockOut(t *testing.T) {
 		t.Errorf("instances %v, want the old %v untouched", ids, old)
 	}
 	// What stops ESS's retries is the desired capacity back at the
-	// instances' number (checked above): the emulator retries a failed
-	// launch only after ecsapi.DefaultLaunchRetry (30 s), so this look 2 s
-	// later catches an activity still starting, not the retries.
+	// instances' number (checked above); TestRollout's emulator retries a
+	// failed launch after 1 s, so a group still wanting more instances
+	// shows a new activity within these 2 s.
 	acts := len(s.activities(t))
 	time.Sleep(2 * time.Second)
 	if n := len(s.activities(t)); n != acts {
