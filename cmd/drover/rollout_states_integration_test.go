@@ -5,8 +5,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -166,16 +164,11 @@ func (e *rolloutEnv) locked(t *testing.T) {
 func (e *rolloutEnv) killedBeforeMaxSize(t *testing.T) {
 	s, old := e.newScenarioWith(t, "killed", ecsapi.ScalingGroup{MinSize: 2, MaxSize: 2, DesiredCapacity: 2}, 2)
 	args := []string{"--image", e.imageB, "--userdata", s.pool, "--ready-timeout", "60s"}
-	cmd := s.command(t, args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
 	var mu sync.Mutex
 	removed := map[string]bool{}
-	killed := make(chan struct{})
-	var once sync.Once
-	defer e.srv.AfterCall(func(c ecsapi.Call) {
+	out := s.killAfter(t, args, "no RemoveInstances of both old instances", func(c ecsapi.Call) bool {
 		if c.Product != "ess" || c.Action != "RemoveInstances" || c.Params.Get("ScalingGroupId") != s.group {
-			return
+			return false
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -184,12 +177,9 @@ func (e *rolloutEnv) killedBeforeMaxSize(t *testing.T) {
 				removed[v[0]] = true
 			}
 		}
-		if removed[old[0]] && removed[old[1]] {
-			once.Do(func() { _ = cmd.Process.Kill(); close(killed) })
-		}
-	})()
-	runUntilKilled(t, cmd, killed, &out, "no RemoveInstances of both old instances")
-	t.Logf("killed drover rollout after its last RemoveInstances; its output:\n%s", out.String())
+		return removed[old[0]] && removed[old[1]]
+	})
+	t.Logf("killed drover rollout after its last RemoveInstances; its output:\n%s", out)
 	s.waitIdle(t)
 	if g := s.scalingGroup(t); g.MaxSize != 3 {
 		t.Fatalf("setup: MaxSize %d after the kill, want the surge's 3", g.MaxSize)
@@ -343,10 +333,22 @@ func (s *scenario) lockTags(t *testing.T) map[string]string {
 	return out
 }
 
-// runUntilKilled starts cmd and waits until the test's hook has killed it
-// (closing killed); after two minutes it kills it and fails with what.
-func runUntilKilled(t *testing.T, cmd *exec.Cmd, killed <-chan struct{}, out fmt.Stringer, what string) {
+// killAfter runs drover rollout with args and kills it right after the
+// emulator answered the first call match accepts (match may be called
+// from several goroutines at once); after two minutes without one it
+// kills it and fails with what. It returns the killed run's output.
+func (s *scenario) killAfter(t *testing.T, args []string, what string, match func(c ecsapi.Call) bool) string {
 	t.Helper()
+	cmd := s.command(t, args...)
+	var out bytes.Buffer // one writer for both: exec writes it from one goroutine at a time
+	cmd.Stdout, cmd.Stderr = &out, &out
+	killed := make(chan struct{})
+	var once sync.Once
+	defer s.e.srv.AfterCall(func(c ecsapi.Call) {
+		if match(c) {
+			once.Do(func() { _ = cmd.Process.Kill(); close(killed) })
+		}
+	})()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -354,9 +356,11 @@ func runUntilKilled(t *testing.T, cmd *exec.Cmd, killed <-chan struct{}, out fmt
 	case <-killed:
 	case <-time.After(2 * time.Minute):
 		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 		t.Fatalf("%s\n%s", what, out.String())
 	}
 	_ = cmd.Wait()
+	return out.String()
 }
 
 // killedAtEachStep: a rollout of a group at its MaxSize (so the surge
@@ -395,18 +399,10 @@ func (e *rolloutEnv) killedAtEachStep(t *testing.T) {
 				t.Fatal(err)
 			}
 			args := []string{"--image", e.imageB, "--userdata", s.pool, "--ready-timeout", "60s"}
-			cmd := s.command(t, args...)
-			var out strings.Builder
-			cmd.Stdout, cmd.Stderr = &out, &out
-			killed := make(chan struct{})
-			var once sync.Once
-			defer e.srv.AfterCall(func(c ecsapi.Call) {
-				if (c.Params.Get("ScalingGroupId") == s.group || c.Params.Get("ResourceId.1") == s.group || c.Product == "ecs") && step.at(s, c) {
-					once.Do(func() { _ = cmd.Process.Kill(); close(killed) })
-				}
-			})()
-			runUntilKilled(t, cmd, killed, &out, "the rollout never took the step "+step.name)
-			t.Logf("killed drover rollout after the step %s; its output:\n%s", step.name, out.String())
+			out := s.killAfter(t, args, "the rollout never took the step "+step.name, func(c ecsapi.Call) bool {
+				return (c.Params.Get("ScalingGroupId") == s.group || c.Params.Get("ResourceId.1") == s.group || c.Product == "ecs") && step.at(s, c)
+			})
+			t.Logf("killed drover rollout after the step %s; its output:\n%s", step.name, out)
 			s.waitIdle(t)
 
 			stdout, stderr, code := s.rollout(t, append(args, "--resume", "--break-lock")...)
