@@ -223,3 +223,24 @@ func TestOSSPrivateEndpoint(t *testing.T) {
 		t.Error("an error that is no API's answer has a code")
 	}
 }
+
+// ECS and ESS answers are waited for up to a minute: without a configured
+// timeout the SDK gives a call 10 s to answer (its defaultReadTimeout),
+// which a slow DescribeImages page or a busy region exceeds, and a
+// timeout is no API answer, so the command would fail. The endpoint
+// flags' schemes: http:// is plain HTTP, host:port HTTPS.
+func TestRPCTimeout(t *testing.T) {
+	c, err := New(Options{Region: "cn-hangzhou", ECSEndpoint: "http://127.0.0.1:1", ESSEndpoint: "127.0.0.1:2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range map[string]time.Duration{"ECS": c.ECS.GetConfig().Timeout, "ESS": c.ESS.GetConfig().Timeout} {
+		if got != time.Minute {
+			t.Errorf("%s client's timeout %v, want 1m", name, got)
+		}
+	}
+	if c.ECS.Domain != "127.0.0.1:1" || c.ECS.GetConfig().Scheme != "HTTP" || c.ESS.Domain != "127.0.0.1:2" || c.ESS.GetConfig().Scheme != "HTTPS" {
+		t.Errorf("endpoints: ECS %s %s, ESS %s %s; want http://127.0.0.1:1 and HTTPS to 127.0.0.1:2",
+			c.ECS.GetConfig().Scheme, c.ECS.Domain, c.ESS.GetConfig().Scheme, c.ESS.Domain)
+	}
+}
