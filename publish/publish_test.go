@@ -285,7 +285,7 @@ func TestPublishKeepObject(t *testing.T) {
 // TestPublishWaitTimeout: an import slower than --wait-timeout stops the
 // run with errNotYet, leaving the import; the next run waits for that one.
 func TestPublishWaitTimeout(t *testing.T) {
-	c := newCloud(t, 1500*time.Millisecond)
+	c := newCloud(t, 600*time.Millisecond)
 	p := c.plan(t)
 	p.WaitTimeout = 200 * time.Millisecond
 	_, err := c.pb.Publish(context.Background(), p)
