@@ -206,6 +206,30 @@ func TestPlanReusesStampedVersion(t *testing.T) {
 	}
 }
 
+// Of two stamped versions with the same contents (two runs stopped before
+// switching the group), the newer is taken, wherever DescribeLaunchTemplateVersions
+// lists it: pruneFor deletes drover's oldest unused versions first, so the
+// older is the one to go.
+func TestPlanReusesTheNewestStampedVersion(t *testing.T) {
+	a := desired(t, "m-a", "build-a", userData(t, "abcdef.0123456789abcdef", nil))
+	b := desired(t, "m-b", "build-b", a.UserData)
+	for _, order := range [][]int64{{2, 3}, {3, 2}} {
+		st := State{Region: region, Group: group("1", 2), Versions: []TemplateVersion{version(1, a, false), version(order[0], b, true), version(order[1], b, true)},
+			Instances: []Instance{inst("i-1", "1"), inst("i-2", "1")}, Nodes: []Node{readyNode("i-1", a), readyNode("i-2", a)}}
+		p, err := PlanRollout(st, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		target := int64(0)
+		if p.Target != nil {
+			target = p.Target.Number
+		}
+		if p.Create || !p.Switch || target != 3 {
+			t.Errorf("versions listed %v: create %v switch %v target version %d, want a switch to version 3", order, p.Create, p.Switch, target)
+		}
+	}
+}
+
 func TestPlanInFlight(t *testing.T) {
 	a := desired(t, "m-a", "build-a", userData(t, "abcdef.0123456789abcdef", nil))
 	b := desired(t, "m-b", "build-b", a.UserData)

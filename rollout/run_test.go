@@ -191,6 +191,44 @@ func TestRunSurgeAndMaxUnavailable(t *testing.T) {
 	}
 }
 
+// A surge above the number of old instances launches only as many as
+// there are old ones: the group never grows past its size plus the old
+// instances it still holds, and ends at its size. Also when a resumed run
+// finds some instances replaced already.
+func TestRunSurgeAboveOldInstances(t *testing.T) {
+	ud := userData(t, "abcdef.0123456789abcdef", nil)
+	a, b := desired(t, "m-a", "build-a", ud), desired(t, "m-b", "build-b", ud)
+	w := newWorld(t, 2, a)
+	w.builds["m-b"] = "build-b"
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 5, Surge: 5}, false); err != nil {
+		t.Fatal(err)
+	}
+	w.allOn(b, 2)
+	want := []string{"CreateTemplateVersion from 1 m-b", "SetTemplateVersion 2",
+		"SetMaxSize 4", "ScaleOut 2", "Remove i-old1,i-old2 true", "SetMaxSize 2"}
+	if got := w.cloud.Writes(); !slices.Equal(got, want) {
+		t.Errorf("cloud calls %v, want %v", got, want)
+	}
+	if g := w.cloud.G; g.MaxSize != 2 || g.DesiredCapacity != 2 {
+		t.Errorf("group %+v, want MaxSize and DesiredCapacity 2", g)
+	}
+
+	w = newWorld(t, 3, a)
+	w.builds["m-b"] = "build-b"
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1, PauseAfterFirst: true}, false); err != nil {
+		t.Fatal(err)
+	}
+	before := len(w.cloud.Writes())
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 3, Surge: 3}, true); err != nil {
+		t.Fatal(err)
+	}
+	w.allOn(b, 3)
+	want = []string{"SetMaxSize 5", "ScaleOut 2", "Remove i-old2,i-old3 true", "SetMaxSize 3"}
+	if got := w.cloud.Writes()[before:]; !slices.Equal(got, want) {
+		t.Errorf("resumed with --surge 3 and 2 old instances: cloud calls %v, want %v", got, want)
+	}
+}
+
 func TestRunNodeConfigChangeAndRotatedToken(t *testing.T) {
 	a := desired(t, "m-a", "build-a", userData(t, "abcdef.0123456789abcdef", nil))
 	w := newWorld(t, 2, a)

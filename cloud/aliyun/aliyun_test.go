@@ -3,6 +3,8 @@ package aliyun
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	sdkerrors "github.com/aliyun/alibaba-cloud-sdk-go/sdk/errors"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
+	"github.com/aliyun/alibabacloud-oss-go-sdk-v2/oss"
 
 	"github.com/drover-os/drover/harness/ecsapi"
 )
@@ -150,5 +153,94 @@ func TestNoCredentials(t *testing.T) {
 	}
 	if _, err := New(Options{}); err == nil {
 		t.Error("no region accepted")
+	}
+}
+
+// The retry policy's table: the throttling family and the services' own
+// passing failures are tried again, an answer that refuses the request
+// (or an error that is no API's answer) is not. OSS answers count too.
+func TestTransientCodes(t *testing.T) {
+	ecsErr := func(code string) error {
+		return sdkerrors.NewServerError(400, `{"Code":"`+code+`","Message":"m"}`, "")
+	}
+	p := Policy()
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{ecsErr("Throttling"), true},
+		{ecsErr("Throttling.User"), true},
+		{ecsErr("Throttling.Api"), true},
+		{ecsErr("ServiceUnavailable"), true},
+		{ecsErr("InternalError"), true},
+		{ecsErr("UnknownError"), true},
+		{ecsErr("OperationConflict"), true},
+		{ecsErr("IncorrectInstanceStatus.Initializing"), true},
+		{&oss.ServiceError{StatusCode: 500, Code: "InternalError"}, true},
+		{fmt.Errorf("DescribeImages: %w", ecsErr("Throttling.User")), true},
+		{ecsErr("IncorrectInstanceStatus"), false},
+		{ecsErr("InvalidParameter"), false},
+		{ecsErr("Forbidden.RAM"), false},
+		{ecsErr("InvalidImageName.Duplicated"), false},
+		{ecsErr("Request.Throttling"), false},
+		{&oss.ServiceError{StatusCode: 404, Code: "NoSuchKey"}, false},
+		{errors.New("dial tcp: connection refused"), false},
+	} {
+		if ok, after := p.Retryable(tc.err); ok != tc.want || after != 0 {
+			t.Errorf("%v: retried %v (wait %v), want %v", tc.err, ok, after, tc.want)
+		}
+	}
+}
+
+// A private OSS endpoint (the emulator, an internal or VPC endpoint given
+// as host:port) has no bucket subdomains: requests name the bucket in the
+// path. An OSS error's code is what Code and IsCode read.
+func TestOSSPrivateEndpoint(t *testing.T) {
+	isolate(t)
+	t.Setenv("ALIBABA_CLOUD_ACCESS_KEY_ID", "LTAI-test")
+	t.Setenv("ALIBABA_CLOUD_ACCESS_KEY_SECRET", "secret")
+	s, eps := emulator(t)
+	s.CreateBucket("drover-images")
+	// By name: the OSS SDK itself keeps the path style for an IP address.
+	_, port, _ := net.SplitHostPort(eps.OSS)
+	c, err := New(Options{Region: "cn-hangzhou", OSSEndpoint: "http://localhost:" + port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.OSS.PutObject(ctx, &oss.PutObjectRequest{Bucket: oss.Ptr("drover-images"), Key: oss.Ptr("a/b.raw"),
+		Body: strings.NewReader("image")}); err != nil {
+		t.Fatalf("PutObject through localhost:%s: %v", port, err)
+	}
+	if _, err := c.OSS.HeadObject(ctx, &oss.HeadObjectRequest{Bucket: oss.Ptr("drover-images"), Key: oss.Ptr("a/b.raw")}); err != nil {
+		t.Errorf("HeadObject of the object put: %v", err)
+	}
+	_, err = c.OSS.GetObject(ctx, &oss.GetObjectRequest{Bucket: oss.Ptr("drover-images"), Key: oss.Ptr("missing")})
+	if Code(err) != "NoSuchKey" || !IsCode(fmt.Errorf("get: %w", err), "NoSuchBucket", "NoSuchKey") || IsCode(err, "NoSuchBucket") {
+		t.Errorf("a missing object: Code %q of %v, want NoSuchKey", Code(err), err)
+	}
+	if IsCode(errors.New("no answer"), "") || Code(errors.New("no answer")) != "" {
+		t.Error("an error that is no API's answer has a code")
+	}
+}
+
+// ECS and ESS answers are waited for up to a minute: without a configured
+// timeout the SDK gives a call 10 s to answer (its defaultReadTimeout),
+// which a slow DescribeImages page or a busy region exceeds, and a
+// timeout is no API answer, so the command would fail. The endpoint
+// flags' schemes: http:// is plain HTTP, host:port HTTPS.
+func TestRPCTimeout(t *testing.T) {
+	c, err := New(Options{Region: "cn-hangzhou", ECSEndpoint: "http://127.0.0.1:1", ESSEndpoint: "127.0.0.1:2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range map[string]time.Duration{"ECS": c.ECS.GetConfig().Timeout, "ESS": c.ESS.GetConfig().Timeout} {
+		if got != time.Minute {
+			t.Errorf("%s client's timeout %v, want 1m", name, got)
+		}
+	}
+	if c.ECS.Domain != "127.0.0.1:1" || c.ECS.GetConfig().Scheme != "HTTP" || c.ESS.Domain != "127.0.0.1:2" || c.ESS.GetConfig().Scheme != "HTTPS" {
+		t.Errorf("endpoints: ECS %s %s, ESS %s %s; want http://127.0.0.1:1 and HTTPS to 127.0.0.1:2",
+			c.ECS.GetConfig().Scheme, c.ECS.Domain, c.ESS.GetConfig().Scheme, c.ESS.Domain)
 	}
 }
