@@ -94,6 +94,17 @@ func newCloud(t *testing.T, importDelay time.Duration) *cloud {
 }
 
 // kinds are the events' kinds so far, and their messages.
+// wantCalls requires each emulator log prefix (call and status) to have
+// been seen the given number of times over the test's runs.
+func (c *cloud) wantCalls(t *testing.T, want map[string]int) {
+	t.Helper()
+	for call, n := range want {
+		if got := c.calls.count(call); got != n {
+			t.Errorf("%d × %q, want %d", got, call, n)
+		}
+	}
+}
+
 func (c *cloud) seen(kind string) []Event {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -251,11 +262,7 @@ func TestPublishImportsCopiesThenReuses(t *testing.T) {
 	if !slices.Equal(res.Images, want) {
 		t.Errorf("second publish %+v, want %+v", res.Images, want)
 	}
-	for call, n := range map[string]int{"ecs ImportImage": 1, "ecs CopyImage": 1, "ecs TagResources": 0} {
-		if got := c.calls.count(call); got != n {
-			t.Errorf("%d %s calls over both runs, want %d", got, call, n)
-		}
-	}
+	c.wantCalls(t, map[string]int{"ecs ImportImage": 1, "ecs CopyImage": 1, "ecs TagResources": 0})
 	if f := c.seen("found"); len(f) != 2 || f[0].ImageID != ims[0].ImageId || !strings.HasPrefix(f[0].Message, "reuse ") {
 		t.Errorf("found events %+v, want the two images reused", f)
 	}
@@ -372,11 +379,7 @@ func TestPublishAnswersLost(t *testing.T) {
 	if !slices.Equal(res.Images, want) {
 		t.Errorf("result %+v, want %+v", res.Images, want)
 	}
-	for call, n := range map[string]int{"ecs ImportImage 503": 1, "ecs CopyImage 503": 1, "ecs CopyImage 200": 0} {
-		if got := c.calls.count(call); got != n {
-			t.Errorf("%d × %q, want %d", got, call, n)
-		}
-	}
+	c.wantCalls(t, map[string]int{"ecs ImportImage 503": 1, "ecs CopyImage 503": 1, "ecs CopyImage 200": 0})
 	if cp := c.seen("copy"); len(cp) != 1 || cp[0].ImageID != copies[0].ImageId || !strings.Contains(cp[0].Message, "the copy an earlier attempt started") {
 		t.Errorf("copy events %+v, want the started copy named", cp)
 	}
