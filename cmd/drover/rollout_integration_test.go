@@ -486,7 +486,7 @@ func (s *scenario) sample() *sampler {
 			select {
 			case <-sm.stop:
 				return
-			case <-time.After(50 * time.Millisecond):
+			case <-time.After(10 * time.Millisecond):
 			}
 		}
 	}()
