@@ -35,7 +35,7 @@ type env struct {
 func newEnv(t *testing.T, cfg Config) *env {
 	t.Helper()
 	cfg.AccessKeyID, cfg.AccessKeySecret, cfg.Region = testKeyID, testSecret, testRegion
-	if testing.Verbose() {
+	if testing.Verbose() && cfg.Log == nil {
 		cfg.Log = os.Stderr
 	}
 	srv := New(cfg)

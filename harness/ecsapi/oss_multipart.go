@@ -47,7 +47,7 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, id, num stri
 	if up == nil {
 		return errNoSuchUpload
 	}
-	tmp, o, e := s.receive(r.Body)
+	tmp, o, e := s.receive(r)
 	if e != nil {
 		return e
 	}
