@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc64"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -214,14 +216,48 @@ func (pb *Publisher) upload(ctx context.Context, p *Plan) error {
 			o.CheckpointDir = filepath.Clean(pb.CheckpointDir) + string(filepath.Separator)
 		}
 	})
-	err := aliyun.Retry(ctx, "uploading "+p.Image+" to "+dest, func() error {
+	sum, err := fileCRC64(p.Image)
+	if err != nil {
+		return err
+	}
+	err = aliyun.Retry(ctx, "uploading "+p.Image+" to "+dest, func() error {
 		_, err := up.UploadFile(ctx, req, p.Image)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("%w: check that bucket %s exists in %s and that you may write to it (docs/ecs.md, Permissions)", err, p.Bucket, p.Region)
 	}
+	// The object OSS holds must be the image, however the upload went
+	// (resumed, retried): its CRC-64 against the file's. The SDK's own
+	// check is off (aliyun.New).
+	var head *oss.HeadObjectResult
+	err = aliyun.Retry(ctx, "HeadObject "+dest, func() (err error) {
+		head, err = pb.Clients.OSS.HeadObject(ctx, &oss.HeadObjectRequest{Bucket: oss.Ptr(p.Bucket), Key: oss.Ptr(p.Object)})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("checking the uploaded object: %w: HeadObject needs oss:GetObject on it (docs/ecs.md, Permissions)", err)
+	}
+	if got, want := oss.ToString(head.HashCRC64), strconv.FormatUint(sum, 10); got != want {
+		return fmt.Errorf("%s has CRC-64 %q (OSS's x-oss-hash-crc64ecma), %s has %s: the object is not the image (the file changed during the upload, or data was damaged on the way); run drover publish again to upload it anew",
+			dest, got, p.Image, want)
+	}
 	return nil
+}
+
+// fileCRC64 is the CRC-64/ECMA of the file at path, as OSS computes it for
+// an object (x-oss-hash-crc64ecma).
+func fileCRC64(path string) (uint64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("image: %w", err)
+	}
+	defer f.Close()
+	h := crc64.New(crc64.MakeTable(crc64.ECMA))
+	if _, err := io.Copy(h, f); err != nil {
+		return 0, fmt.Errorf("reading image %s: %w", path, err)
+	}
+	return h.Sum64(), nil
 }
 
 // removeObject deletes the uploaded object once the image is Available

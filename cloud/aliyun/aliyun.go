@@ -76,8 +76,14 @@ func New(o Options) (*Clients, error) {
 	sc.Domain = host
 	c.ESS = sc
 
+	// The SDK's upload CRC check is off: publish checks each upload end
+	// to end instead (the object's x-oss-hash-crc64ecma against the
+	// file's CRC-64, publish.upload). The SDK's check combines the CRCs
+	// of the parts one run sent, so it failed ("client 0") a resumed upload
+	// that had no part left to send (uploader.go, combineCRC, v1.6.1).
 	oc := oss.LoadDefaultConfig().WithRegion(o.Region).
-		WithCredentialsProvider(osscreds.CredentialsProviderFunc(chain.oss))
+		WithCredentialsProvider(osscreds.CredentialsProviderFunc(chain.oss)).
+		WithDisableUploadCRC64Check(true)
 	if ep := pick(o.OSSEndpoint, "DROVER_OSS_ENDPOINT"); ep != "" {
 		u, plain := endpoint(ep)
 		// A private endpoint (the emulator) has no bucket subdomains.

@@ -45,7 +45,8 @@ upload, no import); one still being imported or copied (an earlier run that
 was interrupted) is waited for. Otherwise it uploads IMAGE to
 oss://BUCKET/PREFIX<image name>.<ext> (multipart; an upload that was
 interrupted resumes from the parts OSS holds, by the checkpoint in
---checkpoint-dir), calls ImportImage with
+--checkpoint-dir; the object's CRC-64 must then be the file's), calls
+ImportImage with
 BootMode UEFI, OSType linux, Platform, Architecture from the manifest (x86_64
 or arm64), the format from the file name, DiskImageSize = the manifest's
 diskSize rounded up to GiB, Features.NvmeSupport=supported,
