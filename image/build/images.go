@@ -57,6 +57,11 @@ type CacheDisk struct {
 	Index  string `json:"index"` // sha256 of the layout's index.json
 }
 
+// ImageFilesOwner owns the files of the root's image cache in the tree (and
+// so the manifest's files): drover diff counts their changes under the
+// changed images.
+const ImageFilesOwner = "cached images"
+
 // DiskImageFile is the cache disk image's file name for an image name.
 func DiskImageFile(name string) string { return name + ".images.raw" }
 
@@ -116,7 +121,7 @@ func (b *builder) cachedImages() error {
 				return err
 			}
 			bytes += int64(len(data))
-			if err := b.tree.Set(&tree.Node{Path: path.Join(nodeconfig.ImageCacheDir, f.Path), Kind: tree.Regular, Mode: 0o644, Data: data, Owner: "drover"}); err != nil {
+			if err := b.tree.Set(&tree.Node{Path: path.Join(nodeconfig.ImageCacheDir, f.Path), Kind: tree.Regular, Mode: 0o644, Data: data, Owner: ImageFilesOwner}); err != nil {
 				return err
 			}
 		}
@@ -135,7 +140,7 @@ func (b *builder) cachedImages() error {
 	if err != nil {
 		return err
 	}
-	if err := b.tree.Set(&tree.Node{Path: nodeconfig.ImageCacheFile, Kind: tree.Regular, Mode: 0o644, Data: append(data, '\n'), Owner: "drover"}); err != nil {
+	if err := b.tree.Set(&tree.Node{Path: nodeconfig.ImageCacheFile, Kind: tree.Regular, Mode: 0o644, Data: append(data, '\n'), Owner: ImageFilesOwner}); err != nil {
 		return err
 	}
 	b.man.CachedImages = rec
