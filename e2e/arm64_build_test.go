@@ -3,15 +3,18 @@
 package e2e
 
 import (
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/drover-os/drover/harness/qemu"
 	"github.com/drover-os/drover/image/arch"
+	"github.com/drover-os/drover/image/build"
 	"github.com/drover-os/drover/image/esp"
 	"github.com/drover-os/drover/image/gpt"
 )
@@ -105,12 +108,16 @@ func TestArm64Build(t *testing.T) {
 		img, pt := filepath.Join(t.TempDir(), "root.img"), partition(t, mf, "root")
 		extract(t, raw, pt.Offset, pt.Size, img)
 		rootFiles := rootDir(t, img, mf.RootFS.Compression)
-		for _, p := range []string{"usr/bin/kubelet", "usr/bin/drover-agent", "usr/lib/drover/drover-init", "usr/bin/containerd", "usr/lib/systemd/systemd"} {
-			f := filepath.Join(rootFiles, p)
+		files := map[string]string{"initrd " + build.InitPath: checkInitrdInit(t, raw, mf, erofsLs(t, img, mf.RootFS.Compression))}
+		for _, p := range []string{"usr/bin/kubelet", "usr/bin/drover-agent", "usr/bin/containerd", "usr/lib/systemd/systemd"} {
+			files["/"+p] = filepath.Join(rootFiles, p)
+		}
+		for _, p := range slices.Sorted(maps.Keys(files)) {
+			f := files[p]
 			got := run(t, "file", "-b", f)
-			t.Logf("/%s: %s", p, strings.TrimSpace(got))
+			t.Logf("%s: %s", p, strings.TrimSpace(got))
 			if !strings.Contains(got, "ARM aarch64") {
-				t.Errorf("file says /%s is %q, want an ARM aarch64 executable", p, strings.TrimSpace(got))
+				t.Errorf("file says %s is %q, want an ARM aarch64 executable", p, strings.TrimSpace(got))
 			}
 		}
 	})

@@ -23,7 +23,6 @@ import (
 	"github.com/drover-os/drover/image/cache"
 	"github.com/drover-os/drover/image/recipe"
 	"github.com/drover-os/drover/image/sbomschema"
-	"github.com/drover-os/drover/internal/erofsutils"
 )
 
 // TestEcsNodeBuildReproducible builds the default recipe twice into
@@ -97,6 +96,7 @@ func TestEcsNodeBuildReproducible(t *testing.T) {
 	checkProvenance(t, filepath.Join(out, "ecs-node.provenance.json"), out, mf)
 	t.Run("independent checks", func(t *testing.T) {
 		root := independentChecks(t, out, filepath.Join(out, "ecs-node.raw"), "ecs-node")
+		checkInitrdInit(t, filepath.Join(out, "ecs-node.raw"), mf, erofsLs(t, root, mf.RootFS.Compression))
 		checkCNIShipped(t, root, recipe, mf)
 	})
 }
@@ -112,25 +112,10 @@ func checkCNIShipped(t *testing.T, rootImg, recipePath string, mf *build.Manifes
 	}
 	want, _ := r.CNIPlugins()
 	want = slices.Sorted(slices.Values(want))
-	dump, err := erofsutils.Tool("dump.erofs", mf.RootFS.Compression)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ls := run(t, dump, "--ls", "--path="+recipe.CNIDir, rootImg)
-	var got []string
-	listing := false
-	for _, line := range strings.Split(ls, "\n") {
-		f := strings.Fields(line)
-		switch {
-		case len(f) == 3 && f[0] == "NID" && f[2] == "FILENAME":
-			listing = true
-		case listing && len(f) == 3 && f[2] != "." && f[2] != "..":
-			got = append(got, f[2])
-		}
-	}
+	got := erofsLs(t, rootImg, mf.RootFS.Compression)(recipe.CNIDir)
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
-		t.Errorf("%s in the root file system holds %q, the recipe chooses %q\n%s", recipe.CNIDir, got, want, ls)
+		t.Errorf("%s in the root file system holds %q, the recipe chooses %q", recipe.CNIDir, got, want)
 	}
 	var shipped []string
 	if mf.CNI != nil {

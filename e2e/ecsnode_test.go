@@ -105,6 +105,14 @@ var smokeChecks = []string{
 	"containerd restarting repeatedly reported: FrequentContainerdRestart condition and Event, node Ready",
 	"ReadonlyFilesystem back to False after the reboot",
 	"FrequentContainerdRestart back to False after the reboot",
+	// Issue 38: private ACR images with the instance's RAM role.
+	"private ACR image runs with no imagePullSecret (login from the instance's RAM role)",
+	"registry log: the private pull was authorized with a login ACR issued for the instance's RAM role",
+	"RAM role detached: a pod with another private tag stays in ErrImagePull/ImagePullBackOff",
+	"Node Event names the cause (ACRNoRAMRole, from the provider's status via the agent)",
+	"kubelet's journal has the provider's error naming the cause",
+	"credential provider's status file (/run/drover/credential-provider.status) holds the failure's class and no credential",
+	"no STS or ACR credential issued to the node, nor the bootstrap token's secret, in its journal or /run/drover",
 }
 
 func checkSmokeJUnit(t *testing.T, path string) {

@@ -150,6 +150,24 @@ func bootGuest(t *testing.T, kernel, initrdPath, cmdline string) string {
 // initrdConfig reads drover-init's config out of the image's initrd.
 func initrdConfig(t *testing.T, img []byte) *droverinit.Config {
 	t.Helper()
+	c, err := droverinit.Parse(initrdFile(t, img, droverinit.ConfigPath).Data)
+	if err != nil {
+		t.Fatalf("%s in the image's initrd: %v", droverinit.ConfigPath, err)
+	}
+	return c
+}
+
+// initrdEntry is one entry of the initrd's cpio archive.
+type initrdEntry struct {
+	Data   []byte
+	Mode   os.FileMode
+	Target string // a symlink's target
+}
+
+// initrdFile reads one entry out of the image's initrd (gzip'd newc cpio,
+// read with the cpio library, not drover's writer).
+func initrdFile(t *testing.T, img []byte, name string) initrdEntry {
+	t.Helper()
 	zr, err := gzip.NewReader(bytes.NewReader(img))
 	if err != nil {
 		t.Fatalf("the image's initrd: %v", err)
@@ -158,18 +176,14 @@ func initrdConfig(t *testing.T, img []byte) *droverinit.Config {
 	for {
 		h, err := r.Next()
 		if err != nil {
-			t.Fatalf("the image's initrd has no %s: %v", droverinit.ConfigPath, err)
+			t.Fatalf("the image's initrd has no %s: %v", name, err)
 		}
-		if "/"+strings.TrimPrefix(h.Name, "/") == droverinit.ConfigPath {
+		if "/"+strings.TrimPrefix(h.Name, "/") == name {
 			b, err := io.ReadAll(r)
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := droverinit.Parse(b)
-			if err != nil {
-				t.Fatalf("%s in the image's initrd: %v", droverinit.ConfigPath, err)
-			}
-			return c
+			return initrdEntry{Data: b, Mode: h.FileInfo().Mode(), Target: h.Linkname}
 		}
 	}
 }

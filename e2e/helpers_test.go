@@ -8,11 +8,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/drover-os/drover/harness/qemu"
 	"github.com/drover-os/drover/image/build"
+	"github.com/drover-os/drover/image/esp"
 	"github.com/drover-os/drover/image/uki"
 	"github.com/drover-os/drover/internal/erofsutils"
 )
@@ -273,4 +276,67 @@ func checkContent(t *testing.T, dir string, mf *build.Manifest) {
 		t.Error("the manifest lists no files")
 	}
 	t.Logf("%d files as the manifest says", n)
+}
+
+// checkInitrdInit checks where drover-init is: in the UKI's initrd at
+// the manifest's path, with the manifest's sha256 and /init linking to
+// it, and not in the root (ls lists a directory of the root, read with
+// erofs-utils, not drover). It returns the binary written to a file, for
+// `file` to judge.
+func checkInitrdInit(t *testing.T, raw string, mf *build.Manifest, ls func(dir string) []string) string {
+	t.Helper()
+	var own *build.OwnFile
+	for i, o := range mf.Own {
+		if o.In == "initrd" {
+			own = &mf.Own[i]
+		}
+	}
+	if own == nil || own.Path != build.InitPath {
+		t.Fatalf("the manifest lists no drover binary in the initrd at %s: %+v", build.InitPath, mf.Own)
+	}
+	ird := ukiSection(t, espFile(t, raw, mf, esp.UKIPath), ".initrd")
+	bin := initrdFile(t, ird, own.Path)
+	if got := fmt.Sprintf("%x", sha256.Sum256(bin.Data)); got != own.SHA256 {
+		t.Errorf("initrd %s: sha256 %s, the manifest says %s", own.Path, got, own.SHA256)
+	}
+	if bin.Mode.Perm()&0o111 == 0 {
+		t.Errorf("initrd %s: mode %v, not executable", own.Path, bin.Mode)
+	}
+	if l := initrdFile(t, ird, "/init"); l.Mode&os.ModeSymlink == 0 || "/"+l.Target != own.Path {
+		t.Errorf("initrd /init: mode %v target %q, want a symlink to %s", l.Mode, l.Target, own.Path[1:])
+	}
+	names := ls(filepath.Dir(own.Path))
+	if len(names) == 0 || slices.Contains(names, filepath.Base(own.Path)) {
+		t.Errorf("the root's %s holds %q; want drover-init not there (it runs from the initrd only), beside the root's own files", filepath.Dir(own.Path), names)
+	}
+	f := filepath.Join(t.TempDir(), "drover-init")
+	if err := os.WriteFile(f, bin.Data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// erofsLs lists the names in dir of an erofs image, with dump.erofs.
+func erofsLs(t *testing.T, img, compression string) func(dir string) []string {
+	return func(dir string) []string {
+		t.Helper()
+		dump, err := erofsutils.Tool("dump.erofs", compression)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		listing := false
+		for _, l := range strings.Split(run(t, dump, "--ls", "--path="+dir, img), "\n") {
+			// dump.erofs --ls: the inode's details, then a "NID TYPE
+			// FILENAME" header and one line per entry.
+			f := strings.Fields(l)
+			switch {
+			case len(f) == 3 && f[0] == "NID" && f[2] == "FILENAME":
+				listing = true
+			case listing && len(f) == 3 && f[2] != "." && f[2] != "..":
+				names = append(names, f[2])
+			}
+		}
+		return names
+	}
 }

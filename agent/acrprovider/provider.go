@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/drover-os/drover/agent/acr"
+	"github.com/drover-os/drover/agent/credstatus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	credv1 "k8s.io/kubelet/pkg/apis/credentialprovider/v1"
 )
@@ -284,4 +285,17 @@ func masked(err error, secrets []string) error {
 		}
 	}
 	return &maskedError{msg: msg, err: err}
+}
+
+// Class is the credstatus class of an error Handle returned.
+func Class(err error) string {
+	switch {
+	case errors.Is(err, ErrNoRole):
+		return credstatus.NoRAMRole
+	case errors.Is(err, ErrAccessDenied):
+		return credstatus.AccessDenied
+	case errors.Is(err, ErrInstanceNotFound):
+		return credstatus.InstanceNotFound
+	}
+	return credstatus.Failed
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-os/drover/agent/credstatus"
 	"github.com/drover-os/drover/agent/provider"
 	credv1 "k8s.io/kubelet/pkg/apis/credentialprovider/v1"
 )
@@ -268,5 +269,18 @@ func TestWriteResponseIsTheProtocolsJSON(t *testing.T) {
 		`"cacheDuration":"55m0s","auth":{"registry.cn-hangzhou.aliyuncs.com":{"username":"cr_temp_user","password":"pw"}}}` + "\n"
 	if buf.String() != want {
 		t.Errorf("response\n%s\nwant\n%s", buf.String(), want)
+	}
+}
+
+func TestClass(t *testing.T) {
+	for err, want := range map[error]string{
+		fmt.Errorf("credentials for x: %w", ErrNoRole):                    credstatus.NoRAMRole,
+		masked(fmt.Errorf("y: %w", ErrAccessDenied), nil):                 credstatus.AccessDenied,
+		fmt.Errorf("z: %w", fmt.Errorf("w: %w", ErrInstanceNotFound)):     credstatus.InstanceNotFound,
+		errors.New("reading the instance's RAM role: connection refused"): credstatus.Failed,
+	} {
+		if got := Class(err); got != want {
+			t.Errorf("Class(%v) = %q, want %q", err, got, want)
+		}
 	}
 }

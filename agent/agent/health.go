@@ -7,10 +7,12 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"syscall"
 	"time"
 
+	"github.com/drover-os/drover/agent/credstatus"
 	"github.com/drover-os/drover/agent/health"
 	"github.com/drover-os/drover/agent/kube"
 	"github.com/drover-os/drover/agent/provider"
@@ -33,7 +35,15 @@ type HealthSources struct {
 	Links func(ctx context.Context, update func(health.Link)) error
 	// Restarts reads a service's NRestarts.
 	Restarts func(ctx context.Context, unit string) (uint32, error)
+	// CredentialStatus reads the status the kubelet's image credential
+	// provider left (agent/credstatus); an error satisfying
+	// os.IsNotExist is no status yet.
+	CredentialStatus func() ([]byte, error)
 }
+
+// CredentialPoll is how often the agent reads the credential provider's
+// status: a failed pull's Event follows within it.
+const CredentialPoll = 5 * time.Second
 
 // RestartPoll is how often the agent reads the daemons' restart counts:
 // NRestarts counts every restart in between, so a slow poll loses none.
@@ -66,6 +76,9 @@ func (a *Agent) WatchHealth(ctx context.Context, src HealthSources) {
 			ws = append(ws, w)
 		}
 		go watchRestarts(ctx, src.Restarts, ws, RestartPoll, found, a.rec.Note)
+	}
+	if src.CredentialStatus != nil {
+		go watchCredentials(ctx, src.CredentialStatus, &credstatus.Watch{}, CredentialPoll, found, a.rec.Note)
 	}
 	r.pending = append(r.pending, a.events...) // the storage phase's, found before the join
 	r.run(ctx, found)
@@ -108,6 +121,37 @@ func watchRestarts(ctx context.Context, read func(context.Context, string) (uint
 					return
 				}
 			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(period):
+		}
+	}
+}
+
+// watchCredentials reads the credential provider's status every period
+// and sends each failure w reports as a Warning Event.
+func watchCredentials(ctx context.Context, read func() ([]byte, error), w *credstatus.Watch, period time.Duration,
+	found chan<- health.Finding, note func(string)) {
+	complained := false
+	for {
+		data, err := read()
+		if err == nil {
+			var st credstatus.Status
+			if st, err = credstatus.Parse(data); err == nil {
+				if reason, msg, ok := w.Observe(time.Now(), st); ok {
+					select {
+					case found <- health.Finding{Event: reason, Evidence: msg}:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}
+		}
+		if err != nil && !os.IsNotExist(err) && !complained {
+			note(fmt.Sprintf("credential watch: %v (noted once; read again every %s)", err, period))
+			complained = true
 		}
 		select {
 		case <-ctx.Done():

@@ -12,10 +12,15 @@
 //	--instance domain=<host[:port]>,id=<cri-…>,region=<region>   (repeated)
 //	--api-endpoint <URL or host, {region} for the region>
 //	--metadata-url <URL>   (tests; default http://100.100.100.200)
+//	--status-file <path>   (default /run/drover/credential-provider.status; "" for none)
 //
 // drover build compiles it like drover-agent (static, -trimpath, the lock's
-// toolchain) into the image. It writes nothing to disk; errors go to
-// stderr, which the kubelet logs, and never carry a credential.
+// toolchain) into the image. Errors go to stderr, which the kubelet logs,
+// and never carry a credential. After each answer for an ACR registry it
+// leaves a status in /run (tmpfs) for drover-agent, which turns a failure
+// into a Node Event (agent/credstatus): the time, the registry, the
+// failure's class and its masked error, never a credential; nothing else
+// is written.
 package main
 
 import (
@@ -24,11 +29,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/drover-os/drover/agent/acr"
 	"github.com/drover-os/drover/agent/acrprovider"
+	"github.com/drover-os/drover/agent/credstatus"
 	"github.com/drover-os/drover/agent/provider"
 )
 
@@ -49,6 +56,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.Var(&instances, "instance", "an ACR Enterprise instance: domain=<host[:port]>,id=<cri-…>,region=<region> (repeat for more)")
 	endpoint := fs.String("api-endpoint", "", "the ACR API endpoint (host or URL, {region} for the registry's region); default cr.<region>.aliyuncs.com")
 	metadataURL := fs.String("metadata-url", provider.DefaultBaseURL, "the ECS metadata service")
+	statusFile := fs.String("status-file", credstatus.Path, "where to leave the last answer's status for drover-agent (\"\": nowhere)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -73,13 +81,51 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	resp, err := p.Handle(ctx, req)
 	if err != nil {
 		logf("%v", err)
+		leaveStatus(*statusFile, credstatus.Status{Time: time.Now(), Registry: acr.ImageHost(req.Image),
+			Class: acrprovider.Class(err), Message: err.Error()}, logf)
 		return 1
+	}
+	if len(resp.Auth) > 0 {
+		leaveStatus(*statusFile, credstatus.Status{Time: time.Now(), Registry: acr.ImageHost(req.Image)}, logf)
 	}
 	if err := acrprovider.WriteResponse(stdout, resp); err != nil {
 		logf("%v", err)
 		return 1
 	}
 	return 0
+}
+
+// leaveStatus replaces path with s (a temporary file renamed over it, so
+// the agent never reads half of one). A directory that does not exist
+// (no agent on this host) is no error; any other failure is logged and
+// does not change the answer.
+func leaveStatus(path string, s credstatus.Status, logf func(string, ...any)) {
+	if path == "" {
+		return
+	}
+	dir := filepath.Dir(path)
+	if _, err := os.Stat(dir); err != nil {
+		return
+	}
+	f, err := os.CreateTemp(dir, ".credential-provider-")
+	if err == nil {
+		err = credstatus.Encode(f, s)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Chmod(f.Name(), 0o644)
+		}
+		if err == nil {
+			err = os.Rename(f.Name(), path)
+		}
+		if err != nil {
+			os.Remove(f.Name())
+		}
+	}
+	if err != nil {
+		logf("leaving the status for drover-agent in %s: %v", path, err)
+	}
 }
 
 // instanceFlags collects --instance values.

@@ -3,10 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/drover-os/drover/agent/acrprovider"
+	"github.com/drover-os/drover/agent/credstatus"
 )
 
 func TestParseInstance(t *testing.T) {
@@ -39,5 +46,51 @@ func TestRunRefusesWhatIsNotARequest(t *testing.T) {
 	if code := run(context.Background(), []string{"--instance", "nonsense"}, strings.NewReader(""), &out, &errOut); code != 2 ||
 		!strings.Contains(errOut.String(), "want domain=") {
 		t.Errorf("bad --instance: exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+// TestRunLeavesStatus: a failed answer for an ACR registry leaves its
+// class, registry and masked error for the agent; an image the provider
+// does not serve leaves nothing.
+func TestRunLeavesStatus(t *testing.T) {
+	// A metadata service in hardened mode with no RAM role.
+	md := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			io.WriteString(w, "token")
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer md.Close()
+	status := filepath.Join(t.TempDir(), "credential-provider.status")
+	args := []string{"--metadata-url", md.URL, "--status-file", status, "--instance", "domain=100.64.0.2:5000,id=cri-smoke,region=cn-hangzhou"}
+	req := func(image string) io.Reader {
+		return strings.NewReader(`{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderRequest","image":"` + image + `"}`)
+	}
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), args, req("docker.io/library/busybox"), &out, &errOut); code != 0 {
+		t.Fatalf("unknown host: exit %d: %s", code, errOut.String())
+	}
+	if _, err := os.Stat(status); !os.IsNotExist(err) {
+		t.Errorf("a status for an image the provider does not serve: %v", err)
+	}
+	before := time.Now().Add(-time.Second)
+	if code := run(context.Background(), args, req("100.64.0.2:5000/private/hello:v1"), &out, &errOut); code != 1 {
+		t.Fatalf("no role: exit %d: %s", code, errOut.String())
+	}
+	data, err := os.ReadFile(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := credstatus.Parse(data)
+	if err != nil || st.Class != credstatus.NoRAMRole || st.Registry != "100.64.0.2:5000" || st.Time.Before(before) ||
+		!strings.Contains(st.Message, "the instance has no RAM role attached") {
+		t.Errorf("status %+v, %v", st, err)
+	}
+	if fi, err := os.Stat(status); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("status file mode: %v %v", fi, err)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(status)); len(ents) != 1 {
+		t.Errorf("left behind: %v", ents)
 	}
 }

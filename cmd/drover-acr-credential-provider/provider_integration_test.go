@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-os/drover/agent/credstatus"
 	"github.com/drover-os/drover/harness/acrapi"
 	"github.com/drover-os/drover/harness/ecsmeta"
 	"github.com/drover-os/drover/harness/registry"
@@ -71,8 +72,9 @@ func TestProviderAgainstTheEmulators(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	status := filepath.Join(t.TempDir(), "credential-provider.status")
 	run := func() (credv1.CredentialProviderResponse, string, int) {
-		cmd := exec.Command(bin, "--metadata-url", "http://"+ln.Addr().String(), "--api-endpoint", apiSrv.URL,
+		cmd := exec.Command(bin, "--metadata-url", "http://"+ln.Addr().String(), "--api-endpoint", apiSrv.URL, "--status-file", status,
 			"--instance", "domain="+reg.Addr()+",id=cri-harness1,region=cn-hangzhou")
 		cmd.Stdin = strings.NewReader(`{"apiVersion":"credentialprovider.kubelet.k8s.io/v1","kind":"CredentialProviderRequest","image":"` + reg.Addr() + `/private/app:v1"}`)
 		var stdout, stderr bytes.Buffer
@@ -84,11 +86,20 @@ func TestProviderAgainstTheEmulators(t *testing.T) {
 		} else if err != nil {
 			t.Fatal(err)
 		}
+		left, _ := os.ReadFile(status)
 		for _, c := range meta.IssuedCredentials() {
 			for _, secret := range []string{c.AccessKeySecret, c.SecurityToken} {
 				if strings.Contains(stdout.String()+stderr.String(), secret) {
 					t.Errorf("the provider's output holds the role's secret or token:\n%s\n%s", stdout.String(), stderr.String())
 				}
+				if strings.Contains(string(left), secret) {
+					t.Errorf("the provider's status holds the role's secret or token: %s", left)
+				}
+			}
+		}
+		for _, l := range api.Logins() {
+			if strings.Contains(string(left), l.Password) {
+				t.Errorf("the provider's status holds an issued password: %s", left)
 			}
 		}
 		var resp credv1.CredentialProviderResponse
@@ -105,6 +116,11 @@ func TestProviderAgainstTheEmulators(t *testing.T) {
 	resp, stderr, code := run()
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if data, err := os.ReadFile(status); err != nil {
+		t.Errorf("no status after a success: %v", err)
+	} else if st, err := credstatus.Parse(data); err != nil || st.Class != "" || st.Message != "" || st.Registry != reg.Addr() {
+		t.Errorf("status after a success: %+v, %v", st, err)
 	}
 	login, ok := resp.Auth[reg.Addr()]
 	if resp.APIVersion != "credentialprovider.kubelet.k8s.io/v1" || resp.Kind != "CredentialProviderResponse" ||
@@ -166,6 +182,14 @@ func TestProviderAgainstTheEmulators(t *testing.T) {
 	}
 	if calls := api.Calls(); len(calls) != 2 {
 		t.Errorf("ACR asked without a role: %+v", calls)
+	}
+	// What the agent reads: the class and the registry, for a Node Event.
+	data, err := os.ReadFile(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := credstatus.Parse(data); err != nil || st.Class != credstatus.NoRAMRole || st.Registry != reg.Addr() {
+		t.Errorf("status after the detach: %+v, %v", st, err)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/drover-os/drover/agent/agent"
 	"github.com/drover-os/drover/agent/caps"
 	"github.com/drover-os/drover/agent/containerd"
+	"github.com/drover-os/drover/agent/credstatus"
 	"github.com/drover-os/drover/agent/health"
 	"github.com/drover-os/drover/agent/ignition"
 	"github.com/drover-os/drover/agent/kube"
@@ -229,7 +230,8 @@ func run(ctx context.Context) error {
 					Up: l.Up, Carrier: l.Carrier, Deleted: deleted})
 			})
 		},
-		Restarts: systemd.ServiceRestarts,
+		Restarts:         systemd.ServiceRestarts,
+		CredentialStatus: func() ([]byte, error) { return os.ReadFile(credstatus.Path) },
 	}
 	if kmsgErr != nil {
 		a.Status().Note("kernel watch: " + kmsgErr.Error() + ": OOM kills, hung tasks and filesystem errors are not reported on the Node")

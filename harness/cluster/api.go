@@ -76,7 +76,17 @@ type Pod struct {
 	// Conditions are the pod's conditions by type (DisruptionTarget:
 	// why the pod was stopped, when it was).
 	Conditions map[string]Condition
+	// Waiting are the reasons and messages of its waiting containers
+	// (ErrImagePull, ImagePullBackOff), in container order.
+	Waiting []Waiting
+	// PullSecrets are the names in spec.imagePullSecrets.
+	PullSecrets []string
+	// ImageIDs are the containers' status.imageID (the digest pulled).
+	ImageIDs []string
 }
+
+// Waiting is a waiting container's state.
+type Waiting struct{ Reason, Message string }
 
 type apiCondition struct {
 	Type, Status, Reason, Message string
@@ -136,7 +146,10 @@ type apiPod struct {
 		Namespace string `json:"namespace"`
 	} `json:"metadata"`
 	Spec struct {
-		NodeName string `json:"nodeName"`
+		NodeName         string `json:"nodeName"`
+		ImagePullSecrets []struct {
+			Name string `json:"name"`
+		} `json:"imagePullSecrets"`
 	} `json:"spec"`
 	Status struct {
 		Phase             string         `json:"phase"`
@@ -144,7 +157,12 @@ type apiPod struct {
 		Message           string         `json:"message"`
 		Conditions        []apiCondition `json:"conditions"`
 		ContainerStatuses []struct {
-			State struct {
+			ImageID string `json:"imageID"`
+			State   struct {
+				Waiting *struct {
+					Reason  string `json:"reason"`
+					Message string `json:"message"`
+				} `json:"waiting"`
 				Terminated *struct {
 					Message  string `json:"message"`
 					Reason   string `json:"reason"`
@@ -158,7 +176,18 @@ type apiPod struct {
 func (p *apiPod) pod() Pod {
 	var msgs, reasons []string
 	var codes []int32
+	var waiting []Waiting
+	var secrets, ids []string
+	for _, s := range p.Spec.ImagePullSecrets {
+		secrets = append(secrets, s.Name)
+	}
 	for _, cs := range p.Status.ContainerStatuses {
+		if cs.ImageID != "" {
+			ids = append(ids, cs.ImageID)
+		}
+		if w := cs.State.Waiting; w != nil {
+			waiting = append(waiting, Waiting{Reason: w.Reason, Message: w.Message})
+		}
 		if t := cs.State.Terminated; t != nil {
 			reasons = append(reasons, t.Reason)
 			codes = append(codes, t.ExitCode)
@@ -169,7 +198,8 @@ func (p *apiPod) pod() Pod {
 	}
 	return Pod{Namespace: p.Metadata.Namespace, Name: p.Metadata.Name, NodeName: p.Spec.NodeName,
 		Phase: p.Status.Phase, Reason: p.Status.Reason, Message: p.Status.Message,
-		TerminationMessage: strings.Join(msgs, "\n"), Conditions: conditions(p.Status.Conditions), TerminatedReasons: reasons, ExitCodes: codes}
+		TerminationMessage: strings.Join(msgs, "\n"), Conditions: conditions(p.Status.Conditions), TerminatedReasons: reasons, ExitCodes: codes,
+		Waiting: waiting, PullSecrets: secrets, ImageIDs: ids}
 }
 
 func conditions(cs []apiCondition) map[string]Condition {

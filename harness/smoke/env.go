@@ -15,11 +15,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 
 	"github.com/drover-os/drover/agent/nodeconfig"
 	"github.com/drover-os/drover/agent/userdata"
+	"github.com/drover-os/drover/harness/acrapi"
 	"github.com/drover-os/drover/harness/cluster"
 	"github.com/drover-os/drover/harness/ecsmeta"
 	"github.com/drover-os/drover/harness/qemu"
@@ -54,7 +56,13 @@ type Env struct {
 	Registry *registry.Registry
 	Metadata *ecsmeta.Server
 	metaLn   net.Listener
-	sntp     *sntpServer // nil: another NTP server answers on the host
+	// ACR is the emulated ACR API the node's credential provider calls
+	// (acr.go), at 100.64.0.2:<port> from the guest; nil without a
+	// cluster.
+	ACR    *acrapi.Server
+	acrLn  net.Listener
+	acrSrv *http.Server
+	sntp   *sntpServer // nil: another NTP server answers on the host
 	// Images maps the harness image references to their digests.
 	Images map[string]string
 }
@@ -107,6 +115,11 @@ func StartECS(ctx context.Context, o Options, withCluster bool) (_ *Env, err err
 	}
 	go e.Metadata.Serve(e.metaLn)
 	e.logf("ECS metadata emulator on %s, reached by the guest at %s", e.metaLn.Addr(), MetadataAddr)
+	if withCluster {
+		if err := e.startACR(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if e.sntp, err = startSNTP(); err != nil {
 		return nil, fmt.Errorf("SNTP server for the guest on %s: %w", sntpListen, err)
 	}
@@ -126,6 +139,8 @@ func ECSInstance() ecsmeta.Instance {
 	// synchronises during the run; the ECS name after it cannot resolve
 	// here.
 	in.NTPServers = []string{HostFromVM, "ntp.cloud.aliyuncs.com"}
+	// The role whose STS credentials pull the private ACR image (acr.go).
+	in.RAMRole = SmokeRAMRole
 	return in
 }
 
@@ -173,6 +188,11 @@ func (e *Env) UserDataSpec() (*userdata.Spec, error) {
 		// The sandbox image is the default: the one the image ships.
 		Mirrors: map[string][]string{e.GuestRegistry(): {"http://" + e.GuestRegistry()}},
 		Files:   map[string]string{"/etc/cni/net.d/10-drover-smoke.conflist": cniConfig},
+		// The harness registry is also an ACR Enterprise instance's
+		// (custom) domain, whose private repositories need a login the
+		// emulated ACR API issues for the instance's RAM role (acr.go);
+		// the mirror above makes containerd pull it over plain http.
+		ACR: e.acrSpec(),
 		// A soft memory threshold the pressure check can cross without
 		// starving the node (pressure.go); its grace period is longer than
 		// the check holds it, so nothing is evicted for it. The pressure
@@ -208,6 +228,9 @@ func (e *Env) VMConfig(image, stateDir string, nvme bool) *qemu.Config {
 // Close stops everything.
 func (e *Env) Close() {
 	e.sntp.Close()
+	if e.acrSrv != nil {
+		e.acrSrv.Close()
+	}
 	if e.metaLn != nil {
 		e.Metadata.Close()
 	}

@@ -28,6 +28,11 @@ type VarScan struct {
 	// RawOwners says, for the first few of Raw, which inode owns the
 	// block (debugfs icheck): "<block not found>" is a free block.
 	RawOwners []string
+	// Journal says whether the dump held a persistent journal, which was
+	// read back with the host's journalctl (every field, decompressed)
+	// and scanned as well; JournalBytes is the export's size.
+	Journal      bool
+	JournalBytes int
 }
 
 // ScanVar dumps a stopped instance's var partition (debugfs rdump: no
@@ -39,7 +44,7 @@ type VarScan struct {
 // stored says the agent stored its config: the dump must hold it, or an
 // empty dump would pass. Without it (a config refused before it was
 // stored), the dump must hold at least one file.
-func ScanVar(ctx context.Context, c *qemu.Config, secret []byte, stored bool) (*VarScan, error) {
+func ScanVar(ctx context.Context, c *qemu.Config, secrets []secretscan.Secret, stored bool) (*VarScan, error) {
 	dir, err := os.MkdirTemp(c.StateDir, "scan-")
 	if err != nil {
 		return nil, err
@@ -53,7 +58,11 @@ func ScanVar(ctx context.Context, c *qemu.Config, secret []byte, stored bool) (*
 	if err != nil {
 		return nil, err
 	}
-	raw, err := secretscan.Raw(img, secret)
+	values := make([][]byte, len(secrets))
+	for i, sec := range secrets {
+		values[i] = sec.Value
+	}
+	raw, err := secretscan.RawAll(img, values)
 	img.Close()
 	if err != nil {
 		return nil, fmt.Errorf("reading the var partition: %w", err)
@@ -77,11 +86,26 @@ func ScanVar(ctx context.Context, c *qemu.Config, secret []byte, stored bool) (*
 	if err := JudgeDump(files, hasStored, stored); err != nil {
 		return nil, err
 	}
-	hits, err := secretscan.Tree(tree, secret)
+	hits, err := secretscan.TreeAll(tree, secrets)
 	for i := range hits {
 		hits[i].Path = "/var/" + hits[i].Path
 	}
 	sc := &VarScan{Files: files, Hits: hits, Raw: raw}
+	// The journal's files keep long fields compressed: what was logged
+	// is read back as journalctl shows it.
+	if fi, jerr := os.Stat(filepath.Join(tree, "log", "journal")); jerr == nil && fi.IsDir() {
+		cmd := exec.CommandContext(ctx, "journalctl", "-D", filepath.Join(tree, "log", "journal"), "-o", "export", "--no-pager")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, jerr := cmd.Output()
+		if len(out) == 0 {
+			// An older journalctl skips files it cannot read, saying so
+			// on stderr: an empty export scanned nothing.
+			return nil, fmt.Errorf("reading the node's journal back (journalctl -D /var/log/journal -o export): %v, nothing exported: %s", jerr, strings.TrimSpace(stderr.String()))
+		}
+		sc.Journal, sc.JournalBytes = true, len(out)
+		sc.Hits = append(sc.Hits, secretscan.FindAll("the journal (journalctl -o export)", out, secrets)...)
+	}
 	bs := int64(4096)
 	if out, err := exec.CommandContext(ctx, "debugfs", "-R", "stats", varImg).Output(); err == nil {
 		for _, l := range strings.Split(string(out), "\n") {
@@ -115,7 +139,7 @@ func (e *Env) checkNoSecret(ctx context.Context, r *Report, in *Instance, when s
 // have stored its config (see ScanVar).
 func (e *Env) checkNoSecretIn(ctx context.Context, r *Report, in *Instance, when string, stored bool) {
 	s := time.Now()
-	name := "no bootstrap token secret in /var after a clean shutdown (" + when + ")"
+	name := "no bootstrap token secret in /var after a clean shutdown (" + when + "); no STS or ACR credential issued to the node in /var or its journal"
 	if err := in.VM.Shutdown(3 * time.Minute); err != nil {
 		r.add(name, s, err, "")
 		return
@@ -125,12 +149,37 @@ func (e *Env) checkNoSecretIn(ctx context.Context, r *Report, in *Instance, when
 		r.add(name, s, fmt.Errorf("the local cluster's bootstrap token is not <id>.<secret>: no secret to look for"), "")
 		return
 	}
-	sc, err := ScanVar(ctx, in.Config, []byte(secret), stored)
+	secrets := append([]secretscan.Secret{{Value: []byte(secret)}}, e.credentialSecrets()...)
+	sc, err := ScanVar(ctx, in.Config, secrets, stored)
 	if err != nil {
 		r.add(name, s, err, "")
 		return
 	}
-	r.add(name, s, JudgeVarScan(sc), fmt.Sprintf("%d files scanned (plain, data: URLs, base64, gzip); the partition's %s read for plain and base64 forms: %d found", sc.Files, "blocks", len(sc.Raw)))
+	journal := "no persistent journal"
+	if sc.Journal {
+		journal = fmt.Sprintf("the journal read back (%d bytes exported)", sc.JournalBytes)
+	}
+	r.add(name, s, JudgeVarScan(sc), fmt.Sprintf("%d secrets (the bootstrap token's and %d STS/ACR credentials issued to the node): %d files scanned (plain, data: URLs, base64, gzip), %s; the partition's blocks read for plain and base64 forms: %d found",
+		len(secrets), len(secrets)-1, sc.Files, journal, len(sc.Raw)))
+}
+
+// credentialSecrets are the credentials the emulators issued to the node:
+// the RAM role's STS AccessKeySecrets and SecurityTokens, and the ACR
+// logins' passwords. None may be on the node's disk.
+func (e *Env) credentialSecrets() []secretscan.Secret {
+	var out []secretscan.Secret
+	if e.Metadata != nil {
+		for _, c := range e.Metadata.IssuedCredentials() {
+			out = append(out, secretscan.Secret{Name: "STS AccessKeySecret of " + c.AccessKeyID, Value: []byte(c.AccessKeySecret)},
+				secretscan.Secret{Name: "STS SecurityToken of " + c.AccessKeyID, Value: []byte(c.SecurityToken)})
+		}
+	}
+	if e.ACR != nil {
+		for _, l := range e.ACR.Logins() {
+			out = append(out, secretscan.Secret{Name: "ACR login password issued with " + l.AccessKeyID, Value: []byte(l.Password)})
+		}
+	}
+	return out
 }
 
 // JudgeDump guards the scan: a dump of /var that holds nothing proves
@@ -154,12 +203,19 @@ func JudgeVarScan(sc *VarScan) error {
 		return fmt.Errorf("no scan of /var")
 	}
 	var probs []string
-	if len(sc.Hits) > 0 {
-		names := make([]string, len(sc.Hits))
-		for i, h := range sc.Hits {
-			names[i] = h.String()
+	var token, creds []string
+	for _, h := range sc.Hits {
+		if h.Secret == "" {
+			token = append(token, h.String())
+		} else {
+			creds = append(creds, h.String())
 		}
-		probs = append(probs, "the bootstrap token's secret is in "+strings.Join(names, "; "))
+	}
+	if len(token) > 0 {
+		probs = append(probs, "the bootstrap token's secret is in "+strings.Join(token, "; "))
+	}
+	if len(creds) > 0 {
+		probs = append(probs, "credentials issued to the node are in "+strings.Join(creds, "; "))
 	}
 	if len(sc.Hits) == 0 && len(sc.Raw) > 0 {
 		// No file holds it, so these are blocks no file owns any more.

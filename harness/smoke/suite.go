@@ -160,6 +160,9 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	e.checkPressureCleared(ctx, r, in, pressure)
 	// After the pressure's check, which wants containerd's MainPID unchanged.
 	e.checkContainerdRestarts(ctx, r, in)
+	// Late: it detaches the RAM role for a while, and a pull it fails
+	// keeps retrying in the background.
+	e.checkPrivateACR(ctx, r, in)
 	if p.Reboot {
 		e.reboot(ctx, r, in, p, boots, disks, dataUUID)
 	} else {

@@ -139,9 +139,17 @@ func (b *builder) writeInitrd() error {
 	if err != nil {
 		return err
 	}
-	initFile := b.tree.Get("/usr/lib/drover/drover-init")
+	var initBin []byte
+	for _, o := range b.own {
+		if o.initrd {
+			initBin = o.data
+		}
+	}
+	if initBin == nil {
+		return fmt.Errorf("no drover-init to put into the initrd")
+	}
 	files := []initrd.File{
-		{Path: "/init", Mode: 0o755, Data: initFile.Data},
+		{Path: InitPath, Mode: 0o755, Data: initBin}, {Path: "/init", Target: InitPath[1:]},
 		{Path: "/etc/drover-init.json", Mode: 0o644, Data: cfgJSON},
 		{Path: "/dev", Dir: true, Mode: 0o755}, {Path: "/proc", Dir: true, Mode: 0o555}, {Path: "/sys", Dir: true, Mode: 0o555},
 		{Path: "/run", Dir: true, Mode: 0o755}, {Path: "/sysroot", Dir: true, Mode: 0o755},

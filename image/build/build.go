@@ -253,6 +253,9 @@ func (b *builder) addFiles(f *sources.Fetched) error {
 		}
 	}
 	for _, own := range b.own {
+		if own.initrd {
+			continue
+		}
 		if err := b.tree.Set(&tree.Node{Path: own.dst, Kind: tree.Regular, Mode: 0o755, Data: own.data, Owner: "drover"}); err != nil {
 			return err
 		}

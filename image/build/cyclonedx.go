@@ -122,7 +122,7 @@ func cycloneDX(m *Manifest) ([]byte, error) {
 		c := cdx.Component{BOMRef: "drover:" + name, Type: cdx.ComponentTypeApplication, Name: name,
 			Version: o.version(m.Builder), Hashes: sha(o.SHA256),
 			Properties: props("drover:install", o.Path, "drover:toolchain", o.GoVersion, "drover:built", o.Built,
-				"drover:commit", commit, "drover:sourceState", state)}
+				"drover:commit", commit, "drover:sourceState", state, "drover:in", o.In)}
 		if err := binary(c, o.Deps); err != nil {
 			return nil, err
 		}

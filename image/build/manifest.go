@@ -168,6 +168,9 @@ type OwnFile struct {
 	Module    string   `json:"module,omitempty"`
 	GoVersion string   `json:"goVersion,omitempty"`
 	Deps      []string `json:"deps,omitempty"`
+	// In is "initrd" for a binary the initrd carries and the root does
+	// not (drover-init); empty for a file of the root.
+	In string `json:"in,omitempty"`
 	OwnSource
 }
 

@@ -11,10 +11,18 @@ import (
 // DroverModule is the module drover-agent and drover-init are built from.
 const DroverModule = "github.com/drover-os/drover"
 
+// InitPath is drover-init's path in the initrd (its /init links to it),
+// and its name in the manifest, the SBOMs and the provenance.
+const InitPath = "/usr/lib/drover/drover-init"
+
 // ownBinary is drover-agent or drover-init, built or given.
 type ownBinary struct {
 	pkg, dst string // package in DroverModule, path in the image
 	data     []byte
+	// initrd: the binary is in the initrd only, at dst with /init a
+	// symlink to it. drover-init runs before the root is mounted and
+	// never from it, so the root does not carry a copy (3 MiB).
+	initrd bool
 }
 
 // goEnv is the go command environment with the lock's toolchain: every Go
@@ -36,7 +44,7 @@ func (b *builder) goEnv(ctx context.Context) (gomod.Env, error) {
 // (Options.Source) with the lock's toolchain, or reads the binaries given
 // with --agent/--init, which the manifest records as an override.
 func (b *builder) droverBinaries(ctx context.Context) error {
-	bins := []*ownBinary{{pkg: "./cmd/drover-agent", dst: "/usr/bin/drover-agent"}, {pkg: "./cmd/drover-init", dst: "/usr/lib/drover/drover-init"}}
+	bins := []*ownBinary{{pkg: "./cmd/drover-agent", dst: "/usr/bin/drover-agent"}, {pkg: "./cmd/drover-init", dst: InitPath, initrd: true}}
 	given := []string{b.o.AgentBin, b.o.InitBin}
 	if (given[0] == "") != (given[1] == "") {
 		return fmt.Errorf("--agent and --init override drover's own binaries together: pass both, or neither to build them from the checkout")
@@ -59,6 +67,9 @@ func (b *builder) droverBinaries(ctx context.Context) error {
 			}
 		}
 		b.man.addOwn(ob.dst, ob.data, how)
+		if ob.initrd {
+			b.man.Own[len(b.man.Own)-1].In = "initrd"
+		}
 	}
 	b.own = bins
 	return nil

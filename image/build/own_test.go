@@ -10,6 +10,8 @@ import (
 	"github.com/drover-os/drover/image/gomod"
 	"github.com/drover-os/drover/image/lock"
 	"github.com/drover-os/drover/image/recipe"
+	"github.com/drover-os/drover/image/sources"
+	"github.com/drover-os/drover/image/tree"
 )
 
 var gomodSource = gomod.Source{Dir: ".", Module: DroverModule}
@@ -81,5 +83,35 @@ func TestOwnSourceIsDirtyWhenAnyBinaryIs(t *testing.T) {
 		if got := b.ownSource(); got != tc.want {
 			t.Errorf("agent dirty=%v, init dirty=%v: os-release source %q, want %q", tc.agent.Dirty(), tc.init.Dirty(), got, tc.want)
 		}
+	}
+}
+
+// TestDroverInitOnlyInTheInitrd: drover-init goes into the manifest
+// marked as the initrd's and not into the root; the agent goes into the
+// root.
+func TestDroverInitOnlyInTheInitrd(t *testing.T) {
+	dir := t.TempDir()
+	agent, initBin := filepath.Join(dir, "agent"), filepath.Join(dir, "init")
+	os.WriteFile(agent, []byte("agent bytes"), 0o755)
+	os.WriteFile(initBin, []byte("init bytes"), 0o755)
+	b := ownBuilder(t, "go1.26.8", Options{AgentBin: agent, InitBin: initBin})
+	if err := b.droverBinaries(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b.tree = tree.New()
+	if err := b.addFiles(&sources.Fetched{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.tree.Get(InitPath); n != nil {
+		t.Errorf("the root has %s", InitPath)
+	}
+	if n := b.tree.Get("/usr/bin/drover-agent"); n == nil || string(n.Data) != "agent bytes" {
+		t.Errorf("the root's drover-agent: %+v", n)
+	}
+	if o := b.man.Own[1]; o.Path != InitPath || o.In != "initrd" || o.SHA256 != sha([]byte("init bytes")) {
+		t.Errorf("manifest: %+v", o)
+	}
+	if o := b.man.Own[0]; o.In != "" {
+		t.Errorf("manifest: the agent is in %q", o.In)
 	}
 }

@@ -414,6 +414,9 @@ func sbom(m *Manifest) ([]byte, error) {
 		if o.Source != nil {
 			bin.PackageComment = strings.TrimPrefix(bin.PackageComment+"; compiled from "+o.Source.String()+", source state "+string(o.Source.State.Known()), "; ")
 		}
+		if o.In != "" {
+			bin.PackageComment = strings.TrimPrefix(bin.PackageComment+"; in the "+o.In+", not the root file system", "; ")
+		}
 		if err := goBinary(bin, o.Deps); err != nil {
 			return nil, err
 		}

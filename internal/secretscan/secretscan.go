@@ -199,12 +199,32 @@ func unhex(c byte) byte {
 type Hit struct {
 	Path  string // relative to the tree scanned, slash-separated
 	Where string // as Find says
+	// Secret names the secret found (TreeAll); "" for Tree's one.
+	Secret string
 }
 
-func (h Hit) String() string { return h.Path + " (" + h.Where + ")" }
+func (h Hit) String() string {
+	if h.Secret != "" {
+		return h.Path + " (" + h.Secret + ", " + h.Where + ")"
+	}
+	return h.Path + " (" + h.Where + ")"
+}
+
+// Secret is one value TreeAll and RawAll look for, and the name a hit
+// reports it by (never the value).
+type Secret struct {
+	Name  string
+	Value []byte
+}
 
 // Tree scans every regular file under dir.
 func Tree(dir string, secret []byte) ([]Hit, error) {
+	return TreeAll(dir, []Secret{{Value: secret}})
+}
+
+// TreeAll scans every regular file under dir for each secret, reading
+// each file once.
+func TreeAll(dir string, secrets []Secret) ([]Hit, error) {
 	var hits []Hit
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -217,13 +237,25 @@ func Tree(dir string, secret []byte) ([]Hit, error) {
 		if err != nil {
 			return err
 		}
-		if w := Find(data, secret); w != "" {
-			rel, _ := filepath.Rel(dir, p)
-			hits = append(hits, Hit{Path: filepath.ToSlash(rel), Where: w})
-		}
+		rel, _ := filepath.Rel(dir, p)
+		hits = append(hits, FindAll(filepath.ToSlash(rel), data, secrets)...)
 		return nil
 	})
 	return hits, err
+}
+
+// FindAll is Find for each secret in data, named path in the hits.
+func FindAll(path string, data []byte, secrets []Secret) []Hit {
+	var hits []Hit
+	for _, sec := range secrets {
+		if len(sec.Value) == 0 {
+			continue
+		}
+		if w := Find(data, sec.Value); w != "" {
+			hits = append(hits, Hit{Path: path, Where: w, Secret: sec.Name})
+		}
+	}
+	return hits
 }
 
 // RawPatterns are byte strings that appear in any copy of secret that is
@@ -252,7 +284,17 @@ func RawPatterns(secret []byte) [][]byte {
 // Raw reads r to the end and returns the offsets where any of RawPatterns
 // of secret starts.
 func Raw(r io.Reader, secret []byte) ([]int64, error) {
-	pats := RawPatterns(secret)
+	return RawAll(r, [][]byte{secret})
+}
+
+// RawAll is Raw for several secrets in one read of r.
+func RawAll(r io.Reader, secrets [][]byte) ([]int64, error) {
+	var pats [][]byte
+	for _, sec := range secrets {
+		if len(sec) > 0 {
+			pats = append(pats, RawPatterns(sec)...)
+		}
+	}
 	keep := 0
 	for _, p := range pats {
 		keep = max(keep, len(p)-1)

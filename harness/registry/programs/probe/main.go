@@ -44,7 +44,10 @@
 //	                      has restarted it (a new MainPID, active); report the PIDs killed
 //	probe images          containerd's image records in the CRI's namespace (name, target
 //	                      digest, labels), asked of its images service on the node's socket
-//	probe journal UNIT    the node's journal of UNIT this boot (its last 60 lines)
+//	probe post-journal URL  POSTs this boot's whole journal (journalctl -o export) and every file in
+//	                      /run/drover to URL?name=…, for the harness to scan: nothing of it on the node's disk
+//	probe journal UNIT [N [TEXT]]  the node's journal of UNIT this boot (its last N lines, 60;
+//	                      with TEXT only the last three of them holding it)
 //	probe pressure SECS MIB
 //	                      start a transient unit on the node, outside the pods' cgroup, that
 //	                      after 10 s fills a private tmpfs until MIB MiB are left of what the
@@ -162,6 +165,15 @@ func main() {
 		out, _ = json.Marshal(res)
 	case "exists":
 		out, _ = json.Marshal(exists(os.Args[2]))
+	case "read":
+		out, _ = json.Marshal(readFile(os.Args[2]))
+	case "post-journal":
+		res, err := postJournal(os.Args[2])
+		if err != nil {
+			res["error"] = err.Error()
+			code = 1
+		}
+		out, _ = json.Marshal(res)
 	case "alloc":
 		mib, _ := strconv.Atoi(os.Args[2])
 		var hold [][]byte
@@ -226,7 +238,16 @@ func main() {
 		}
 		out, _ = json.Marshal(res)
 	case "journal":
-		o, err := hostCommand("/usr/bin/journalctl", "-b", "-u", os.Args[2], "-n", "60", "--no-pager", "-o", "short-monotonic")
+		lines := "60"
+		if len(os.Args) > 3 {
+			lines = os.Args[3]
+		}
+		o, err := hostCommand("/usr/bin/journalctl", "-b", "-u", os.Args[2], "-n", lines, "--no-pager", "-o", "short-monotonic")
+		if len(os.Args) > 4 {
+			// Only the last lines holding the text: a termination
+			// message is at most 4 KiB.
+			o = lastMatching(o, os.Args[4], 3)
+		}
 		res := map[string]any{"journal": o}
 		if err != nil {
 			res["error"] = err.Error()
@@ -253,7 +274,7 @@ func main() {
 		}
 		out, _ = json.Marshal(res)
 	default:
-		out = []byte(fmt.Sprintf(`{"error":"unknown mode %q: want inspect, edit-etc, units, chain, time, evidence, security, put-etc, plant-stored, plant-contents, exists, alloc, fserror, images, serve, prestop, daemons, kill-containerd, journal or pressure"}`, mode))
+		out = []byte(fmt.Sprintf(`{"error":"unknown mode %q: want inspect, edit-etc, units, chain, time, evidence, security, put-etc, plant-stored, plant-contents, exists, read, post-journal, alloc, fserror, images, serve, prestop, daemons, kill-containerd, journal or pressure"}`, mode))
 		code = 2
 	}
 	fmt.Println(string(out))
@@ -739,4 +760,77 @@ echo "superblock=$(findmnt -n -o FS-OPTIONS /run/drover-smoke-fs)"
 		}
 	}
 	return res, err
+}
+
+// lastMatching is the last n entries of out (journalctl's short output,
+// "[ts] host unit[pid]: message") whose first line contains text. An
+// entry is a line and the klog continuation lines after it: a
+// multi-line value (an error from a plugin) is written as key=<,
+// tab-indented lines and " >", and journald keeps each as its own line,
+// so the keys after the value (the kubelet's image="...") are only on
+// the entry's last line.
+func lastMatching(out, text string, n int) string {
+	var keep [][]string
+	open := false // inside a multi-line value of a kept entry
+	for _, l := range strings.Split(out, "\n") {
+		_, msg, _ := strings.Cut(l, "]: ")
+		switch {
+		case strings.Contains(l, text):
+			keep = append(keep, []string{l})
+		case open && (strings.HasPrefix(msg, "\t") || strings.HasPrefix(msg, " >")):
+			keep[len(keep)-1] = append(keep[len(keep)-1], l)
+		default:
+			open = false
+			continue
+		}
+		// A value opens with "=<" at the end of a line and closes with
+		// " >", after which the next key may open another.
+		open = strings.HasSuffix(l, "=<") || (open && strings.HasPrefix(msg, "\t"))
+	}
+	if len(keep) > n {
+		keep = keep[len(keep)-n:]
+	}
+	var lines []string
+	for _, e := range keep {
+		lines = append(lines, e...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// postJournal sends the node's journal of this boot (journald keeps it in
+// /run on a drover node) and the files in /run/drover (the agent's and
+// the credential provider's status) to url, each as one POST.
+func postJournal(url string) (map[string]any, error) {
+	res := map[string]any{}
+	journal, err := hostCommand("/usr/bin/journalctl", "-b", "-o", "export", "--no-pager")
+	if err != nil {
+		return res, err
+	}
+	bodies := map[string]string{"journal": journal}
+	ents, err := os.ReadDir(filepath.Join(hostRoot, "run", "drover"))
+	if err != nil {
+		return res, err
+	}
+	for _, e := range ents {
+		if e.Type().IsRegular() {
+			b, err := os.ReadFile(filepath.Join(hostRoot, "run", "drover", e.Name()))
+			if err != nil {
+				return res, err
+			}
+			bodies["/run/drover/"+e.Name()] = string(b)
+		}
+	}
+	c := &http.Client{Timeout: 60 * time.Second}
+	for name, body := range bodies {
+		resp, err := c.Post(url+"?name="+name, "application/octet-stream", strings.NewReader(body))
+		if err != nil {
+			return res, err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			return res, fmt.Errorf("POST %s: %s", name, resp.Status)
+		}
+		res[name] = len(body)
+	}
+	return res, nil
 }

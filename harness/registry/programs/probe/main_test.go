@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -108,5 +109,30 @@ func TestMounts(t *testing.T) {
 	}
 	if got := mountSource(mi, "/srv"); got != "" {
 		t.Errorf("source of /srv = %q, want none", got)
+	}
+}
+
+// TestLastMatching: an entry the kubelet wrote with a multi-line value
+// (klog's key=<, tab-indented lines, " >") is kept whole, so the keys
+// after the value reach the judge; the lines of other entries are not.
+func TestLastMatching(t *testing.T) {
+	j := "[ 1.0] n kubelet[7]: I1205 00:00:01.0 7 a.go:1] \"Started\"\n" +
+		"[ 2.0] n kubelet[7]: E1205 00:00:02.0 7 plugin.go:418] \"Failed to provide credentials for image\" err=<\n" +
+		"[ 2.0] n kubelet[7]: \texit status 1: no RAM role (first)\n" +
+		"[ 2.0] n kubelet[7]:  > provider=\"acr\" image=\"r/one\"\n" +
+		"[ 3.0] n kubelet[7]: I1205 00:00:03.0 7 a.go:1] \"Other\"\n" +
+		"[ 4.0] n kubelet[7]: E1205 00:00:04.0 7 plugin.go:418] \"Failed to provide credentials for image\" err=<\n" +
+		"[ 4.0] n kubelet[7]: \texit status 1: no RAM role (second)\n" +
+		"[ 4.0] n kubelet[7]:  > provider=\"acr\" image=\"r/two\"\n" +
+		"[ 5.0] n kubelet[7]: \tnot a continuation of anything kept"
+	got := lastMatching(j, "Failed to provide credentials for image", 1)
+	want := "[ 4.0] n kubelet[7]: E1205 00:00:04.0 7 plugin.go:418] \"Failed to provide credentials for image\" err=<\n" +
+		"[ 4.0] n kubelet[7]: \texit status 1: no RAM role (second)\n" +
+		"[ 4.0] n kubelet[7]:  > provider=\"acr\" image=\"r/two\""
+	if got != want {
+		t.Errorf("last entry:\n%s\nwant:\n%s", got, want)
+	}
+	if got := lastMatching(j, "Failed to provide credentials for image", 3); !strings.Contains(got, "r/one") || strings.Contains(got, "Other") || strings.Contains(got, "Started") {
+		t.Errorf("both entries and nothing else:\n%s", got)
 	}
 }

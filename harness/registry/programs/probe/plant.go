@@ -96,3 +96,18 @@ func exists(path string) map[string]any {
 	}
 	return res
 }
+
+// readFile reads a node file (at most 3 KiB: the answer is a termination
+// message, at most 4 KiB).
+func readFile(path string) map[string]any {
+	b, err := os.ReadFile(filepath.Join(hostRoot, filepath.Clean("/"+path)))
+	res := map[string]any{"path": path, "exists": err == nil}
+	if len(b) > 3<<10 {
+		b, res["truncated"] = b[:3<<10], true
+	}
+	res["content"] = string(b)
+	if err != nil && !os.IsNotExist(err) {
+		res["error"] = err.Error()
+	}
+	return res
+}
