@@ -285,10 +285,15 @@ func JudgeVersions(n *cluster.Node, server string, want Versions) (string, error
 // RunPod runs a pod pinned to the node to completion and returns its
 // termination message.
 func (e *Env) RunPod(ctx context.Context, in *Instance, name, image string, args []string, host bool) (string, error) {
+	return e.runPodSpec(ctx, in, name, podSpec(in.NodeName, e.GuestRegistry()+"/"+image, args, host))
+}
+
+// runPodSpec creates pod name with spec and waits as RunPod does.
+func (e *Env) runPodSpec(ctx context.Context, in *Instance, name string, spec map[string]any) (string, error) {
 	pod := map[string]any{
 		"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"name": name, "namespace": "default"},
-		"spec":     podSpec(in.NodeName, e.GuestRegistry()+"/"+image, args, host),
+		"spec":     spec,
 	}
 	body, _ := json.Marshal(pod)
 	if err := e.Cluster.CreatePod(ctx, "default", body); err != nil {
