@@ -147,6 +147,7 @@ func (a *Agent) importImages(ctx context.Context, jobs []imageJob, problems []st
 	start := time.Now()
 	var done []string
 	for _, j := range jobs {
+		js := time.Now()
 		res, err := a.env.ImportLayout(ctx, j.dir, map[string]string{PinnedLabelKey: PinnedLabelValue})
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("importing %d images from %s: %v", len(j.images), j.where, err))
@@ -156,7 +157,7 @@ func (a *Agent) importImages(ctx context.Context, jobs []imageJob, problems []st
 		for _, im := range j.images {
 			names = append(names, im.Names[len(im.Names)-1])
 		}
-		done = append(done, fmt.Sprintf("from %s: %s (%s)", j.where, strings.Join(names, ", "), res))
+		done = append(done, fmt.Sprintf("from %s in %s: %s (%s)", j.where, time.Since(js).Round(100*time.Millisecond), strings.Join(names, ", "), res))
 	}
 	took := time.Since(start).Round(100 * time.Millisecond)
 	if len(problems) > 0 {

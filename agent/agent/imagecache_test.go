@@ -26,7 +26,7 @@ const cacheUUID = "0f0f0f0f-0000-4000-8000-000000000000"
 
 // cacheRig is a node whose image caches one image in the root and one on
 // the cache disk; the disk's index.json is diskIndex, the image pins
-// pinned. importLayout waits until release is closed (or a second).
+// pinned. importLayout waits until release is closed (or 10 s).
 type cacheRig struct {
 	*rig
 	a       *Agent
@@ -61,11 +61,11 @@ func newCacheRig(t *testing.T, diskIndex, pinned string, disks ...storage.Disk) 
 		return os.WriteFile(filepath.Join(dir, "index.json"), []byte(diskIndex), 0o444)
 	}
 	c.a.env.ImportLayout = func(ctx context.Context, dir string, labels map[string]string) (containerd.Result, error) {
-		// A join that waited for the import would still end, a second
+		// A join that waited for the import would still end, 10 s
 		// later, with the import done before it.
 		select {
 		case <-c.release:
-		case <-time.After(time.Second):
+		case <-time.After(10 * time.Second):
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
