@@ -1,18 +1,18 @@
 package build
 
 import (
-	"maps"
-	"strings"
-
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/package-url/packageurl-go"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
+
+	"github.com/package-url/packageurl-go"
 
 	"github.com/drover-os/drover/agent/nodeconfig"
 	"github.com/drover-os/drover/image/erofsz"

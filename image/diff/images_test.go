@@ -70,7 +70,7 @@ func TestCachedImagesAddedRemovedMoved(t *testing.T) {
 	for _, want := range []string{
 		"image         + registry.example.test/team/db:v2@sha256:" + hash("e1") + " (linux/amd64, 1.0 MiB, in the disk)",
 		"image         + registry.example.test/team/web:v1@" + digest,
-		"cache disk    ~  → node.images.raw sha256 " + hash("e3")[:12] + "…",
+		"cache disk    ~ none → node.images.raw sha256 " + hash("e3")[:12] + "…",
 	} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())

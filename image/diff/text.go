@@ -46,7 +46,7 @@ func (d *Diff) Text(w io.Writer) error {
 		line("image", mark, text)
 	}
 	if d.CacheDisk != nil {
-		line("cache disk", "~", arrow(d.CacheDisk.Old, d.CacheDisk.New))
+		line("cache disk", "~", arrow(orNone(d.CacheDisk.Old), orNone(d.CacheDisk.New)))
 	}
 	for _, f := range d.Fixes {
 		line(f.label(), f.mark(), f.describe())
@@ -335,6 +335,14 @@ func mark(change string) string {
 }
 
 func arrow(old, new string) string { return short(old) + " → " + short(new) }
+
+// orNone is s, or "none" for a side without the thing (no cache disk).
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
 
 func quote(s string) string { return fmt.Sprintf("%q", s) }
 
