@@ -74,6 +74,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -768,24 +769,32 @@ echo "superblock=$(findmnt -n -o FS-OPTIONS /run/drover-smoke-fs)"
 // multi-line value (an error from a plugin) is written as key=<,
 // tab-indented lines and " >", and journald keeps each as its own line,
 // so the keys after the value (the kubelet's image="...") are only on
-// the entry's last line.
+// the entry's last line. journald strips a stream line's leading
+// whitespace (stdout_stream_line in journald-stream.c, on trixie's
+// systemd; newer releases pass it through), so a
+// continuation line is told by what it is not: inside an open value,
+// any line but a new klog header ("E1205 21:58:32.735070 ...") belongs
+// to the entry, and one starting with ">" closes the value.
 func lastMatching(out, text string, n int) string {
 	var keep [][]string
 	open := false // inside a multi-line value of a kept entry
 	for _, l := range strings.Split(out, "\n") {
 		_, msg, _ := strings.Cut(l, "]: ")
+		msg = strings.TrimLeft(msg, " \t")
 		switch {
+		case open && !klogHeader.MatchString(msg):
+			keep[len(keep)-1] = append(keep[len(keep)-1], l)
+			// A value closes with ">", after which the next key may
+			// open another.
+			if strings.HasPrefix(msg, ">") {
+				open = strings.HasSuffix(l, "=<")
+			}
 		case strings.Contains(l, text):
 			keep = append(keep, []string{l})
-		case open && (strings.HasPrefix(msg, "\t") || strings.HasPrefix(msg, " >")):
-			keep[len(keep)-1] = append(keep[len(keep)-1], l)
+			open = strings.HasSuffix(l, "=<")
 		default:
 			open = false
-			continue
 		}
-		// A value opens with "=<" at the end of a line and closes with
-		// " >", after which the next key may open another.
-		open = strings.HasSuffix(l, "=<") || (open && strings.HasPrefix(msg, "\t"))
 	}
 	if len(keep) > n {
 		keep = keep[len(keep)-n:]
@@ -796,6 +805,9 @@ func lastMatching(out, text string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// klogHeader is the start of a klog entry: severity, date, time.
+var klogHeader = regexp.MustCompile(`^[IWEF][0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]+ `)
 
 // postJournal sends the node's journal of this boot (journald keeps it in
 // /run on a drover node) and the files in /run/drover (the agent's and

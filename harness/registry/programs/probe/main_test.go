@@ -135,4 +135,17 @@ func TestLastMatching(t *testing.T) {
 	if got := lastMatching(j, "Failed to provide credentials for image", 3); !strings.Contains(got, "r/one") || strings.Contains(got, "Other") || strings.Contains(got, "Started") {
 		t.Errorf("both entries and nothing else:\n%s", got)
 	}
+	// systemd 257 (trixie's) strips each stream line's leading
+	// whitespace: the continuation lines have no tab and the value
+	// closes with ">" (a node's real journal, make smoke of 66ed32a).
+	stripped := "[ 569.7] n kubelet[3672]: E1205 21:58:32.735070    3672 plugin.go:418] \"Failed to provide credentials for image\" err=<\n" +
+		"[ 569.7] n kubelet[3672]: error running credential provider plugin: exit status 1\n" +
+		"[ 569.7] n kubelet[3672]: the instance has no RAM role attached\n" +
+		"[ 569.7] n kubelet[3672]: > provider=\"acr\" image=\"r/one\"\n" +
+		"[ 570.1] n kubelet[3672]: I1205 21:58:33.0 3672 a.go:1] \"Other\"\n" +
+		"[ 570.2] n kubelet[3672]: not kept"
+	got = lastMatching(stripped, "Failed to provide credentials for image", 3)
+	if want := strings.Join(strings.Split(stripped, "\n")[:4], "\n"); got != want {
+		t.Errorf("entry with stripped continuation lines:\n%s\nwant:\n%s", got, want)
+	}
 }
