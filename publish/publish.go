@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -16,7 +18,7 @@ import (
 // Event is one step of a publish, for the progress log (--json prints each
 // as one line on stderr).
 type Event struct {
-	Event    string `json:"event"` // found, upload, import, copy, wait, tag, available
+	Event    string `json:"event"` // found, upload, import, copy, wait, tag, available, cleanup
 	Region   string `json:"region,omitempty"`
 	ImageID  string `json:"imageId,omitempty"`
 	Status   string `json:"status,omitempty"`
@@ -49,6 +51,15 @@ type Publisher struct {
 	Events  func(Event)     // progress; nil: none
 	// PartSize is the OSS multipart upload's part size; 0: the SDK's.
 	PartSize int64
+	// CheckpointDir holds the OSS SDK's upload checkpoints: an upload
+	// interrupted (a kill, a lost network) resumes from the parts OSS
+	// has (ListParts) on the next run. "": the SDK's default (the
+	// system's temporary directory).
+	CheckpointDir string
+	// KeepObject leaves the uploaded object in the bucket once the image
+	// is Available; by default it is deleted (ECS has its own copy, and
+	// the object is billed as storage).
+	KeepObject bool
 }
 
 func (pb *Publisher) emit(e Event) {
@@ -89,6 +100,9 @@ func (pb *Publisher) Publish(ctx context.Context, p *Plan) (*Result, error) {
 		return nil, err
 	}
 	res.Images = append(res.Images, src)
+	if err := pb.removeObject(ctx, p); err != nil {
+		return nil, err
+	}
 	for _, r := range p.CopyTo {
 		img, err := pb.region(ctx, p, r, func() (string, error) { return pb.copyImage(ctx, p, src.ImageID, r) })
 		if err != nil {
@@ -185,9 +199,23 @@ func (pb *Publisher) upload(ctx context.Context, p *Plan) error {
 					Message: fmt.Sprintf("%s: %d%% (%d of %d bytes)", dest, done*100/total, done, total)})
 			}
 		}}
+	if pb.CheckpointDir != "" {
+		if err := os.MkdirAll(pb.CheckpointDir, 0o700); err != nil {
+			return fmt.Errorf("upload checkpoint directory: %w: pass a writable --checkpoint-dir", err)
+		}
+	}
 	up := oss.NewUploader(pb.Clients.OSS, func(o *oss.UploaderOptions) {
 		if pb.PartSize > 0 {
 			o.PartSize = pb.PartSize
+		}
+		// The SDK keeps the upload ID in a checkpoint file named by the
+		// image's path and the object, and on the next run asks OSS which
+		// parts it holds (ListParts) and uploads the rest. It puts the
+		// file in the parent of CheckpointDir (filepath.Dir): the
+		// trailing separator makes that the directory itself.
+		o.EnableCheckpoint = true
+		if pb.CheckpointDir != "" {
+			o.CheckpointDir = filepath.Clean(pb.CheckpointDir) + string(filepath.Separator)
 		}
 	})
 	err := aliyun.Retry(ctx, "uploading "+p.Image+" to "+dest, func() error {
@@ -197,6 +225,27 @@ func (pb *Publisher) upload(ctx context.Context, p *Plan) error {
 	if err != nil {
 		return fmt.Errorf("%w: check that bucket %s exists in %s and that you may write to it (docs/ecs.md, Permissions)", err, p.Bucket, p.Region)
 	}
+	return nil
+}
+
+// removeObject deletes the uploaded object once the image is Available
+// in the plan's region (ECS keeps its own copy; copies are made from the
+// image), unless KeepObject. Also when the image was found, not imported:
+// a run killed before this step left the object. OSS answers 204 for an
+// object that is not there (DeleteObject), so that costs one call.
+func (pb *Publisher) removeObject(ctx context.Context, p *Plan) error {
+	dest := "oss://" + p.Bucket + "/" + p.Object
+	if pb.KeepObject {
+		return nil
+	}
+	err := aliyun.Retry(ctx, "deleting "+dest, func() error {
+		_, err := pb.Clients.OSS.DeleteObject(ctx, &oss.DeleteObjectRequest{Bucket: oss.Ptr(p.Bucket), Key: oss.Ptr(p.Object)})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%w: the image is Available; delete the object by hand, or pass --keep-object", err)
+	}
+	pb.emit(Event{Event: "cleanup", Region: p.Region, Message: "deleted " + dest + ": the image is Available (--keep-object keeps it)"})
 	return nil
 }
 
@@ -257,13 +306,34 @@ func (pb *Publisher) copyImage(ctx context.Context, p *Plan, srcID, r string) (s
 		tags = append(tags, ecs.CopyImageTag{Key: t.Key, Value: t.Value})
 	}
 	req.Tag = &tags
+	// CopyImage takes no ClientToken (not among its parameters in the API
+	// reference, nor in the SDK's CopyImageRequest): a retry after a copy
+	// that ECS started but whose answer was lost would start a second one.
+	// The copy carries the build's tags from the start, so before each
+	// retry drover looks for it in r and takes the one found.
 	var resp *ecs.CopyImageResponse
+	started := ""
+	tries := 0
 	err := aliyun.Retry(ctx, "CopyImage "+srcID+" to "+r, func() (err error) {
+		if tries++; tries > 1 {
+			found, err := pb.find(ctx, p, r)
+			if err != nil {
+				return err
+			}
+			if d, err := Decide(p, r, found); err != nil || d.Action != ActionImport {
+				started = d.ImageID
+				return err
+			}
+		}
 		resp, err = pb.Clients.ECS.CopyImage(req)
 		return err
 	})
 	if err != nil {
 		return "", err
+	}
+	if started != "" {
+		pb.emit(Event{Event: "copy", Region: r, ImageID: started, Message: "copying " + srcID + " to " + r + " as " + started + " (the copy an earlier attempt started)"})
+		return started, nil
 	}
 	if resp.ImageId == "" {
 		return "", fmt.Errorf("CopyImage %s to %s answered without an ImageId (request %s)", srcID, r, resp.RequestId)

@@ -26,7 +26,7 @@ func TestFailedScaleOutSwitchesBack(t *testing.T) {
 			ErrorCode:     "OperationDenied.NoStock", ErrorMessage: "The requested resource is sold out in the specified zone"}
 	}
 	start := time.Now()
-	err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false)
+	err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false)
 	var ae *ActivityError
 	if !errors.As(err, &ae) || ae.Activity.ErrorCode != "OperationDenied.NoStock" || !strings.Contains(err.Error(), "sold out") {
 		t.Fatalf("err %v, want the failed activity with ESS's reason", err)
@@ -62,26 +62,29 @@ func TestScaleOutActivityInProgressIsWaitedFor(t *testing.T) {
 	w := newWorld(t, 1, a)
 	w.builds["m-b"] = "build-b"
 	w.cloud.ScaleOutResult = func(int) Activity { return Activity{StatusCode: ActivityInProgress} }
-	if err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false); err != nil {
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false); err != nil {
 		t.Fatal(err)
 	}
 	w.allOn(b, 1)
 }
 
 // A scale-in lifecycle hook holds each removed old instance in
-// Removing:Wait for a while: the rollout says so once per instance and
-// goes on when ESS lets the instance go.
+// Removing:Wait for a while: the rollout says so once per instance, goes
+// on when ESS lets the instance go, and ends only once the last one left
+// the group.
 func TestRemovingWaitIsReported(t *testing.T) {
 	ud := userData(t, "abcdef.0123456789abcdef", nil)
 	a, b := desired(t, "m-a", "build-a", ud), desired(t, "m-b", "build-b", ud)
 	w := newWorld(t, 2, a)
 	w.builds["m-b"] = "build-b"
 	w.cloud.RemoveWait = 3
-	if err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false); err != nil {
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false); err != nil {
 		t.Fatal(err)
 	}
-	for range w.cloud.RemoveWait { // the last old instance's hook ends
-		w.instances()
+	for _, in := range w.cloud.Insts { // as listed, without another Instances call
+		if in.State == RemovingWait {
+			t.Errorf("the rollout ended with %s still %s in the group", in.ID, in.State)
+		}
 	}
 	w.allOn(b, 2)
 	got := w.messages(EventWaiting)

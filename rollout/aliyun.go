@@ -95,7 +95,7 @@ func (a *Aliyun) Instances(ctx context.Context, groupID string) ([]Instance, err
 		}
 		for _, i := range resp.ScalingInstances.ScalingInstance {
 			out = append(out, Instance{ID: i.InstanceId, State: i.LifecycleState, TemplateID: i.LaunchTemplateId, TemplateVersion: i.LaunchTemplateVersion,
-				CreationType: i.CreationType})
+				CreationType: i.CreationType, Zone: i.ZoneId})
 		}
 		if len(resp.ScalingInstances.ScalingInstance) == 0 || len(out) >= resp.TotalCount {
 			return out, nil

@@ -148,6 +148,9 @@ const (
 	EventWarning  = "warning"
 	EventFailed   = "failed"
 	EventDone     = "done"
+	// EventPaused ends a run that stopped after its first batch
+	// (--pause-after-first): the rollout is in flight, --resume goes on.
+	EventPaused = "paused"
 )
 
 // Env is what Run and Repair act through.
@@ -163,8 +166,11 @@ type Env struct {
 	// Poll is the pause between two observations of the group.
 	Poll time.Duration
 	// ReadyTimeout bounds the wait for a new instance's Node to be Ready;
-	// DrainTimeout one node's drain.
-	ReadyTimeout, DrainTimeout time.Duration
+	// DrainTimeout one node's drain. MinReady is the soak (--min-ready,
+	// a Deployment's minReadySeconds): a new Node counts as Ready only
+	// once it has been Ready that long, so one that fails soon after
+	// joining stops the rollout before an old Node goes for it.
+	ReadyTimeout, DrainTimeout, MinReady time.Duration
 	// KeepFailed leaves a new instance that did not become Ready in the
 	// group for inspection instead of removing it.
 	KeepFailed bool

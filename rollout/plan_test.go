@@ -94,8 +94,8 @@ func TestPlanNothingToDo(t *testing.T) {
 	if !p.NothingToDo() || ids(p.Current) != "i-1,i-2" {
 		t.Fatalf("plan %+v", p)
 	}
-	if !strings.Contains(p.Text(Options{1, 1}), "nothing to do") {
-		t.Errorf("text:\n%s", p.Text(Options{1, 1}))
+	if !strings.Contains(p.Text(Options{MaxUnavailable: 1, Surge: 1}), "nothing to do") {
+		t.Errorf("text:\n%s", p.Text(Options{MaxUnavailable: 1, Surge: 1}))
 	}
 	// A Node whose label says another build is not done, even from the
 	// right version.
@@ -178,8 +178,8 @@ func TestPlanRotatedToken(t *testing.T) {
 	if !p.Create || !p.Switch || len(p.Replace)+len(p.Pending) != 0 || p.NothingToDo() {
 		t.Fatalf("rotated token: create %v switch %v replace %v pending %v", p.Create, p.Switch, p.Replace, p.Pending)
 	}
-	if !strings.Contains(p.Text(Options{1, 1}), "no instance is replaced") {
-		t.Errorf("text:\n%s", p.Text(Options{1, 1}))
+	if !strings.Contains(p.Text(Options{MaxUnavailable: 1, Surge: 1}), "no instance is replaced") {
+		t.Errorf("text:\n%s", p.Text(Options{MaxUnavailable: 1, Surge: 1}))
 	}
 	// The same token twice: the version exists, nothing to do.
 	st.Versions = append(st.Versions, version(2, rot, true))
@@ -283,18 +283,18 @@ func TestPlanPendingReasons(t *testing.T) {
 	if ids(p.Current) != "i-3" {
 		t.Errorf("current %s", ids(p.Current))
 	}
-	if !strings.Contains(p.Text(Options{1, 1}), "checked by their node-config label only") {
+	if !strings.Contains(p.Text(Options{MaxUnavailable: 1, Surge: 1}), "checked by their node-config label only") {
 		t.Errorf("text does not say the build is unknown")
 	}
 }
 
 func TestOptionsCheck(t *testing.T) {
-	for _, o := range []Options{{0, 1}, {1, 0}} {
+	for _, o := range []Options{{MaxUnavailable: 0, Surge: 1}, {MaxUnavailable: 1, Surge: 0}} {
 		if o.Check() == nil {
 			t.Errorf("%+v accepted", o)
 		}
 	}
-	if err := (Options{1, 1}).Check(); err != nil {
+	if err := (Options{MaxUnavailable: 1, Surge: 1}).Check(); err != nil {
 		t.Error(err)
 	}
 }
@@ -358,5 +358,32 @@ func TestPlanPrunesOldVersions(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "launch template lt-1 has 30 versions") ||
 		!strings.Contains(err.Error(), "0 of them are drover's and in use by nothing") || !strings.Contains(err.Error(), "DeleteLaunchTemplateVersion") {
 		t.Errorf("nothing drover may delete: %v", err)
+	}
+}
+
+// Percent limits resolve against the group's size as a Deployment's
+// rolling update does: the surge rounded up, max-unavailable down, and at
+// least 1 each.
+func TestOptionsResolvePercent(t *testing.T) {
+	for _, c := range []struct {
+		o         Options
+		size      int
+		surge, mu int
+	}{
+		{Options{SurgePercent: 20, MaxUnavailablePercent: 20}, 50, 10, 10},
+		{Options{SurgePercent: 25, MaxUnavailablePercent: 25}, 10, 3, 2},
+		{Options{SurgePercent: 1, MaxUnavailablePercent: 1}, 3, 1, 1},
+		{Options{SurgePercent: 100, MaxUnavailable: 2}, 7, 7, 2},
+		{Options{Surge: 3, MaxUnavailablePercent: 50}, 5, 3, 2},
+	} {
+		got := c.o.Resolve(c.size)
+		if got.Surge != c.surge || got.MaxUnavailable != c.mu || got.SurgePercent != 0 || got.MaxUnavailablePercent != 0 {
+			t.Errorf("%+v of %d: surge %d, max-unavailable %d; want %d and %d", c.o, c.size, got.Surge, got.MaxUnavailable, c.surge, c.mu)
+		}
+	}
+	for _, o := range []Options{{SurgePercent: 101, MaxUnavailable: 1}, {Surge: 1, MaxUnavailablePercent: -5}, {Surge: 0, MaxUnavailable: 1}} {
+		if err := o.Check(); err == nil {
+			t.Errorf("Check(%+v) = nil, want an error", o)
+		}
 	}
 }

@@ -73,6 +73,9 @@ type Instance struct {
 	// CreationType is AutoCreated, Attached or "" (not known: taken as
 	// AutoCreated).
 	CreationType string
+	// Zone is the instance's zone (DescribeScalingInstances ZoneId), the
+	// zone of the group's vSwitch ESS launched it into.
+	Zone string
 }
 
 // attached reports whether the instance was added to the group by hand.

@@ -75,6 +75,10 @@ func KubeletConfig(c *Config, f Facts) ([]byte, error) {
 		NodeStatusUpdateFrequency:       metav1.Duration{Duration: NodeStatusUpdateFrequency},
 		ShutdownGracePeriod:             metav1.Duration{Duration: ShutdownGracePeriod},
 		ShutdownGracePeriodCriticalPods: metav1.Duration{Duration: ShutdownGracePeriodCriticalPods},
+		// The kubelet's own default, written out: a file that left it
+		// unset reads "0s", which CIS ACK 4.2.5 (not 0) fails when an
+		// auditor reads the file instead of /configz.
+		StreamingConnectionIdleTimeout: metav1.Duration{Duration: 4 * time.Hour},
 	}
 	if r, ok := Reserve(f.CPUs, f.MemTotal); ok {
 		kc.KubeReserved, kc.SystemReserved, kc.EvictionHard = r.KubeReserved, r.SystemReserved, r.EvictionHard

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -24,6 +25,8 @@ func newPublishCmd() *cobra.Command {
 		checkProvenance          bool
 		dryRun, asJSON           bool
 		partSize                 int64
+		checkpointDir            string
+		keepObject               bool
 	)
 	cmd := &cobra.Command{
 		Use:   "publish IMAGE",
@@ -40,13 +43,16 @@ Then it looks for an image of the build: one in the region tagged
 drover:build-id=<the manifest's buildID>. An Available one is reused (no
 upload, no import); one still being imported or copied (an earlier run that
 was interrupted) is waited for. Otherwise it uploads IMAGE to
-oss://BUCKET/PREFIX<image name>.<ext> (multipart), calls ImportImage with
+oss://BUCKET/PREFIX<image name>.<ext> (multipart; an upload that was
+interrupted resumes from the parts OSS holds, by the checkpoint in
+--checkpoint-dir), calls ImportImage with
 BootMode UEFI, OSType linux, Platform, Architecture from the manifest (x86_64
 or arm64), the format from the file name, DiskImageSize = the manifest's
 diskSize rounded up to GiB, Features.NvmeSupport=supported,
 Features.ImdsSupport=v2 and the tags drover:root-hash, drover:build-id,
 drover:name, drover:version (drover:secure-boot=signed with --secure-boot),
-and waits until the image is Available. Each --copy-to region gets a
+and waits until the image is Available; then it deletes the object (ECS
+keeps its own copy; --keep-object keeps it). Each --copy-to region gets a
 CopyImage, tagged the same way and waited for. Running it again is safe.
 
 stdout carries only the result: the image ID in --region on the first line,
@@ -117,7 +123,14 @@ verify or publishing failed, 2 on usage errors.`,
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			pb := &publish.Publisher{Clients: clients, Events: log.event, PartSize: partSize}
+			if checkpointDir == "" {
+				cache, err := os.UserCacheDir()
+				if err != nil {
+					return &exitError{code: 2, err: fmt.Errorf("no cache directory for the upload checkpoint (%w): pass --checkpoint-dir", err)}
+				}
+				checkpointDir = filepath.Join(cache, "drover", "upload")
+			}
+			pb := &publish.Publisher{Clients: clients, Events: log.event, PartSize: partSize, CheckpointDir: checkpointDir, KeepObject: keepObject}
 			out := cmd.OutOrStdout()
 			if dryRun {
 				decisions, err := pb.Lookup(ctx, plan)
@@ -157,6 +170,8 @@ verify or publishing failed, 2 on usage errors.`,
 	f.StringVar(&ecsEndpoint, "ecs-endpoint", "", "ECS API endpoint, host:port or URL, for private endpoints and tests (default $DROVER_ECS_ENDPOINT, else the SDK's for --region)")
 	f.StringVar(&ossEndpoint, "oss-endpoint", "", "OSS endpoint, host:port or URL, for private endpoints and tests (default $DROVER_OSS_ENDPOINT, else the SDK's for --region)")
 	f.Int64Var(&partSize, "part-size", 0, "OSS multipart upload part size in bytes (default: the SDK's)")
+	f.StringVar(&checkpointDir, "checkpoint-dir", "", "directory of the upload checkpoint, from which an interrupted upload resumes (default <user cache dir>/drover/upload)")
+	f.BoolVar(&keepObject, "keep-object", false, "keep the uploaded object in the bucket once the image is Available (default: deleted)")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: 2, err: err} })
 	return cmd
 }

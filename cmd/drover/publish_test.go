@@ -4,14 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
+	"github.com/aliyun/alibabacloud-oss-go-sdk-v2/oss"
+	"github.com/aliyun/alibabacloud-oss-go-sdk-v2/oss/credentials"
 
 	"github.com/drover-os/drover/harness/ecsapi"
 	"github.com/drover-os/drover/image/build"
@@ -55,10 +60,7 @@ func newCloud(t *testing.T, importDelay time.Duration) *cloud {
 // in the environment only.
 func (c *cloud) publish(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(droverBin, append([]string{"publish", "--region", pubRegion, "--bucket", pubBucket, "--poll-interval", "100ms"}, args...)...)
-	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"),
-		"ALIBABA_CLOUD_ACCESS_KEY_ID=" + pubKeyID, "ALIBABA_CLOUD_ACCESS_KEY_SECRET=" + pubSecret,
-		"DROVER_ECS_ENDPOINT=http://" + c.eps.ECS, "DROVER_OSS_ENDPOINT=http://" + c.eps.OSS}
+	cmd := c.command(t, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -68,6 +70,24 @@ func (c *cloud) publish(t *testing.T, args ...string) (stdout, stderr string, co
 		t.Fatal(err)
 	}
 	return out.String(), errb.String(), code
+}
+
+func (c *cloud) command(t *testing.T, args ...string) *exec.Cmd {
+	cmd := exec.Command(droverBin, append([]string{"publish", "--region", pubRegion, "--bucket", pubBucket, "--poll-interval", "100ms"}, args...)...)
+	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"),
+		"ALIBABA_CLOUD_ACCESS_KEY_ID=" + pubKeyID, "ALIBABA_CLOUD_ACCESS_KEY_SECRET=" + pubSecret,
+		"DROVER_ECS_ENDPOINT=http://" + c.eps.ECS, "DROVER_OSS_ENDPOINT=http://" + c.eps.OSS}
+	return cmd
+}
+
+// headObject is OSS HeadObject through the OSS SDK: nil when the object
+// is there, else the error (NoSuchKey when it is not).
+func (c *cloud) headObject(t *testing.T, key string) error {
+	t.Helper()
+	o := oss.NewClient(oss.LoadDefaultConfig().WithRegion(pubRegion).WithEndpoint(c.eps.OSS).WithDisableSSL(true).WithUsePathStyle(true).
+		WithCredentialsProvider(credentials.NewStaticCredentialsProvider(pubKeyID, pubSecret)))
+	_, err := o.HeadObject(context.Background(), &oss.HeadObjectRequest{Bucket: oss.Ptr(pubBucket), Key: oss.Ptr(key)})
+	return err
 }
 
 // images lists the emulated account's images of the test build through
@@ -148,7 +168,7 @@ func TestPublishImportsThenReuses(t *testing.T) {
 	}
 	c.srv.ThrottleNext("ImportImage", 1)
 	c.srv.ThrottleNext("DescribeImages", 1)
-	stdout, stderr, code := c.publish(t, "--copy-to", "cn-test2", "--part-size", "102400", img)
+	stdout, stderr, code := c.publish(t, "--copy-to", "cn-test2", "--part-size", "102400", "--keep-object", img)
 	if code != 0 {
 		t.Fatalf("exit %d\nstderr: %s\ncalls:\n%s", code, stderr, c.log.all())
 	}
@@ -236,6 +256,87 @@ func TestPublishImportsThenReuses(t *testing.T) {
 			t.Errorf("second run made a %s call:\n%s", call, after)
 		}
 	}
+	// Without --keep-object the object goes once the image is Available,
+	// also one an earlier run left.
+	if err := c.headObject(t, object); !isOSSCode(err, "NoSuchKey") {
+		t.Errorf("HeadObject %s after the second run (no --keep-object): %v, want NoSuchKey", object, err)
+	}
+}
+
+func isOSSCode(err error, code string) bool {
+	var se *oss.ServiceError
+	return errors.As(err, &se) && se.Code == code
+}
+
+// TestPublishResumesUpload: a publish killed once OSS holds the upload's
+// first two parts; the next run (same --checkpoint-dir) resumes the upload
+// — ListParts, then only the parts OSS lacks — and imports an object that
+// is the image byte for byte, then deletes the object.
+func TestPublishResumesUpload(t *testing.T) {
+	c := newCloud(t, 100*time.Millisecond)
+	img := publishImage(t)
+	size := int64(len(mustRead(t, img)))
+	const part = 102400
+	total := int((size + part - 1) / part)
+	if total < 5 {
+		t.Fatalf("the test image has %d parts of %d bytes, want at least 5", total, part)
+	}
+	object := "drover/ecs-node-20260102.030405-" + pubBuildID + ".raw"
+	cp := t.TempDir()
+	args := []string{"--part-size", strconv.Itoa(part), "--checkpoint-dir", cp, img}
+	cmd := c.command(t, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	putPart := "oss PUT /" + pubBucket + "/" + object + " 200 "
+	done := map[string]bool{}
+	var once sync.Once
+	killed := make(chan struct{})
+	c.log.mu.Lock()
+	c.log.on = func(line string) {
+		if strings.HasPrefix(line, putPart) {
+			done[line[strings.LastIndex(line, " part ")+1:]] = true
+		}
+		if done["part 1"] && done["part 2"] {
+			once.Do(func() { _ = cmd.Process.Kill(); close(killed) })
+		}
+	}
+	c.log.mu.Unlock()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-killed:
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatalf("no parts 1 and 2 uploaded\n%s\n%s", out.String(), c.log.all())
+	}
+	_ = cmd.Wait()
+	c.log.mu.Lock()
+	c.log.on = nil
+	c.log.mu.Unlock()
+	if n := c.log.count("ecs ImportImage"); n != 0 {
+		t.Fatalf("the killed run imported already (%d ImportImage): kill it sooner", n)
+	}
+	before := len(strings.Split(c.log.all(), "\n"))
+
+	stdout, stderr, code := c.publish(t, args...)
+	if code != 0 {
+		t.Fatalf("resumed run: exit %d\n%s\n%s", code, stderr, c.log.all())
+	}
+	second := strings.Join(strings.Split(c.log.all(), "\n")[before:], "\n")
+	parts := strings.Count(second, putPart)
+	if parts > total-2 || !strings.Contains(second, "oss GET /"+pubBucket+"/"+object+" 200") ||
+		strings.Count(second, "oss POST /"+pubBucket+"/"+object) != 1 {
+		t.Errorf("resumed run: %d part uploads of %d (want at most %d: OSS held parts 1 and 2), one ListParts and only the complete POST:\n%s",
+			parts, total, total-2, second)
+	}
+	ims := c.images(t, pubRegion)
+	if len(ims) != 1 || stdout != ims[0].ImageId+"\n" || ims[0].Status != "Available" {
+		t.Fatalf("stdout %q, %d images of the build", stdout, len(ims))
+	}
+	if err := c.headObject(t, object); !isOSSCode(err, "NoSuchKey") {
+		t.Errorf("HeadObject %s after the image is Available: %v, want NoSuchKey (deleted)", object, err)
+	}
 }
 
 func mustRead(t *testing.T, p string) []byte {
@@ -312,6 +413,31 @@ func TestPublishImportAnswerLost(t *testing.T) {
 	ims := c.images(t, pubRegion)
 	if len(ims) != 1 || stdout != ims[0].ImageId+"\n" {
 		t.Fatalf("stdout %q, images of the build %+v: want the one import's ImageId", stdout, ims)
+	}
+}
+
+// TestPublishCopyAnswerLost: ECS starts the copy and the answer is lost
+// (503). CopyImage takes no ClientToken; drover's retry finds the started
+// copy by its build tag instead of copying again: one image in the copy
+// region, and that is the one printed.
+func TestPublishCopyAnswerLost(t *testing.T) {
+	c := newCloud(t, 100*time.Millisecond)
+	c.srv.LoseAnswerNext("CopyImage", 1)
+	img := publishImage(t)
+	stdout, stderr, code := c.publish(t, "--copy-to", "cn-test2", img)
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr: %s\ncalls:\n%s", code, stderr, c.log.all())
+	}
+	if n := c.log.count("ecs CopyImage 503 ServiceUnavailable"); n != 1 {
+		t.Fatalf("%d CopyImage answers lost, want the 1 planted:\n%s", n, c.log.all())
+	}
+	copies, ims := c.images(t, "cn-test2"), c.images(t, pubRegion)
+	if len(copies) != 1 || len(ims) != 1 || stdout != ims[0].ImageId+"\ncn-test2 "+copies[0].ImageId+"\n" {
+		var ids []string
+		for _, im := range copies {
+			ids = append(ids, im.ImageId+" "+im.Status)
+		}
+		t.Fatalf("stdout %q, copies of the build in cn-test2 %v: want the one copy's ImageId", stdout, ids)
 	}
 }
 

@@ -129,6 +129,10 @@ func TestRollout(t *testing.T) {
 		t.Run("KilledBeforeMaxSize", func(t *testing.T) { t.Parallel(); e.killedBeforeMaxSize(t) })
 		t.Run("NoDesiredCapacity", func(t *testing.T) { t.Parallel(); e.noDesiredCapacity(t) })
 		t.Run("StockOut", func(t *testing.T) { t.Parallel(); e.stockOut(t) })
+		t.Run("Zones", func(t *testing.T) { t.Parallel(); e.zones(t) })
+		t.Run("TemplateCopy", func(t *testing.T) { t.Parallel(); e.templateCopy(t) })
+		t.Run("LifecycleHooks", func(t *testing.T) { t.Parallel(); e.lifecycleHooks(t) })
+		t.Run("KilledRepair", func(t *testing.T) { t.Parallel(); e.killedRepair(t) })
 	})
 }
 
@@ -212,12 +216,22 @@ func (e *rolloutEnv) newScenario(t *testing.T, name string) (*scenario, []string
 // a desired capacity) from g; it waits for size Ready Nodes.
 func (e *rolloutEnv) newScenarioWith(t *testing.T, name string, g ecsapi.ScalingGroup, size int) (*scenario, []string) {
 	t.Helper()
+	return e.newScenarioTemplate(t, name, g, size, nil)
+}
+
+// newScenarioTemplate is newScenarioWith whose launch template request
+// edit completes (nil: none).
+func (e *rolloutEnv) newScenarioTemplate(t *testing.T, name string, g ecsapi.ScalingGroup, size int, edit func(*ecs.CreateLaunchTemplateRequest)) (*scenario, []string) {
+	t.Helper()
 	s := &scenario{e: e, name: strings.ToLower(name), dir: t.TempDir()}
 	s.pool = filepath.Join(s.dir, "pool.yaml")
 	ud := s.writePool(t, s.spec("a", e.cluster.BootstrapToken()))
 	req := ecs.CreateCreateLaunchTemplateRequest()
 	req.LaunchTemplateName, req.ImageId, req.InstanceType = "pool-"+s.name, e.imageA, "ecs.g7.large"
 	req.UserData = base64.StdEncoding.EncodeToString(ud)
+	if edit != nil {
+		edit(req)
+	}
 	resp, err := e.ecs.CreateLaunchTemplate(req)
 	if err != nil {
 		t.Fatal(err)

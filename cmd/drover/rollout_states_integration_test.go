@@ -5,6 +5,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -186,16 +188,7 @@ func (e *rolloutEnv) killedBeforeMaxSize(t *testing.T) {
 			once.Do(func() { _ = cmd.Process.Kill(); close(killed) })
 		}
 	})()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-killed:
-	case <-time.After(2 * time.Minute):
-		_ = cmd.Process.Kill()
-		t.Fatalf("no RemoveInstances of both old instances\n%s", out.String())
-	}
-	_ = cmd.Wait()
+	runUntilKilled(t, cmd, killed, &out, "no RemoveInstances of both old instances")
 	t.Logf("killed drover rollout after its last RemoveInstances; its output:\n%s", out.String())
 	s.waitIdle(t)
 	if g := s.scalingGroup(t); g.MaxSize != 3 {
@@ -344,4 +337,20 @@ func (s *scenario) lockTags(t *testing.T) map[string]string {
 		}
 	}
 	return out
+}
+
+// runUntilKilled starts cmd and waits until the test's hook has killed it
+// (closing killed); after two minutes it kills it and fails with what.
+func runUntilKilled(t *testing.T, cmd *exec.Cmd, killed <-chan struct{}, out fmt.Stringer, what string) {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-killed:
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatalf("%s\n%s", what, out.String())
+	}
+	_ = cmd.Wait()
 }

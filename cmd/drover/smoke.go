@@ -39,7 +39,10 @@ under QEMU with SMBIOS "Alibaba Cloud ECS"; and checks:
   the local registry runs to completion; the kubelet listens on :10250 and
   nothing else on a non-loopback TCP or UDP socket (an offender is named with
   its process), there is no sshd, / and /usr are read-only and the bootstrap
-  kubeconfig is gone.
+  kubeconfig is gone; the CIS ACK 1.0 worker-node checks (docs/cis.md), judged
+  on the running kubelet's command line and /configz and the real modes and
+  owners of its files, each pass or do not apply (a failing check fails the
+  smoke, naming its ID).
   --metadata-errors, --metadata-delay, --metadata-token-ttl: the metadata
   service fails, delays requests and expires a token during the first boot;
   the report counts each and requires every configured fault to have happened.

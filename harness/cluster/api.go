@@ -321,3 +321,13 @@ func (c *Cluster) Events(ctx context.Context, ns, kind, name string) ([]Event, e
 func podsPath(ns string) string {
 	return "/api/v1/namespaces/" + url.PathEscape(ns) + "/pods"
 }
+
+// CreateOrReplace creates obj (a JSON-encodable API object) in collection
+// (an API path such as /api/v1/namespaces/default/serviceaccounts), or
+// replaces the object of that name if it exists.
+func (c *Cluster) CreateOrReplace(ctx context.Context, collection, name string, obj any) error {
+	if err := c.client.createOrReplace(ctx, collection, name, obj); err != nil {
+		return fmt.Errorf("creating %s/%s: %w", collection, name, err)
+	}
+	return nil
+}

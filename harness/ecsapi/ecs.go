@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,11 +22,15 @@ type image struct {
 	platform, format   string
 	nvme, imds         string
 	bucket, object     string
-	sizeGiB            int
-	copied             bool
-	tags               []tag
-	created, readyAt   time.Time
-	failed             bool
+	// disk is the image's own copy of the object (ECS keeps an
+	// imported image in its snapshot, so deleting the object once the
+	// image is Available leaves it bootable).
+	disk             string
+	sizeGiB          int
+	copied           bool
+	tags             []tag
+	created, readyAt time.Time
+	failed           bool
 	// owner is the ImageOwnerAlias of an image not imported by the
 	// account (AddSystemImage); "" means self.
 	owner string
@@ -133,6 +139,13 @@ func (c *call) importImage() (obj, *apiError) {
 	}
 	if im.name == "" {
 		im.name = im.id
+	}
+	im.disk = filepath.Join(s.dir, "images", im.id)
+	if err := os.MkdirAll(filepath.Dir(im.disk), 0o755); err != nil {
+		return nil, errf(500, "InternalError", "%s", err.Error())
+	}
+	if err := os.Link(s.objectPath(im.bucket, im.object), im.disk); err != nil {
+		return nil, errf(500, "InternalError", "%s", err.Error())
 	}
 	if s.failImport > 0 {
 		s.failImport--

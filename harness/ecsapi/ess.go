@@ -18,6 +18,10 @@ type ScalingGroup struct {
 	Name string
 	// RegionID defaults to Config.Region, ZoneID to RegionID+"-a".
 	RegionID, ZoneID string
+	// VSwitches are the group's vSwitches in priority order (VSwitchIds);
+	// empty: one in ZoneID. MultiAZPolicy places launches among their
+	// zones (ess_zones.go).
+	VSwitches []VSwitch
 	// InstanceType is used when the launch template version sets none.
 	InstanceType          string
 	LaunchTemplateID      string
@@ -32,7 +36,7 @@ type ScalingGroup struct {
 	// within MinSize..MaxSize and refuses a scaling activity while another
 	// is in progress.
 	NoDesiredCapacity bool
-	MultiAZPolicy     string // default PRIORITY
+	MultiAZPolicy     string // PRIORITY (default) or BALANCE
 }
 
 // Lifecycle states of scaling instances, as DescribeScalingInstances names
@@ -88,6 +92,7 @@ type member struct {
 
 type instance struct {
 	id, region, zone, itype   string
+	vswitch                   string
 	imageID, hostname, status string
 	seq                       int
 	created                   time.Time
@@ -258,11 +263,18 @@ func (a *activity) done(now time.Time) {
 func (s *Server) launchBatch(g *group, n int, cause string, now time.Time) *activity {
 	a := g.newActivity(fmt.Sprintf("Add %q ECS instance(s)", strconv.Itoa(n)), cause, now, n)
 	for range n {
-		in := &instance{id: newID("i-", 20), region: g.RegionID, zone: g.ZoneID, status: "Pending",
+		// Each launch is placed by the group's MultiAZPolicy among the
+		// zones in stock, counting the ones this batch placed already.
+		vs, ok, out := s.place(g)
+		in := &instance{id: newID("i-", 20), region: g.RegionID, zone: vs.ZoneID, vswitch: vs.ID, status: "Pending",
 			seq: len(s.instances), created: now}
 		s.instances[in.id] = in
 		m := &member{inst: in, state: Pending, activityID: a.id, creation: AutoCreated}
-		if s.quota > 0 && s.regionInstances(g.RegionID) > s.quota {
+		switch {
+		case !ok:
+			in.zone = out[0]
+			m.failWith = errNoStockIn(out)
+		case s.quota > 0 && s.regionInstances(g.RegionID) > s.quota:
 			m.failWith = errElasticQuota()
 		}
 		g.members = append(g.members, m)
@@ -283,7 +295,8 @@ func (s *Server) launch(g *group, m *member, a *activity) {
 	case m.failWith != nil:
 		err = m.failWith
 	case s.noStock[m.inst.zone]:
-		err = errNoStock()
+		// Out of stock since it was placed.
+		err = errNoStockIn([]string{m.inst.zone})
 	case s.failLaunch > 0:
 		s.failLaunch--
 		err = errors.New("the launch failed (injected by FailLaunch)")
@@ -366,13 +379,12 @@ func (s *Server) specFor(g *group, m *member) (InstanceSpec, error) {
 	in := m.inst
 	in.imageID = im.id
 	in.itype = firstOf(v.data["InstanceType"], g.InstanceType, "ecs.g7.large")
-	if z := v.data["ZoneId"]; z != "" {
-		in.zone = z
-	}
+	// The template's ZoneId and VSwitchId do not count: ESS launches into
+	// the group's vSwitches (place).
 	in.hostname = firstOf(v.data["HostName"], "iZ"+strings.TrimPrefix(in.id, "i-")+"Z")
 	return InstanceSpec{
 		InstanceID: in.id, RegionID: in.region, ZoneID: in.zone, InstanceType: in.itype,
-		ImageID: im.id, ImageObject: s.objectPath(im.bucket, im.object), UserData: ud, Hostname: in.hostname,
+		ImageID: im.id, ImageObject: im.disk, UserData: ud, Hostname: in.hostname,
 	}, nil
 }
 

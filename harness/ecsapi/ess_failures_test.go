@@ -92,7 +92,7 @@ func TestFailedScalingActivities(t *testing.T) {
 
 	// At MaxSize: nothing to launch, the request is rejected.
 	a = settled(t, e, scaleOut(t, e, group, 1))
-	if a.StatusCode != "Rejected" || !strings.Contains(a.StatusMessage, "MaxSize 4") {
+	if a.StatusCode != "Rejected" || a.StatusMessage != "To execute the specified scaling rule, the total capacity will not change." || !strings.Contains(a.Cause, "MaxSize 4") {
 		t.Fatalf("activity of a scale-out at MaxSize: %+v", a)
 	}
 	if g, _ := describeGroup(t, e, group); g.DesiredCapacity != 4 {

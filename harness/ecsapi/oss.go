@@ -113,7 +113,11 @@ func (s *Server) OSSHandler() http.Handler {
 				_, _ = w.Write(body)
 			}
 		}
-		s.logf("oss %s %s %d %s", r.Method, r.URL.Path, status, rid)
+		part := "" // which part of a multipart upload: the order is the tests' to see
+		if n := r.URL.Query().Get("partNumber"); n != "" && r.Method == http.MethodPut {
+			part = " part " + n
+		}
+		s.logf("oss %s %s %d %s%s", r.Method, r.URL.Path, status, rid, part)
 	})
 }
 
@@ -140,6 +144,8 @@ func (s *Server) serveOSS(w http.ResponseWriter, r *http.Request) *ossError {
 		return s.uploadPart(w, r, q.Get("uploadId"), q.Get("partNumber"))
 	case r.Method == http.MethodPost && q.Has("uploadId"):
 		return s.completeUpload(w, r, bkt, key, q.Get("uploadId"))
+	case r.Method == http.MethodGet && q.Has("uploadId"):
+		return s.listParts(w, r, bkt, key, q.Get("uploadId"))
 	case r.Method == http.MethodDelete && q.Has("uploadId"):
 		return s.abortUpload(w, q.Get("uploadId"))
 	case r.Method == http.MethodPut:

@@ -104,6 +104,24 @@ func TestOSSAbortAndPartRules(t *testing.T) {
 		}
 		parts = append(parts, oss.UploadPart{PartNumber: int32(i + 1), ETag: p.ETag})
 	}
+	// ListParts pages through the parts so far, in order.
+	lp, err := e.oss.ListParts(ctx, &oss.ListPartsRequest{Bucket: oss.Ptr("images"), Key: key, UploadId: init.UploadId, MaxParts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lp.Parts) != 1 || lp.Parts[0].PartNumber != 1 || lp.Parts[0].Size != 1000 || oss.ToString(lp.Parts[0].ETag) != oss.ToString(parts[0].ETag) ||
+		!lp.IsTruncated || lp.NextPartNumberMarker != 1 {
+		t.Fatalf("ListParts max-parts 1: %+v", lp)
+	}
+	lp, err = e.oss.ListParts(ctx, &oss.ListPartsRequest{Bucket: oss.Ptr("images"), Key: key, UploadId: init.UploadId, PartNumberMarker: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lp.Parts) != 1 || lp.Parts[0].PartNumber != 2 || lp.Parts[0].Size != 2000 || lp.IsTruncated {
+		t.Fatalf("ListParts after part 1: %+v", lp)
+	}
+	_, err = e.oss.ListParts(ctx, &oss.ListPartsRequest{Bucket: oss.Ptr("images"), Key: key, UploadId: oss.Ptr("NOSUCHUPLOAD")})
+	wantOSSCode(t, err, "NoSuchUpload")
 	_, err = e.oss.CompleteMultipartUpload(ctx, &oss.CompleteMultipartUploadRequest{Bucket: oss.Ptr("images"), Key: key,
 		UploadId: init.UploadId, CompleteMultipartUpload: &oss.CompleteMultipartUpload{Parts: parts}})
 	wantOSSCode(t, err, "EntityTooSmall")

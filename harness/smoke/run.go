@@ -288,7 +288,7 @@ func (e *Env) RunPod(ctx context.Context, in *Instance, name, image string, args
 	return e.runPodSpec(ctx, in, name, podSpec(in.NodeName, e.GuestRegistry()+"/"+image, args, host))
 }
 
-// runPodSpec creates pod name with spec and waits as RunPod does.
+// runPodSpec runs a pod of spec in the default namespace as RunPod does.
 func (e *Env) runPodSpec(ctx context.Context, in *Instance, name string, spec map[string]any) (string, error) {
 	pod := map[string]any{
 		"apiVersion": "v1", "kind": "Pod",

@@ -161,6 +161,7 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 		boots = e.checkUserUnits(ctx, r, in, "first boot", "probe-evidence-1", nil)
 	}
 	e.checkSecurity(ctx, r, in, "probe-security")
+	e.checkCIS(ctx, r, in, "probe-cis")
 	if units {
 		e.checkDrift(ctx, r, in)
 	}
