@@ -39,16 +39,12 @@ const imageCacheDeadline = time.Hour
 // which goes on beside the join and after it: Ready never waits for a
 // large cache. The condition DroverImageCache says when it is loaded.
 func (a *Agent) imageCache(ctx context.Context) (string, error) {
-	data, err := os.ReadFile(a.path(nodeconfig.ImageCacheFile))
+	c, err := a.readImageCache()
 	if errors.Is(err, fs.ErrNotExist) {
 		return "no image cache in the image", nil
 	}
 	if err != nil {
 		return "", err
-	}
-	var c nodeconfig.ImageCache
-	if err := json.Unmarshal(data, &c); err != nil {
-		return "", fmt.Errorf("%s: %w (the build wrote it: rebuild the image)", nodeconfig.ImageCacheFile, err)
 	}
 	if a.env.ImportLayout == nil {
 		return "image cache not imported (no containerd client in this environment)", nil
@@ -69,6 +65,21 @@ func (a *Agent) imageCache(ctx context.Context) (string, error) {
 	a.reportImages(health.Finding{Condition: ImageCacheCondition, Status: "Unknown", Reason: "Loading", Evidence: describeJobs(jobs)})
 	go a.importImages(context.WithoutCancel(ctx), jobs, problems)
 	return "importing " + describeJobs(jobs) + strings.Join(append([]string{""}, problems...), "; "), nil
+}
+
+// readImageCache reads what the image's cache holds
+// (nodeconfig.ImageCacheFile); an error wrapping fs.ErrNotExist when the
+// image has no cache.
+func (a *Agent) readImageCache() (nodeconfig.ImageCache, error) {
+	var c nodeconfig.ImageCache
+	data, err := os.ReadFile(a.path(nodeconfig.ImageCacheFile))
+	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return c, fmt.Errorf("%s: %w (the build wrote it: rebuild the image)", nodeconfig.ImageCacheFile, err)
+	}
+	return c, nil
 }
 
 // imageJob is one layout to import.

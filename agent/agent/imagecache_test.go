@@ -222,3 +222,24 @@ func TestNoImageCachePhase(t *testing.T) {
 		}
 	}
 }
+
+// The kubelet the agent configures exempts the cached repositories, root
+// and disk, from pull credential verification (nodeconfig.KubeletConfig):
+// a pod naming one runs from the cache even after the kubelet pulled the
+// same image under another name.
+func TestImageCacheExemptsItsRepositories(t *testing.T) {
+	c := newCacheRig(t, "the build's index", "the build's index", cacheDisk)
+	close(c.release)
+	if err := c.a.Run(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, strings.Join(c.log, "\n"))
+	}
+	kc, err := os.ReadFile(filepath.Join(c.root, nodeconfig.KubeletConfigPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "imagePullCredentialsVerificationPolicy: NeverVerifyAllowlistedImages\n"
+	list := "preloadedImagesVerificationAllowlist:\n- r.test/app\n- r.test/big\n"
+	if !strings.Contains(string(kc), want) || !strings.Contains(string(kc), list) {
+		t.Errorf("%s does not exempt the cached repositories (want %q and %q):\n%s", nodeconfig.KubeletConfigPath, want, list, kc)
+	}
+}

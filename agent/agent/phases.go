@@ -303,7 +303,19 @@ func (a *Agent) nodeFacts() nodeconfig.Facts {
 	ntp, _ := provider.ParseNTPServers(f.NTPServers)
 	return nodeconfig.Facts{InstanceID: f.InstanceID, RegionID: f.RegionID, ZoneID: f.ZoneID,
 		InstanceType: f.InstanceType, Hostname: a.nodeName, PrivateIPv4: ip, SecureBoot: a.secureBoot, NTPServers: ntp,
-		BuildID: a.buildID(), ConfigDigest: a.configDigestLabel(), ACRProvider: a.shipsACRProvider()}
+		BuildID: a.buildID(), ConfigDigest: a.configDigestLabel(), ACRProvider: a.shipsACRProvider(),
+		CachedRepositories: a.cachedRepositories()}
+}
+
+// cachedRepositories are the repositories of the image's cached images,
+// which the kubelet is told never to re-verify; none when the image has no
+// cache or its file does not read (the image cache phase reports that).
+func (a *Agent) cachedRepositories() []string {
+	c, err := a.readImageCache()
+	if err != nil {
+		return nil
+	}
+	return c.Repositories()
 }
 
 // shipsACRProvider says the image has the ACR credential provider, which

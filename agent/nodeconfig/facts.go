@@ -37,6 +37,10 @@ type Facts struct {
 	// ACRProvider says the image ships the ACR credential provider
 	// (ACRProviderPath): the kubelet is configured to use it.
 	ACRProvider bool
+	// CachedRepositories are the repositories of the image's cached
+	// images (ImageCache.Repositories): the kubelet never makes a pod
+	// re-verify its pull credentials for them (KubeletConfig).
+	CachedRepositories []string
 }
 
 // Labels set from the facts; a node file may not set them (see

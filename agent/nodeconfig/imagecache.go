@@ -1,5 +1,10 @@
 package nodeconfig
 
+import (
+	"slices"
+	"strings"
+)
+
 // The image cache: a recipe's cached workload images (docs/recipes.md,
 // "Cached images"), which the agent imports into containerd and pins at
 // boot, from the root file system or from the cache disk.
@@ -48,4 +53,38 @@ type CacheDisk struct {
 	UUID   string        `json:"uuid"`
 	Index  string        `json:"index"` // sha256 of index.json, hex
 	Images []CachedImage `json:"images"`
+}
+
+// Repositories are the cached images' repositories as a pod may name them
+// (without tag or digest; a Docker Hub image also in its short forms),
+// sorted: the kubelet's credential verification exempts them
+// (KubeletConfig). The kubelet matches the name in the pod's spec, not
+// containerd's normalized one.
+func (c ImageCache) Repositories() []string {
+	var out []string
+	add := func(images []CachedImage) {
+		for _, im := range images {
+			for _, n := range im.Names {
+				repo, _, _ := strings.Cut(n, "@")
+				if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+					repo = repo[:i]
+				}
+				out = append(out, repo)
+				// Docker Hub's short forms: docker.io/library/nginx is
+				// also library/nginx and nginx; docker.io/u/app also u/app.
+				if path, ok := strings.CutPrefix(repo, "docker.io/"); ok {
+					out = append(out, path)
+					if short, ok := strings.CutPrefix(path, "library/"); ok && !strings.Contains(short, "/") {
+						out = append(out, short)
+					}
+				}
+			}
+		}
+	}
+	add(c.Root)
+	if c.Disk != nil {
+		add(c.Disk.Images)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

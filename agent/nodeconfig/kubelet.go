@@ -80,6 +80,22 @@ func KubeletConfig(c *Config, f Facts) ([]byte, error) {
 		// auditor reads the file instead of /configz.
 		StreamingConnectionIdleTimeout: metav1.Duration{Duration: 4 * time.Hour},
 	}
+	if len(f.CachedRepositories) > 0 {
+		// A cached image is on the node for every pod, as a preloaded
+		// image is under the kubelet's default policy
+		// (NeverVerifyPreloadedImages). But that default counts an image
+		// as preloaded only while the kubelet has no pull record of its
+		// image ID: once it pulled the same content under another name (a
+		// registry's other endpoint, a mirror), a pod naming the cached
+		// repository must pull again to show its credentials, and with
+		// the registry unreachable it never starts. The allowlist exempts
+		// the cached repositories whatever the kubelet pulled; every other
+		// image present on the node is verified, as the default does for
+		// images the kubelet pulled (drover preloads nothing else the
+		// kubelet runs: the sandbox image is containerd's).
+		kc.ImagePullCredentialsVerificationPolicy = kubeletv1beta1.NeverVerifyAllowlistedImages
+		kc.PreloadedImagesVerificationAllowlist = slices.Clone(f.CachedRepositories)
+	}
 	if r, ok := Reserve(f.CPUs, f.MemTotal); ok {
 		kc.KubeReserved, kc.SystemReserved, kc.EvictionHard = r.KubeReserved, r.SystemReserved, r.EvictionHard
 		kc.PodPidsLimit = ptr(r.PodPidsLimit)
