@@ -35,6 +35,13 @@ func Names(ref string) ([]string, error) {
 		return nil, err
 	}
 	repo := d.Context().Name()
+	if d.Context().RegistryStr() == name.DefaultRegistry {
+		// go-containerregistry names Docker Hub index.docker.io;
+		// containerd's CRI normalizes a pod's image to docker.io (and
+		// docker.io/library/ for an official image) before it looks it
+		// up, so a record under index.docker.io is never found.
+		repo = "docker.io/" + d.Context().RepositoryStr()
+	}
 	base := ref[:strings.LastIndex(ref, "@")]
 	var out []string
 	if i := strings.LastIndex(base, ":"); i > strings.LastIndex(base, "/") {
