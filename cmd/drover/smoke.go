@@ -55,9 +55,10 @@ under QEMU with SMBIOS "Alibaba Cloud ECS"; and checks:
   An image with cached images (a recipe's images:, listed in its manifest):
   the cache disk image beside it (<name>.images.raw) is attached as the last
   data disk, the node file mirrors each cached image's registry host to the
-  local registry, and once the agent reports DroverImageCache=True a pod of
-  each cached image must run while that registry refuses every request and
-  sees none, containerd holding each pinned at its digest; a pod of an image
+  local registry, and once the agent reports DroverImageCache=True (and a pod
+  of the first one's content under the registry's own name has run, so the
+  kubelet holds a pull record of it) a pod of each cached image must run while
+  that registry refuses every request and sees none, containerd holding each pinned at its digest; a pod of an image
   the node does not hold shows the registry's refusal (503).
 
 It prints each check and the boot timeline (guest seconds since boot), writes
