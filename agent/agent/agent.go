@@ -106,6 +106,10 @@ type Env struct {
 	// of type fstype read-only (the cache disk); nil: no image cache.
 	ImportLayout  func(ctx context.Context, dir string, labels map[string]string) (containerd.Result, error)
 	MountReadOnly func(dev, dir, fstype string) error
+	// KubeletVersion is the Kubernetes version the kubelet binary was
+	// built from (v1.37.2), which decides what its configuration may say
+	// (nodeconfig.Facts.KubeletVersion); nil or an error: not known.
+	KubeletVersion func() (string, error)
 	// Prefetch starts reading files into the page cache in the
 	// background and returns at once (nil: nothing is read ahead); see
 	// KubeletBinaries.

@@ -229,6 +229,7 @@ func TestNoImageCachePhase(t *testing.T) {
 // same image under another name.
 func TestImageCacheExemptsItsRepositories(t *testing.T) {
 	c := newCacheRig(t, "the build's index", "the build's index", cacheDisk)
+	c.a.env.KubeletVersion = func() (string, error) { return "v1.37.2", nil }
 	close(c.release)
 	if err := c.a.Run(context.Background()); err != nil {
 		t.Fatalf("%v\n%s", err, strings.Join(c.log, "\n"))

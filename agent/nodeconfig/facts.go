@@ -41,6 +41,9 @@ type Facts struct {
 	// images (ImageCache.Repositories): the kubelet never makes a pod
 	// re-verify its pull credentials for them (KubeletConfig).
 	CachedRepositories []string
+	// KubeletVersion is the kubelet's Kubernetes version (v1.37.2); ""
+	// when not known.
+	KubeletVersion string
 }
 
 // Labels set from the facts; a node file may not set them (see

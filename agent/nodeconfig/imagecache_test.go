@@ -31,13 +31,30 @@ func TestImageCacheRepositories(t *testing.T) {
 	}
 }
 
-// With cached images the kubelet exempts their repositories from pull
-// credential verification, whatever it pulled before; without, it keeps
-// its default policy (the field unset).
+// With cached images a kubelet that verifies pulled images (1.35 on)
+// exempts their repositories, whatever it pulled before; without a cache,
+// or a kubelet that would refuse the fields (1.34: the gate is off) or of
+// an unknown version, the fields stay unset.
 func TestKubeletConfigCachedRepositories(t *testing.T) {
-	for _, repos := range [][]string{nil, {"nginx", "r.test/app"}} {
+	cached := []string{"nginx", "r.test/app"}
+	for _, c := range []struct {
+		version string
+		repos   []string
+		set     bool
+	}{
+		{"v1.37.2", nil, false},
+		{"v1.37.2", cached, true},
+		{"v1.35.0", cached, true},
+		{"v1.34.4", cached, false},
+		{"v1.35.0-rc.1", cached, false},
+		{"", cached, false},
+	} {
 		f := facts
-		f.CachedRepositories = repos
+		f.CachedRepositories, f.KubeletVersion = c.repos, c.version
+		repos := c.repos
+		if !c.set {
+			repos = nil
+		}
 		out, err := KubeletConfig(load(t, "full"), f)
 		if err != nil {
 			t.Fatal(err)
@@ -47,11 +64,11 @@ func TestKubeletConfigCachedRepositories(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantPolicy := kubeletv1beta1.ImagePullCredentialsVerificationPolicy("")
-		if len(repos) > 0 {
+		if c.set {
 			wantPolicy = kubeletv1beta1.NeverVerifyAllowlistedImages
 		}
 		if kc.ImagePullCredentialsVerificationPolicy != wantPolicy || !slices.Equal(kc.PreloadedImagesVerificationAllowlist, repos) {
-			t.Errorf("cached %q: policy %q, allowlist %q; want %q and the cached repositories\n%s", repos, kc.ImagePullCredentialsVerificationPolicy, kc.PreloadedImagesVerificationAllowlist, wantPolicy, out)
+			t.Errorf("kubelet %q, cached %q: policy %q, allowlist %q; want %q and %q\n%s", c.version, c.repos, kc.ImagePullCredentialsVerificationPolicy, kc.PreloadedImagesVerificationAllowlist, wantPolicy, repos, out)
 		}
 	}
 }

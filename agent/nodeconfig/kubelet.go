@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/mod/semver"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -80,7 +81,7 @@ func KubeletConfig(c *Config, f Facts) ([]byte, error) {
 		// auditor reads the file instead of /configz.
 		StreamingConnectionIdleTimeout: metav1.Duration{Duration: 4 * time.Hour},
 	}
-	if len(f.CachedRepositories) > 0 {
+	if len(f.CachedRepositories) > 0 && verifiesPulledImages(f.KubeletVersion) {
 		// A cached image is on the node for every pod, as a preloaded
 		// image is under the kubelet's default policy
 		// (NeverVerifyPreloadedImages). But that default counts an image
@@ -143,6 +144,18 @@ func KubeletConfig(c *Config, f Facts) ([]byte, error) {
 const NodeStatusUpdateFrequency = 4 * time.Second
 
 func ptr[T any](v T) *T { return &v }
+
+// verifiesPulledImages says whether a kubelet of this version verifies a
+// pod's credentials for an image already on the node, and so takes
+// imagePullCredentialsVerificationPolicy: its feature gate
+// KubeletEnsureSecretPulledImages is beta and on from 1.35, alpha and off
+// before (kubernetes.io, feature gates), and drover sets no gates
+// (featureGates is drover's). With the gate off the kubelet refuses a
+// configuration that sets the policy or its allowlist, so an unknown
+// version sets neither.
+func verifiesPulledImages(version string) bool {
+	return semver.IsValid(version) && semver.Compare(semver.Canonical(version), "v1.35.0") >= 0
+}
 
 // KubeletFlags gives the kubelet's command-line flags for what the
 // configuration file cannot say, sorted. nodeIP is the address the Node

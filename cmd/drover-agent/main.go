@@ -170,7 +170,8 @@ func run(ctx context.Context) error {
 		},
 		// The image cache: layouts in the root or on the cache disk,
 		// which the agent mounts read-only in its own namespace.
-		ImportLayout: agent.ImportLayout,
+		ImportLayout:   agent.ImportLayout,
+		KubeletVersion: agent.KubeletVersion,
 		MountReadOnly: func(dev, dir, fstype string) error {
 			return syscall.Mount(dev, dir, fstype, syscall.MS_RDONLY|syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "")
 		},
