@@ -91,16 +91,21 @@ func (e *Env) checkCachedImages(ctx context.Context, r *Report, in *Instance, wa
 
 	s = time.Now()
 	name = "cached images: with every registry refusing, a pod of each runs (root and cache disk), the registry sees no request, containerd holds each pinned"
-	// First the kubelet pulls the first cached image's content under the
-	// harness registry's own name (it serves the same repositories): it
-	// then holds a pull record of that image ID, and under its default
-	// credential verification (NeverVerifyPreloadedImages) a pod naming
-	// the cached repository would have to pull again (the agent's
-	// allowlist, nodeconfig.KubeletConfig, is what spares it).
+	// First the kubelet pulls the first cached image's content, by its
+	// digest, under the harness registry's own name (it serves the same
+	// repositories): it then holds a pull record of that image ID, and
+	// under its default credential verification
+	// (NeverVerifyPreloadedImages) a pod naming the cached repository
+	// would have to pull again (the agent's allowlist,
+	// nodeconfig.KubeletConfig, is what spares it).
 	first := want.Cached[0]
 	_, path, _ := strings.Cut(first.Name, "/")
-	if _, err := e.RunPod(ctx, in, "cached-other-name", path, nil, false); err != nil {
-		r.add(name, s, fmt.Errorf("a pod of %s under the harness registry's name, before the refusal: %w", first.Name, err), "")
+	repo, _, _ := strings.Cut(path, "@")
+	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i]
+	}
+	if _, err := e.RunPod(ctx, in, "cached-other-name", repo+"@"+first.Digest, nil, false); err != nil {
+		r.add(name, s, fmt.Errorf("a pod of %s's content under the harness registry's name (%s@%s), before the refusal: %w (a registry that no longer serves the digest: lock the recipe again)", first.Name, repo, first.Digest, err), "")
 		return
 	}
 	e.Registry.Refuse(true)
