@@ -56,10 +56,11 @@ under QEMU with SMBIOS "Alibaba Cloud ECS"; and checks:
   the cache disk image beside it (<name>.images.raw) is attached as the last
   data disk, the node file mirrors each cached image's registry host to the
   local registry, and once the agent reports DroverImageCache=True (and a pod
-  of the first one's content under the registry's own name has run, so the
-  kubelet holds a pull record of it) a pod of each cached image must run while
-  that registry refuses every request and sees none, containerd holding each pinned at its digest; a pod of an image
-  the node does not hold shows the registry's refusal (503).
+  of the first one's content under the registry's own name has run, and the
+  kubelet's pull record of its image ID, read on the node, names that pull) a
+  pod of each cached image must run while that registry refuses every request
+  and sees none, containerd holding each pinned at its digest; a pod of an
+  image the node does not hold shows the registry's refusal (503).
 
 It prints each check and the boot timeline (guest seconds since boot), writes
 JUnit XML with --junit, keeps the serial logs in the work directory, and exits 1

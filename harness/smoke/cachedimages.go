@@ -2,6 +2,7 @@ package smoke
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,6 +10,11 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/drover-os/drover/agent/agent"
 	"github.com/drover-os/drover/harness/cluster"
@@ -108,6 +114,13 @@ func (e *Env) checkCachedImages(ctx context.Context, r *Report, in *Instance, wa
 		r.add(name, s, fmt.Errorf("a pod of %s's content under the harness registry's name (%s@%s), before the refusal: %w (a registry that no longer serves the digest: lock the recipe again)", first.Name, repo, first.Digest, err), "")
 		return
 	}
+	// The kubelet's own record of that pull, read on the node: without it
+	// the pods below would not show that the allowlist spares them.
+	record, err := e.pullRecord(ctx, in, repo, first.Digest)
+	if err != nil {
+		r.add(name, s, err, "")
+		return
+	}
 	e.Registry.Refuse(true)
 	defer e.Registry.Refuse(false)
 	before := len(e.Registry.Requests())
@@ -150,7 +163,67 @@ func (e *Env) checkCachedImages(ctx context.Context, r *Report, in *Instance, wa
 	if err == nil && perr != nil {
 		err = fmt.Errorf("the control pod of %s: %w", control, perr)
 	}
-	r.add(name, s, err, detail)
+	r.add(name, s, err, record+"; "+detail)
+}
+
+// pullRecord reads on the node the kubelet's pull record
+// (/var/lib/kubelet/image_manager/pulled, KubeletEnsureSecretPulledImages)
+// of the image ID of the harness registry's repo@digest, and judges it.
+func (e *Env) pullRecord(ctx context.Context, in *Instance, repo, digest string) (string, error) {
+	ref, err := name.NewDigest(e.Registry.Addr()+"/"+repo+"@"+digest, name.Insecure)
+	if err != nil {
+		return "", err
+	}
+	img, err := remote.Image(ref, remote.WithContext(ctx), remote.WithPlatform(v1.Platform{OS: "linux", Architecture: in.Config.Arch}))
+	if err != nil {
+		return "", fmt.Errorf("the image ID of %s: %w", ref, err)
+	}
+	id, err := img.ConfigName()
+	if err != nil {
+		return "", err
+	}
+	path := PulledRecordPath(id.String())
+	msg, err := e.RunPod(ctx, in, "cached-pull-record", registry.ProbeImage, []string{"read", path}, true)
+	if err != nil {
+		return "", fmt.Errorf("reading the kubelet's pull record %s: %w", path, err)
+	}
+	return JudgePullRecord(msg, path, id.String(), e.GuestRegistry()+"/"+repo)
+}
+
+// PulledRecordPath is where the kubelet keeps its record of the pulls of
+// an image ID: the file is named by the SHA-256 of the ID
+// (k8s.io/kubelet/config/v1beta1 ImagePulledRecord.ImageRef).
+func PulledRecordPath(imageID string) string {
+	return fmt.Sprintf("/var/lib/kubelet/image_manager/pulled/sha256-%x", sha256.Sum256([]byte(imageID)))
+}
+
+// JudgePullRecord: the probe read the record at path (msg, its JSON), and
+// it is the kubelet's record of imageID pulled as image (a repository
+// without tag or digest) with credentials every pod on the node has.
+func JudgePullRecord(msg, path, imageID, image string) (string, error) {
+	var f struct {
+		Exists  bool
+		Content string
+		Error   string
+	}
+	if err := json.Unmarshal([]byte(msg), &f); err != nil {
+		return "", fmt.Errorf("the probe's read of %s answered %q: %v", path, msg, err)
+	}
+	if !f.Exists {
+		return "", fmt.Errorf("the kubelet holds no pull record of %s (%s %s): the pull under the registry's name left none, so the cached pods would not show the allowlist", imageID, path, f.Error)
+	}
+	var rec kubeletv1beta1.ImagePulledRecord
+	if err := json.Unmarshal([]byte(f.Content), &rec); err != nil {
+		return "", fmt.Errorf("the kubelet's pull record %s: %v: %q", path, err, f.Content)
+	}
+	if rec.ImageRef != imageID {
+		return "", fmt.Errorf("the kubelet's pull record %s is of %s, not %s", path, rec.ImageRef, imageID)
+	}
+	c, ok := rec.CredentialMapping[image]
+	if !ok || !c.NodePodsAccessible {
+		return "", fmt.Errorf("the kubelet's pull record %s of %s has no pull of %s by every pod on the node: %s", path, imageID, image, f.Content)
+	}
+	return fmt.Sprintf("the kubelet's pull record of %s (%s) names %s", imageID, path, strings.TrimSpace(f.Content)), nil
 }
 
 // runPodRef is RunPod with the image's full reference.

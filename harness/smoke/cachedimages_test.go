@@ -1,6 +1,7 @@
 package smoke
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -59,5 +60,35 @@ func TestCacheHostsAndDisk(t *testing.T) {
 	d := &dataDisks{Empty: "e", Full: "f", Cache: "c"}
 	if !slices.Equal(d.order(false), []string{"e", "f", "c"}) || !slices.Equal(d.order(true), []string{"f", "e", "c"}) {
 		t.Errorf("order %q %q", d.order(false), d.order(true))
+	}
+}
+
+func TestJudgePullRecord(t *testing.T) {
+	const id = "sha256:5fb319674d0ec3bbe590b9935fbde8022d88cc90bae696b69c93b0474aa0b544"
+	// The file name is the SHA-256 of the image ID (kubelet's fs_pullrecords.go).
+	path := PulledRecordPath(id)
+	if path != "/var/lib/kubelet/image_manager/pulled/sha256-d25f2d973c70d700b8c83d464ebeb8044cd44a02c4500580349005455316cd84" {
+		t.Errorf("path %s", path)
+	}
+	const image = "100.64.0.2:5000/drover/hello"
+	read := func(exists bool, content string) string {
+		b, _ := json.Marshal(map[string]any{"path": path, "exists": exists, "content": content})
+		return string(b)
+	}
+	good := `{"kind":"ImagePulledRecord","apiVersion":"kubelet.config.k8s.io/v1beta1","lastUpdatedTime":"2026-12-06T01:45:56Z","imageRef":"` + id + `","credentialMapping":{"` + image + `":{"nodePodsAccessible":true}}}`
+	d, err := JudgePullRecord(read(true, good), path, id, image)
+	if err != nil || !strings.Contains(d, image) {
+		t.Fatalf("good record judged bad: %q %v", d, err)
+	}
+	for _, tc := range []struct{ name, msg, want string }{
+		{"no record", read(false, ""), "holds no pull record of " + id},
+		{"another image ID", read(true, strings.Replace(good, id, "sha256:00", 1)), "is of sha256:00"},
+		{"pulled under another name", read(true, strings.Replace(good, image, "cache.smoke.test/drover/hello", 1)), "has no pull of " + image},
+		{"pulled with a secret", read(true, strings.Replace(good, `"nodePodsAccessible":true`, `"kubernetesSecrets":[{"uid":"u","namespace":"n","name":"s","credentialHash":"h"}]`, 1)), "has no pull of " + image},
+		{"not JSON", read(true, "garbage"), "pull record"},
+	} {
+		if _, err := JudgePullRecord(tc.msg, path, id, image); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
+		}
 	}
 }
