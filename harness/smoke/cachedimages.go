@@ -135,7 +135,8 @@ func (e *Env) checkCachedImages(ctx context.Context, r *Report, in *Instance, wa
 		}
 		msg, err := e.runPodRef(ctx, in, fmt.Sprintf("cached-%d", i), im.Name, args, host)
 		if err != nil {
-			r.add(name, s, fmt.Errorf("%s (%s): %w", im.Name, im.Location, err), "")
+			// The registry's side says whether the kubelet pulled it.
+			r.add(name, s, fmt.Errorf("%s (%s): %w; %s", im.Name, im.Location, err, requestsSeen(e.Registry.Requests()[before:])), "")
 			return
 		}
 		if host {
@@ -258,11 +259,7 @@ func pollNode(ctx context.Context, limit time.Duration, f func() (bool, error)) 
 func JudgeCachedImages(cached []CachedImage, probeMsg string, during, control []registry.Request) (string, error) {
 	var probs []string
 	if len(during) > 0 {
-		var seen []string
-		for _, q := range during {
-			seen = append(seen, q.Method+" "+q.Path)
-		}
-		probs = append(probs, fmt.Sprintf("the cached images' pods made %d registry requests: %s", len(during), strings.Join(seen, ", ")))
+		probs = append(probs, "the cached images' pods made "+requestsSeen(during))
 	}
 	var pr struct {
 		Images []nodeImage
@@ -302,4 +299,21 @@ func JudgeCachedImages(cached []CachedImage, probeMsg string, during, control []
 	}
 	return fmt.Sprintf("pods of %s ran with no registry request; containerd holds each pinned; the registry refused the uncached pull %d times (503: %s)",
 		strings.Join(held, ", "), len(refused), refused[0]), nil
+}
+
+// requestsSeen names the registry's requests, each answered 503 marked:
+// what a pod that should need no registry asked of it.
+func requestsSeen(reqs []registry.Request) string {
+	if len(reqs) == 0 {
+		return "no registry requests"
+	}
+	var seen []string
+	for _, q := range reqs {
+		l := q.Method + " " + q.Path
+		if q.Refused {
+			l += " (503)"
+		}
+		seen = append(seen, l)
+	}
+	return fmt.Sprintf("%d registry requests: %s", len(reqs), strings.Join(seen, ", "))
 }

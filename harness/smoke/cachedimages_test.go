@@ -36,7 +36,7 @@ func TestJudgeCachedImages(t *testing.T) {
 		want            string
 	}{
 		{"the disk's image pulled", probeImages(hello, big), []registry.Request{{Method: "GET", Path: "/v2/drover/probe-big/manifests/v1", Refused: true}}, refused,
-			"the cached images' pods made 1 registry requests: GET /v2/drover/probe-big/manifests/v1"},
+			"the cached images' pods made 1 registry requests: GET /v2/drover/probe-big/manifests/v1 (503)"},
 		{"the root's image missing", probeImages(big), nil, refused, "has no cache.smoke.test/drover/hello:v1"},
 		{"not pinned", probeImages(hello, unpinned), nil, refused, "without the CRI's pinned label"},
 		{"another digest", probeImages(hello, moved), nil, refused, "at sha256:00, the image caches sha256:d7"},
@@ -90,5 +90,15 @@ func TestJudgePullRecord(t *testing.T) {
 		if _, err := JudgePullRecord(tc.msg, path, id, image); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+func TestRequestsSeen(t *testing.T) {
+	if got := requestsSeen(nil); got != "no registry requests" {
+		t.Errorf("none: %q", got)
+	}
+	got := requestsSeen([]registry.Request{{Method: "GET", Path: "/v2/"}, {Method: "HEAD", Path: "/v2/drover/hello/manifests/v1", Refused: true}})
+	if want := "2 registry requests: GET /v2/, HEAD /v2/drover/hello/manifests/v1 (503)"; got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
