@@ -18,12 +18,15 @@ import (
 	"time"
 
 	"github.com/drover-os/drover/image/build"
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // The tag keys the images carry, compatible with scripts/publish-ecs.sh's.
+// drover rollout finds an image by TagBuildID, so that one is the
+// contract's.
 const (
 	TagRootHash   = "drover:root-hash"
-	TagBuildID    = "drover:build-id"
+	TagBuildID    = nodecontract.ImageTagBuildID
 	TagName       = "drover:name"
 	TagVersion    = "drover:version"
 	TagSecureBoot = "drover:secure-boot"

@@ -13,18 +13,14 @@ import (
 	"github.com/aliyun/alibabacloud-oss-go-sdk-v2/oss"
 
 	"github.com/drover-os/drover/cloud/aliyun"
+	"github.com/drover-os/drover/cloud/event"
 )
 
-// Event is one step of a publish, for the progress log (--json prints each
-// as one line on stderr).
-type Event struct {
-	Event    string `json:"event"` // found, upload, import, copy, wait, tag, available, cleanup
-	Region   string `json:"region,omitempty"`
-	ImageID  string `json:"imageId,omitempty"`
-	Status   string `json:"status,omitempty"`
-	Progress string `json:"progress,omitempty"`
-	Message  string `json:"message"`
-}
+// Event is one step of a publish, for the progress log and --json: the
+// record drover rollout emits too. Kinds: found, upload, import, copy,
+// wait, tag, available, cleanup (and the command's verify, lookup, plan,
+// done).
+type Event = event.Event
 
 // RegionImage is the image of the build in one region.
 type RegionImage struct {
@@ -131,7 +127,7 @@ func (pb *Publisher) region(ctx context.Context, p *Plan, r string, create func(
 			return RegionImage{}, err
 		}
 	default:
-		pb.emit(Event{Event: "found", Region: r, ImageID: id, Status: d.Status, Message: d.String()})
+		pb.emit(Event{Kind: "found", Region: r, ImageID: id, Status: d.Status, Message: d.String()})
 	}
 	tags, err := pb.wait(ctx, p, r, id)
 	if err != nil {
@@ -185,7 +181,7 @@ func tagMap(tags []ecs.Tag) map[string]string {
 
 func (pb *Publisher) upload(ctx context.Context, p *Plan) error {
 	dest := "oss://" + p.Bucket + "/" + p.Object
-	pb.emit(Event{Event: "upload", Region: p.Region, Message: "uploading " + p.Image + " to " + dest})
+	pb.emit(Event{Kind: "upload", Region: p.Region, Message: "uploading " + p.Image + " to " + dest})
 	step := int64(-1)
 	req := &oss.PutObjectRequest{Bucket: oss.Ptr(p.Bucket), Key: oss.Ptr(p.Object),
 		ProgressFn: func(_, done, total int64) {
@@ -195,7 +191,7 @@ func (pb *Publisher) upload(ctx context.Context, p *Plan) error {
 			// One line per tenth, not one per part.
 			if s := done * 10 / total; s != step {
 				step = s
-				pb.emit(Event{Event: "upload", Region: p.Region, Progress: fmt.Sprintf("%d%%", done*100/total),
+				pb.emit(Event{Kind: "upload", Region: p.Region, Progress: fmt.Sprintf("%d%%", done*100/total),
 					Message: fmt.Sprintf("%s: %d%% (%d of %d bytes)", dest, done*100/total, done, total)})
 			}
 		}}
@@ -245,7 +241,7 @@ func (pb *Publisher) removeObject(ctx context.Context, p *Plan) error {
 	if err != nil {
 		return fmt.Errorf("%w: the image is Available; delete the object by hand, or pass --keep-object", err)
 	}
-	pb.emit(Event{Event: "cleanup", Region: p.Region, Message: "deleted " + dest + ": the image is Available (--keep-object keeps it)"})
+	pb.emit(Event{Kind: "cleanup", Region: p.Region, Message: "deleted " + dest + ": the image is Available (--keep-object keeps it)"})
 	return nil
 }
 
@@ -290,7 +286,7 @@ func (pb *Publisher) importImage(ctx context.Context, p *Plan) (string, error) {
 	if resp.ImageId == "" {
 		return "", fmt.Errorf("ImportImage %s in %s answered without an ImageId (request %s)", p.ImageName, p.Region, resp.RequestId)
 	}
-	pb.emit(Event{Event: "import", Region: p.Region, ImageID: resp.ImageId, Message: "importing " + p.ImageName + " as " + resp.ImageId})
+	pb.emit(Event{Kind: "import", Region: p.Region, ImageID: resp.ImageId, Message: "importing " + p.ImageName + " as " + resp.ImageId})
 	return resp.ImageId, nil
 }
 
@@ -332,13 +328,13 @@ func (pb *Publisher) copyImage(ctx context.Context, p *Plan, srcID, r string) (s
 		return "", err
 	}
 	if started != "" {
-		pb.emit(Event{Event: "copy", Region: r, ImageID: started, Message: "copying " + srcID + " to " + r + " as " + started + " (the copy an earlier attempt started)"})
+		pb.emit(Event{Kind: "copy", Region: r, ImageID: started, Message: "copying " + srcID + " to " + r + " as " + started + " (the copy an earlier attempt started)"})
 		return started, nil
 	}
 	if resp.ImageId == "" {
 		return "", fmt.Errorf("CopyImage %s to %s answered without an ImageId (request %s)", srcID, r, resp.RequestId)
 	}
-	pb.emit(Event{Event: "copy", Region: r, ImageID: resp.ImageId, Message: "copying " + srcID + " to " + r + " as " + resp.ImageId})
+	pb.emit(Event{Kind: "copy", Region: r, ImageID: resp.ImageId, Message: "copying " + srcID + " to " + r + " as " + resp.ImageId})
 	return resp.ImageId, nil
 }
 
@@ -374,7 +370,7 @@ func (pb *Publisher) wait(ctx context.Context, p *Plan, r, id string) (map[strin
 		}
 		switch status {
 		case "Available":
-			pb.emit(Event{Event: "available", Region: r, ImageID: id, Status: status, Message: id + " in " + r + " is Available"})
+			pb.emit(Event{Kind: "available", Region: r, ImageID: id, Status: status, Message: id + " in " + r + " is Available"})
 			return tags, nil
 		case "Creating", "Waiting", "Pending":
 		default:
@@ -384,7 +380,7 @@ func (pb *Publisher) wait(ctx context.Context, p *Plan, r, id string) (map[strin
 		// may be seconds apart and an import takes many minutes.
 		if status != last || time.Since(lastLine) >= time.Minute {
 			last, lastLine = status, time.Now()
-			pb.emit(Event{Event: "wait", Region: r, ImageID: id, Status: status, Progress: progress,
+			pb.emit(Event{Kind: "wait", Region: r, ImageID: id, Status: status, Progress: progress,
 				Message: fmt.Sprintf("%s in %s: %s %s (%s)", id, r, status, progress, time.Since(start).Round(time.Second))})
 		}
 		if !time.Now().Add(p.PollInterval).Before(deadline) {
@@ -422,6 +418,6 @@ func (pb *Publisher) tag(ctx context.Context, p *Plan, r, id string, have map[st
 	if err != nil {
 		return err
 	}
-	pb.emit(Event{Event: "tag", Region: r, ImageID: id, Message: fmt.Sprintf("tagged %s in %s (%d tags)", id, r, len(missing))})
+	pb.emit(Event{Kind: "tag", Region: r, ImageID: id, Message: fmt.Sprintf("tagged %s in %s (%d tags)", id, r, len(missing))})
 	return nil
 }

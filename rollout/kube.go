@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
@@ -174,10 +175,46 @@ func (k *Kube) evict(ctx context.Context, p corev1.Pod) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w; still refused: %s", ctx.Err(), refusal(err))
+			// The refusal's cause names the budget without its
+			// namespace; the budgets are read for the report.
+			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			return fmt.Errorf("%s%w; still refused: %s", k.budgets(bctx, p), ctx.Err(), refusal(err))
 		case <-time.After(k.Poll):
 		}
 	}
+}
+
+// budgets names the PodDisruptionBudgets that select p (those of its
+// namespace whose selector matches its labels), with the counts the
+// disruption controller reports, as "held by PodDisruptionBudget ns/name
+// (…); ": the report of a drain that a budget keeps refusing. "" when
+// none is found or they cannot be read (the refusal's own text remains).
+func (k *Kube) budgets(ctx context.Context, p corev1.Pod) string {
+	list, err := k.Client.PolicyV1().PodDisruptionBudgets(p.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, b := range list.Items {
+		sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
+		if err != nil || b.Spec.Selector == nil || !sel.Matches(labels.Set(p.Labels)) {
+			continue
+		}
+		want := ""
+		switch {
+		case b.Spec.MinAvailable != nil:
+			want = "minAvailable " + b.Spec.MinAvailable.String()
+		case b.Spec.MaxUnavailable != nil:
+			want = "maxUnavailable " + b.Spec.MaxUnavailable.String()
+		}
+		out = append(out, fmt.Sprintf("PodDisruptionBudget %s/%s (%s: %d of %d pods healthy, %d disruption(s) allowed)",
+			b.Namespace, b.Name, want, b.Status.CurrentHealthy, b.Status.ExpectedPods, b.Status.DisruptionsAllowed))
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "held by " + strings.Join(out, " and ") + ": "
 }
 
 // refusal is an eviction's refusal as the API server gave it: its message

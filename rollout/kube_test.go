@@ -10,9 +10,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -69,8 +71,25 @@ func TestKubeDrainBarePodsAndBlockingBudget(t *testing.T) {
 		t.Errorf("with Force evicted %v, want bare and web-1", evictions)
 	}
 
-	for _, n := range []string{"db-1", "db-2", "web-2"} {
-		if err := cs.Tracker().Add(pod(n, owned)); err != nil {
+	db := func(p *corev1.Pod) { p.Labels = map[string]string{"app": "db"} }
+	for _, p := range []*corev1.Pod{pod("db-1", owned, db), pod("db-2", owned, db), pod("web-2", owned)} {
+		if err := cs.Tracker().Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The budget that selects the db pods, one of the same name in
+	// another namespace, and one that selects other pods: the report names
+	// only the first, with its namespace (the refusal's cause does not).
+	two := intstr.FromInt32(2)
+	for _, b := range []*policyv1.PodDisruptionBudget{
+		{ObjectMeta: metav1.ObjectMeta{Name: "db-pdb", Namespace: "default"}, Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &two,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}}, Status: policyv1.PodDisruptionBudgetStatus{CurrentHealthy: 2, ExpectedPods: 2}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "db-pdb", Namespace: "other"}, Spec: policyv1.PodDisruptionBudgetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "cache-pdb", Namespace: "default"}, Spec: policyv1.PodDisruptionBudgetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "cache"}}}},
+	} {
+		if err := cs.Tracker().Add(b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,10 +100,14 @@ func TestKubeDrainBarePodsAndBlockingBudget(t *testing.T) {
 	if err == nil {
 		t.Fatal("a budget refusing until the deadline: no error")
 	}
-	for _, want := range []string{"2 of 3 pod(s)", "default/db-1", "default/db-2", "db-pdb needs 2 healthy pods"} {
+	for _, want := range []string{"2 of 3 pod(s)", "default/db-1", "default/db-2", "db-pdb needs 2 healthy pods",
+		"default/db-1: held by PodDisruptionBudget default/db-pdb (minAvailable 2: 2 of 2 pods healthy, 0 disruption(s) allowed): "} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not say %q: %v", want, err)
 		}
+	}
+	if strings.Contains(err.Error(), "other/") || strings.Contains(err.Error(), "cache-pdb") {
+		t.Errorf("the error names a budget that does not select the pods: %v", err)
 	}
 	if strings.Contains(err.Error(), "web-2") || !slices.Contains(evictions, "web-2") {
 		t.Errorf("web-2 (no budget) was not evicted beside the blocked ones: evictions %v, %v", evictions, err)

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // Member is an instance of the group with its Node (nil when it has
@@ -85,7 +87,7 @@ func PlanRollout(st State, d Desired) (*Plan, error) {
 	if active == nil {
 		return nil, fmt.Errorf("scaling group %s uses launch template %s version %s, which DescribeLaunchTemplateVersions does not list", g.ID, g.TemplateID, g.TemplateVersion)
 	}
-	if len(d.Config) < 40 || d.ImageID == "" {
+	if d.ConfigLabel() == "" || d.ImageID == "" {
 		return nil, errors.New("desired state without an image or a config digest")
 	}
 	p := &Plan{Group: g, Desired: d, Active: active}
@@ -280,11 +282,11 @@ func versionDiff(v *TemplateVersion, d Desired) string {
 // labelsOK is "" when the node carries d's labels, else what differs.
 func labelsOK(n *Node, d Desired) string {
 	var diffs []string
-	if got := n.Labels[LabelNodeConfig]; got != d.ConfigLabel() {
-		diffs = append(diffs, LabelNodeConfig+"="+orNone(got)+", want "+d.ConfigLabel())
+	if got := n.Labels[nodecontract.LabelNodeConfig]; got != d.ConfigLabel() {
+		diffs = append(diffs, nodecontract.LabelNodeConfig+"="+orNone(got)+", want "+d.ConfigLabel())
 	}
-	if got := n.Labels[LabelBuildID]; d.BuildID != "" && got != d.BuildID {
-		diffs = append(diffs, LabelBuildID+"="+orNone(got)+", want "+d.BuildID)
+	if got := n.Labels[nodecontract.LabelBuildID]; d.BuildID != "" && got != d.BuildID {
+		diffs = append(diffs, nodecontract.LabelBuildID+"="+orNone(got)+", want "+d.BuildID)
 	}
 	if len(diffs) == 0 {
 		return ""
@@ -325,7 +327,7 @@ func (p *Plan) Text(o Options) string {
 	d := p.Desired
 	build := d.BuildID
 	if build == "" {
-		build = "unknown (the image has no " + ImageBuildIDTag + " tag: new Nodes are checked by their node-config label only)"
+		build = "unknown (the image has no " + nodecontract.ImageTagBuildID + " tag: new Nodes are checked by their node-config label only)"
 	}
 	fmt.Fprintf(&b, "scaling group %s: launch template %s, version %s (%s)\n", p.Group.ID, p.Group.TemplateID, p.Group.TemplateVersion, formatInt(p.Active.Number))
 	fmt.Fprintf(&b, "desired: image %s, build %s, node config %s\n", d.ImageID, build, d.ConfigLabel())

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-os/drover/agent/agent"
 	"github.com/drover-os/drover/agent/userdata"
+	"github.com/drover-os/drover/nodecontract"
 )
 
 const region = "cn-test-1"
@@ -25,7 +25,7 @@ func userData(t *testing.T, token string, labels map[string]string) []byte {
 
 func desired(t *testing.T, image, build string, ud []byte) Desired {
 	t.Helper()
-	d, err := agent.ConfigDigest(ud)
+	d, err := nodecontract.ConfigDigest(ud)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func version(n int64, d Desired, stamped bool) TemplateVersion {
 
 func readyNode(id string, d Desired) Node {
 	return Node{Name: "node-" + id, ProviderID: region + "." + id,
-		Labels:     map[string]string{LabelBuildID: d.BuildID, LabelNodeConfig: d.ConfigLabel()},
+		Labels:     map[string]string{nodecontract.LabelBuildID: d.BuildID, nodecontract.LabelNodeConfig: d.ConfigLabel()},
 		Conditions: []Condition{{Type: "Ready", Status: "True", Since: time.Unix(0, 0)}}}
 }
 
@@ -99,13 +99,13 @@ func TestPlanNothingToDo(t *testing.T) {
 	}
 	// A Node whose label says another build is not done, even from the
 	// right version.
-	st.Nodes[1].Labels[LabelBuildID] = "build-old"
+	st.Nodes[1].Labels[nodecontract.LabelBuildID] = "build-old"
 	p, _ = PlanRollout(st, a)
 	if p.NothingToDo() || ids(p.Pending) != "i-2" || !strings.Contains(p.Pending[0].Reason, "drover.dev/build-id=build-old, want build-a") {
 		t.Errorf("label mismatch: pending %v", p.Pending)
 	}
 	// Resolving "Default" and "Latest".
-	st.Nodes[1].Labels[LabelBuildID] = "build-a"
+	st.Nodes[1].Labels[nodecontract.LabelBuildID] = "build-a"
 	for _, gv := range []string{"Default", "Latest"} {
 		st.Group.TemplateVersion = gv
 		st.Versions[0].Default = true
@@ -203,6 +203,30 @@ func TestPlanReusesStampedVersion(t *testing.T) {
 	st.Versions[1].Description = "someone's"
 	if p, _ := PlanRollout(st, b); !p.Create {
 		t.Errorf("took over an unstamped version")
+	}
+}
+
+// Of two stamped versions with the same contents (two runs stopped before
+// switching the group), the newer is taken, wherever DescribeLaunchTemplateVersions
+// lists it: pruneFor deletes drover's oldest unused versions first, so the
+// older is the one to go.
+func TestPlanReusesTheNewestStampedVersion(t *testing.T) {
+	a := desired(t, "m-a", "build-a", userData(t, "abcdef.0123456789abcdef", nil))
+	b := desired(t, "m-b", "build-b", a.UserData)
+	for _, order := range [][]int64{{2, 3}, {3, 2}} {
+		st := State{Region: region, Group: group("1", 2), Versions: []TemplateVersion{version(1, a, false), version(order[0], b, true), version(order[1], b, true)},
+			Instances: []Instance{inst("i-1", "1"), inst("i-2", "1")}, Nodes: []Node{readyNode("i-1", a), readyNode("i-2", a)}}
+		p, err := PlanRollout(st, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		target := int64(0)
+		if p.Target != nil {
+			target = p.Target.Number
+		}
+		if p.Create || !p.Switch || target != 3 {
+			t.Errorf("versions listed %v: create %v switch %v target version %d, want a switch to version 3", order, p.Create, p.Switch, target)
+		}
 	}
 }
 

@@ -6,15 +6,15 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // UnhealthyConditions are the Node conditions the agent sets True when the
-// node needs replacing (docs/agent.md "Health" and the drift guard): a
-// file system the kernel remounted read-only, a local change to what the
-// image and user-data guarantee, a NIC without carrier, and containerd or
-// the kubelet restarted by systemd again and again. Each counts once True
-// for longer than --after, so a NIC's blip or a single restart does not.
-var UnhealthyConditions = []string{"ReadonlyFilesystem", "DroverConfigDrift", "NICLinkDown", "FrequentContainerdRestart", "FrequentKubeletRestart"}
+// node needs replacing (nodecontract.UnhealthyConditions). Each counts once
+// True for longer than --after, so a NIC's blip or a single restart does
+// not.
+var UnhealthyConditions = nodecontract.UnhealthyConditions()
 
 // RepairPlan is what a repair does: the instances to replace, in order.
 type RepairPlan struct {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-os/drover/agent/agent"
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // world is a group on FakeCloud whose launched instances register Nodes
@@ -71,7 +71,7 @@ func (w *world) launch(in Instance, v TemplateVersion) {
 		w.cloud.Console[in.ID] = []byte("boot\ndrover-agent: the node file is refused: cluster.server: want https\nFAILED\n")
 		return
 	}
-	d, err := agent.ConfigDigest(v.UserData)
+	d, err := nodecontract.ConfigDigest(v.UserData)
 	if err != nil {
 		w.t.Errorf("launched from user-data the agent refuses: %v", err)
 		return
@@ -124,7 +124,7 @@ func (w *world) allOn(d Desired, n int) {
 	}
 	for _, in := range ins {
 		ok := w.cluster.Update("node-"+in.ID, func(nd *Node) {
-			if nd.Labels[LabelNodeConfig] != d.ConfigLabel() || nd.Labels[LabelBuildID] != d.BuildID {
+			if nd.Labels[nodecontract.LabelNodeConfig] != d.ConfigLabel() || nd.Labels[nodecontract.LabelBuildID] != d.BuildID {
 				w.t.Errorf("%s: labels %v", in.ID, nd.Labels)
 			}
 		})
@@ -188,6 +188,44 @@ func TestRunSurgeAndMaxUnavailable(t *testing.T) {
 		"ScaleOut 2", "Remove i-old1,i-old2 true", "ScaleOut 2", "Remove i-old3,i-old4 true"}
 	if got := w.cloud.Writes(); !slices.Equal(got, want) {
 		t.Errorf("cloud calls %v, want %v", got, want)
+	}
+}
+
+// A surge above the number of old instances launches only as many as
+// there are old ones: the group never grows past its size plus the old
+// instances it still holds, and ends at its size. Also when a resumed run
+// finds some instances replaced already.
+func TestRunSurgeAboveOldInstances(t *testing.T) {
+	ud := userData(t, "abcdef.0123456789abcdef", nil)
+	a, b := desired(t, "m-a", "build-a", ud), desired(t, "m-b", "build-b", ud)
+	w := newWorld(t, 2, a)
+	w.builds["m-b"] = "build-b"
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 5, Surge: 5}, false); err != nil {
+		t.Fatal(err)
+	}
+	w.allOn(b, 2)
+	want := []string{"CreateTemplateVersion from 1 m-b", "SetTemplateVersion 2",
+		"SetMaxSize 4", "ScaleOut 2", "Remove i-old1,i-old2 true", "SetMaxSize 2"}
+	if got := w.cloud.Writes(); !slices.Equal(got, want) {
+		t.Errorf("cloud calls %v, want %v", got, want)
+	}
+	if g := w.cloud.G; g.MaxSize != 2 || g.DesiredCapacity != 2 {
+		t.Errorf("group %+v, want MaxSize and DesiredCapacity 2", g)
+	}
+
+	w = newWorld(t, 3, a)
+	w.builds["m-b"] = "build-b"
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1, PauseAfterFirst: true}, false); err != nil {
+		t.Fatal(err)
+	}
+	before := len(w.cloud.Writes())
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 3, Surge: 3}, true); err != nil {
+		t.Fatal(err)
+	}
+	w.allOn(b, 3)
+	want = []string{"SetMaxSize 5", "ScaleOut 2", "Remove i-old2,i-old3 true", "SetMaxSize 3"}
+	if got := w.cloud.Writes()[before:]; !slices.Equal(got, want) {
+		t.Errorf("resumed with --surge 3 and 2 old instances: cloud calls %v, want %v", got, want)
 	}
 }
 

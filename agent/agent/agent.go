@@ -37,7 +37,7 @@ const (
 	StoredConfig = StateDir + "/config.ign"
 	StoredDigest = StateDir + "/config.sha256"
 	ManagedFile  = "/run/drover/managed.json"
-	NodeFile     = "/etc/drover/node.yaml"
+	NodeFile     = nodeconfig.Path
 	KubeletCert  = "/var/lib/kubelet/pki/kubelet-client-current.pem"
 	HealthzURL   = "http://127.0.0.1:10248/healthz"
 )

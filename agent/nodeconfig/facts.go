@@ -31,7 +31,7 @@ type Facts struct {
 	CPUs     int
 	MemTotal uint64
 	// BuildID is the image's build ID and ConfigDigest the digest of the
-	// user-data the instance was launched with (agent.ConfigDigest, 40 hex
+	// user-data the instance was launched with (nodecontract.UserDataLabel, 40 hex
 	// digits); drover rollout compares both with the launch template's.
 	BuildID, ConfigDigest string
 	// ACRProvider says the image ships the ACR credential provider
@@ -58,7 +58,7 @@ const (
 	// LabelBuildID is the image's build ID (the manifest's buildID).
 	LabelBuildID = "drover.dev/build-id"
 	// LabelNodeConfig is the first 40 hex digits of the digest of the
-	// user-data without its bootstrap token (agent.ConfigDigest).
+	// user-data without its bootstrap token (nodecontract.ConfigLabel).
 	LabelNodeConfig = "drover.dev/node-config"
 )
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,9 +17,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/drover-os/drover/agent/agent"
 	"github.com/drover-os/drover/agent/userdata"
 	"github.com/drover-os/drover/cloud/aliyun"
+	"github.com/drover-os/drover/cloud/event"
+	"github.com/drover-os/drover/nodecontract"
 	"github.com/drover-os/drover/rollout"
 )
 
@@ -104,7 +104,7 @@ $KUBECONFIG, ~/.kube/config or the pod's service account. See docs/rollout.md.`,
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Minute, "how long one Node's drain may take (evictions a PodDisruptionBudget refuses are retried)")
 	fl.BoolVar(&f.resume, "resume", false, "continue a rollout in flight (without --image/--userdata: to the version the group launches from)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan; call nothing that writes")
-	fl.BoolVar(&f.asJSON, "json", false, "print one JSON event per line on stdout")
+	fl.BoolVar(&f.asJSON, "json", false, "print one JSON event per line on stdout, as drover publish --json does (docs/events.md)")
 	fl.BoolVar(&f.keep, "keep-failed", false, "leave a new instance that did not become Ready in the group, for inspection")
 	fl.BoolVar(&f.repair, "repair", false, "replace the instances whose Node is NotReady or unhealthy for longer than --after")
 	fl.StringVar(&f.maxUnhealthy, "max-unhealthy", "", "with --repair: replace nothing when more Nodes than this are unhealthy, a number or a percentage of the judged ones (a cluster-wide problem is not fixed by replacing nodes); default: no limit")
@@ -203,7 +203,7 @@ func desiredFromFlags(ctx context.Context, cloud *rollout.Aliyun, image, udPath 
 	if err != nil {
 		return rollout.Desired{}, err
 	}
-	digest, err := agent.ConfigDigest(ud)
+	digest, err := nodecontract.ConfigDigest(ud)
 	if err != nil {
 		return rollout.Desired{}, fmt.Errorf("--userdata %s: %w", udPath, err)
 	}
@@ -266,7 +266,7 @@ func desiredFromGroup(ctx context.Context, env *rollout.Env, group string) (roll
 		if !ok {
 			return rollout.Desired{}, usage("scaling group %s launches from version %d, which drover did not make (%q): pass --image and --userdata", group, v.Number, v.Description)
 		}
-		digest, err := agent.ConfigDigest(v.UserData)
+		digest, err := nodecontract.ConfigDigest(v.UserData)
 		if err != nil {
 			return rollout.Desired{}, fmt.Errorf("launch template %s version %d: %w", v.TemplateID, v.Number, err)
 		}
@@ -310,17 +310,18 @@ func kubeClient(path string) (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
-// eventPrinter prints events: JSON lines on stdout, or plan lines on
-// stdout and progress on log.
+// eventPrinter prints events: JSON lines on stdout (cloud/event, as
+// drover publish prints its own), or plan lines on stdout and progress on
+// log.
 func eventPrinter(asJSON bool, stdout, log io.Writer) func(rollout.Event) {
+	if asJSON {
+		return event.JSONLines(stdout, time.Now)
+	}
 	var mu sync.Mutex
-	enc := json.NewEncoder(stdout)
 	return func(e rollout.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
-		case asJSON:
-			_ = enc.Encode(e)
 		case e.Kind == rollout.EventPlan || e.Kind == rollout.EventDone || e.Kind == rollout.EventPaused:
 			fmt.Fprintln(stdout, e.Message)
 		default:

@@ -36,6 +36,7 @@ import (
 	"github.com/drover-os/drover/harness/cluster"
 	"github.com/drover-os/drover/harness/ecsapi"
 	"github.com/drover-os/drover/harness/standin"
+	"github.com/drover-os/drover/nodecontract"
 )
 
 const (
@@ -98,7 +99,11 @@ func TestRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.srv = ecsapi.New(ecsapi.Config{AccessKeyID: roKeyID, AccessKeySecret: roSecret, Region: roRegion, Launcher: e.standins})
+	// ESS's retry of a failed launch after 1 s, not the emulator's
+	// conservative 30 s: a scenario that leaves a group wanting more
+	// instances than launch (StockOut) then shows it within seconds.
+	e.srv = ecsapi.New(ecsapi.Config{AccessKeyID: roKeyID, AccessKeySecret: roSecret, Region: roRegion, Launcher: e.standins,
+		LaunchRetry: time.Second})
 	t.Cleanup(e.srv.Close) // before the cluster stops: the stand-ins stop first
 	if e.eps, err = e.srv.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -133,6 +138,10 @@ func TestRollout(t *testing.T) {
 		t.Run("TemplateCopy", func(t *testing.T) { t.Parallel(); e.templateCopy(t) })
 		t.Run("LifecycleHooks", func(t *testing.T) { t.Parallel(); e.lifecycleHooks(t) })
 		t.Run("KilledRepair", func(t *testing.T) { t.Parallel(); e.killedRepair(t) })
+		t.Run("PDBBlocks", func(t *testing.T) { t.Parallel(); e.pdbBlocks(t) })
+		t.Run("MaxUnhealthy", func(t *testing.T) { t.Parallel(); e.maxUnhealthy(t) })
+		t.Run("Surge50", func(t *testing.T) { t.Parallel(); e.surge50(t) })
+		t.Run("KilledAtEachStep", func(t *testing.T) { t.Parallel(); e.killedAtEachStep(t) })
 	})
 }
 
@@ -240,10 +249,11 @@ func (e *rolloutEnv) newScenarioTemplate(t *testing.T, name string, g ecsapi.Sca
 	g.Name, g.LaunchTemplateID, g.LaunchTemplateVersion = s.name, s.template, "1"
 	s.group = e.srv.AddScalingGroup(g)
 	var ids []string
-	waitFor(t, fmt.Sprintf("%d Ready Nodes of group %s", size, s.group), 2*time.Minute, func() error {
+	waitFor(t, fmt.Sprintf("%d Ready Nodes of group %s", size, s.group), 2*time.Minute+time.Duration(size)*time.Second, func() error {
 		ids = nil
+		nodes := s.nodesByInstance(t) // one List a look: a group may hold 50
 		for _, in := range s.instances(t) {
-			n := s.node(t, in.InstanceId)
+			n := nodes[in.InstanceId]
 			if n == nil || !ready(n) {
 				var console []byte
 				if si := e.standins.Instance(in.InstanceId); si != nil {
@@ -299,14 +309,21 @@ func (s *scenario) instances(t *testing.T) []ess.ScalingInstance {
 	return ins
 }
 
+// tryInstances pages through DescribeScalingInstances (at most 50 a page).
 func (s *scenario) tryInstances() ([]ess.ScalingInstance, error) {
-	req := ess.CreateDescribeScalingInstancesRequest()
-	req.ScalingGroupId, req.PageSize = s.group, requests.NewInteger(50)
-	resp, err := s.e.ess.DescribeScalingInstances(req)
-	if err != nil {
-		return nil, err
+	var out []ess.ScalingInstance
+	for page := 1; ; page++ {
+		req := ess.CreateDescribeScalingInstancesRequest()
+		req.ScalingGroupId, req.PageSize, req.PageNumber = s.group, requests.NewInteger(50), requests.NewInteger(page)
+		resp, err := s.e.ess.DescribeScalingInstances(req)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, resp.ScalingInstances.ScalingInstance...)
+		if len(resp.ScalingInstances.ScalingInstance) == 0 || len(out) >= resp.TotalCount {
+			return out, nil
+		}
 	}
-	return resp.ScalingInstances.ScalingInstance, nil
 }
 
 func (s *scenario) instanceIDs(t *testing.T) []string {
@@ -365,6 +382,19 @@ func (s *scenario) node(t *testing.T, id string) *corev1.Node {
 	return nil
 }
 
+// nodesByInstance are the Nodes of the group by the instance ID their
+// providerID names.
+func (s *scenario) nodesByInstance(t *testing.T) map[string]*corev1.Node {
+	t.Helper()
+	out := map[string]*corev1.Node{}
+	for _, n := range s.nodes(t) {
+		if id, ok := strings.CutPrefix(n.Spec.ProviderID, nodeconfig.ProviderID(nodeconfig.Facts{RegionID: roRegion})); ok {
+			out[id] = &n
+		}
+	}
+	return out
+}
+
 // nodes are the Nodes of the scenario's group, by the pool's label.
 func (s *scenario) nodes(t *testing.T) []corev1.Node {
 	t.Helper()
@@ -400,7 +430,7 @@ func readyStatus(n *corev1.Node) corev1.ConditionStatus {
 // schedulable Nodes carrying the build and the config digest of ud.
 func (s *scenario) serving(t *testing.T, ids []string, build string, ud []byte) {
 	t.Helper()
-	digest, err := agent.ConfigDigest(ud)
+	label, err := nodecontract.UserDataLabel(ud)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,14 +448,14 @@ func (s *scenario) serving(t *testing.T, ids []string, build string, ud []byte) 
 			t.Errorf("instance %s has no Node", id)
 		case !ready(n) || n.Spec.Unschedulable:
 			t.Errorf("Node %s: Ready %s, unschedulable %v; want Ready and schedulable", n.Name, readyStatus(n), n.Spec.Unschedulable)
-		case n.Labels[nodeconfig.LabelBuildID] != build || n.Labels[nodeconfig.LabelNodeConfig] != digest[:40]:
-			t.Errorf("Node %s: build %q config %q, want %q %q", n.Name, n.Labels[nodeconfig.LabelBuildID], n.Labels[nodeconfig.LabelNodeConfig], build, digest[:40])
+		case n.Labels[nodeconfig.LabelBuildID] != build || n.Labels[nodeconfig.LabelNodeConfig] != label:
+			t.Errorf("Node %s: build %q config %q, want %q %q", n.Name, n.Labels[nodeconfig.LabelBuildID], n.Labels[nodeconfig.LabelNodeConfig], build, label)
 		}
 	}
 }
 
 // sampler watches the group from the API server and the emulator every
-// 200 ms while a rollout runs.
+// 50 ms while a rollout runs (a rollout of stand-ins may take a second).
 // (minServing and maxIns are read after finish.)
 type sampler struct {
 	minServing, maxIns, samples int
@@ -456,7 +486,7 @@ func (s *scenario) sample() *sampler {
 			select {
 			case <-sm.stop:
 				return
-			case <-time.After(200 * time.Millisecond):
+			case <-time.After(10 * time.Millisecond):
 			}
 		}
 	}()

@@ -234,18 +234,10 @@ func (e *rolloutEnv) killedRepair(t *testing.T) {
 	})
 	time.Sleep(21 * time.Second) // past --after
 	args := []string{"--repair", "--after", "20s", "--ready-timeout", "60s"}
-	cmd := s.command(t, args...)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	killed := make(chan struct{})
-	var once sync.Once
-	defer e.srv.AfterCall(func(c ecsapi.Call) {
-		if c.Product == "ess" && c.Action == "ModifyScalingGroup" && c.Params.Get("ScalingGroupId") == s.group && c.Params.Get("MinSize") == "1" {
-			once.Do(func() { _ = cmd.Process.Kill(); close(killed) })
-		}
-	})()
-	runUntilKilled(t, cmd, killed, &out, "the repair did not lower MinSize")
-	t.Logf("killed drover rollout --repair after it lowered MinSize; its output:\n%s", out.String())
+	out := s.killAfter(t, args, "the repair did not lower MinSize", func(c ecsapi.Call) bool {
+		return c.Product == "ess" && c.Action == "ModifyScalingGroup" && c.Params.Get("ScalingGroupId") == s.group && c.Params.Get("MinSize") == "1"
+	})
+	t.Logf("killed drover rollout --repair after it lowered MinSize; its output:\n%s", out)
 	if g := s.scalingGroup(t); g.MinSize != 1 {
 		t.Fatalf("setup: MinSize %d after the kill, want the repair's 1", g.MinSize)
 	}

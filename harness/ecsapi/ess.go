@@ -60,9 +60,19 @@ const (
 	Attached    = "Attached"
 )
 
-// launchRetryDelay is how long a group waits after a failed launch before
-// ESS tries again.
-const launchRetryDelay = 100 * time.Millisecond
+// DefaultLaunchRetry is how long a group whose launch failed waits before
+// ESS tries again to reach its desired capacity (Config.LaunchRetry).
+// ESS documents that it tries again — a group with an expected number of
+// instances keeps it "automatically", where one without makes you "manually
+// retry failed scaling activities" (help/en/auto-scaling/user-guide/
+// expected-number-of-instances) — and that it gives up only after 30 days
+// of consecutive failures (help/en/auto-scaling/product-overview/limits),
+// but not how soon it tries again: not documented. Half a minute is the
+// conservative choice: a client that waits for the group sees a failed
+// activity and its reason long before a retry, never a retry storm (a
+// tenth of a second here once logged thousands of failed launches a
+// minute while a launch could not succeed).
+const DefaultLaunchRetry = 30 * time.Second
 
 type group struct {
 	ScalingGroup
@@ -270,6 +280,15 @@ func (s *Server) launchBatch(g *group, n int, cause string, now time.Time) *acti
 			seq: len(s.instances), created: now}
 		s.instances[in.id] = in
 		m := &member{inst: in, state: Pending, activityID: a.id, creation: AutoCreated}
+		// The launch template version is the group's now: an instance
+		// being created already names it in DescribeScalingInstances
+		// (LaunchTemplateId/Version, "used to create the instance"), and
+		// it launches from that version even if the group moves on.
+		if lt := s.templates[g.LaunchTemplateID]; lt != nil {
+			if v := lt.resolveVersion(g.LaunchTemplateVersion); v != nil {
+				m.ltID, m.ltVer = lt.id, strconv.FormatInt(v.number, 10)
+			}
+		}
 		switch {
 		case !ok:
 			in.zone = out[0]
@@ -337,7 +356,7 @@ func (s *Server) launch(g *group, m *member, a *activity) {
 			a.message = le.statusMessage(m.inst.zone)
 			a.errorCode, a.errorMessage = le.code, le.msg
 		}
-		g.retryAt = now.Add(launchRetryDelay)
+		g.retryAt = now.Add(s.launchRetry())
 		s.logf("ess %s: %s", g.ID, a.message)
 	} else {
 		m.inst.status = "Running"
@@ -356,16 +375,28 @@ func (s *Server) launch(g *group, m *member, a *activity) {
 	s.poke()
 }
 
-// specFor resolves the group's launch template version now, as ESS does for
-// every launch, and fills in the instance. The caller holds s.mu.
-func (s *Server) specFor(g *group, m *member) (InstanceSpec, error) {
-	lt := s.templates[g.LaunchTemplateID]
-	if lt == nil {
-		return InstanceSpec{}, fmt.Errorf("launch template %s does not exist", g.LaunchTemplateID)
+func (s *Server) launchRetry() time.Duration {
+	if s.cfg.LaunchRetry > 0 {
+		return s.cfg.LaunchRetry
 	}
-	v := lt.resolveVersion(g.LaunchTemplateVersion)
+	return DefaultLaunchRetry
+}
+
+// specFor reads the launch template version the launch was asked with
+// (launchBatch; the group's as it is now when it had none) and fills in the
+// instance. The caller holds s.mu.
+func (s *Server) specFor(g *group, m *member) (InstanceSpec, error) {
+	ltID, ver := g.LaunchTemplateID, g.LaunchTemplateVersion
+	if m.ltID != "" {
+		ltID, ver = m.ltID, m.ltVer
+	}
+	lt := s.templates[ltID]
+	if lt == nil {
+		return InstanceSpec{}, fmt.Errorf("launch template %s does not exist", ltID)
+	}
+	v := lt.resolveVersion(ver)
 	if v == nil {
-		return InstanceSpec{}, fmt.Errorf("launch template %s has no version %q", lt.id, g.LaunchTemplateVersion)
+		return InstanceSpec{}, fmt.Errorf("launch template %s has no version %q", lt.id, ver)
 	}
 	m.ltID, m.ltVer = lt.id, strconv.FormatInt(v.number, 10)
 	im := s.images[v.data["ImageId"]]

@@ -19,10 +19,10 @@ import "fmt"
 //   - that ErrorCode/ErrorMessage are the ECS error's code and message:
 //     they are here;
 //   - how soon ESS tries again to reach the desired capacity after a failed
-//     launch: launchRetryDelay, each try a scaling activity of its own that
-//     fails again while the cause lasts (a desired-capacity group "keeps"
-//     its expected number of instances, help/en/auto-scaling/user-guide/
-//     expected-number-of-instances);
+//     launch: DefaultLaunchRetry (ess.go), each try a scaling activity of its
+//     own that fails again while the cause lasts (a desired-capacity group
+//     "keeps" its expected number of instances, help/en/auto-scaling/
+//     user-guide/expected-number-of-instances);
 //   - which requests ESS answers with a Rejected activity rather than an
 //     error: here ScaleWithAdjustment that cannot change the capacity (the
 //     group is at MaxSize or MinSize already) — its desired capacity stays.

@@ -105,6 +105,14 @@ func wantOSSCode(t *testing.T, err error, code string) {
 	}
 }
 
+// testLaunchRetry is the LaunchRetry of the tests that watch ESS try a
+// failed launch again (TestLaunchRetry checks the default's pace).
+const testLaunchRetry = 100 * time.Millisecond
+
+// convergeWait is long enough for the emulator's converge loop (a 50 ms
+// tick) to have acted: a group that would launch or remove has started.
+const convergeWait = 300 * time.Millisecond
+
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)

@@ -66,6 +66,9 @@ type Config struct {
 	// HeartbeatTimeout lasts (default a second), so that a test can see
 	// the documented minimum of 30 s run out in less.
 	HookSecond time.Duration
+	// LaunchRetry is how long a group whose launch failed waits before
+	// trying again (default DefaultLaunchRetry: ESS does not document it).
+	LaunchRetry time.Duration
 	// Listen are the addresses (host:port) the three services listen on;
 	// an empty one is 127.0.0.1 with a free port.
 	Listen Endpoints
