@@ -454,51 +454,72 @@ func (s *scenario) serving(t *testing.T, ids []string, build string, ud []byte) 
 	}
 }
 
-// sampler watches the group from the API server and the emulator every
-// 50 ms while a rollout runs (a rollout of stand-ins may take a second).
-// (minServing and maxIns are read after finish.)
+// sampler watches a scenario's group while a rollout runs: the fewest
+// Ready schedulable Nodes and the most instances (read after finish). It
+// looks after every call on its group the emulator answers (the hook runs
+// before the answer is sent, so each state the rollout acts on is seen,
+// however loaded the machine) and every 50 ms besides, for changes only
+// Kubernetes sees (a cordon).
 type sampler struct {
-	minServing, maxIns, samples int
+	mu                          sync.Mutex
+	minServing, maxIns, atCalls int
 	errs                        []error
+	remove                      func()
 	stop                        chan struct{}
 	done                        chan struct{}
 }
 
 func (s *scenario) sample() *sampler {
 	sm := &sampler{minServing: 1 << 30, stop: make(chan struct{}), done: make(chan struct{})}
+	look := func(atCall bool) {
+		sm.mu.Lock()
+		defer sm.mu.Unlock()
+		ns, err := s.tryNodes()
+		if err != nil {
+			sm.errs = append(sm.errs, err)
+			return
+		}
+		serving := 0
+		for _, n := range ns {
+			if ready(&n) && !n.Spec.Unschedulable {
+				serving++
+			}
+		}
+		sm.minServing, sm.maxIns = min(sm.minServing, serving), max(sm.maxIns, s.e.srv.Members(s.group))
+		if atCall {
+			sm.atCalls++
+		}
+	}
+	sm.remove = s.e.srv.AfterCall(func(c ecsapi.Call) {
+		if c.Params.Get("ScalingGroupId") == s.group { // scenarios run in parallel
+			look(true)
+		}
+	})
 	go func() {
 		defer close(sm.done)
 		for {
-			ns, nerr := s.tryNodes()
-			ins, ierr := s.tryInstances()
-			if nerr != nil || ierr != nil {
-				sm.errs = append(sm.errs, nerr, ierr)
-			} else {
-				serving := 0
-				for _, n := range ns {
-					if ready(&n) && !n.Spec.Unschedulable {
-						serving++
-					}
-				}
-				sm.minServing, sm.maxIns = min(sm.minServing, serving), max(sm.maxIns, len(ins))
-				sm.samples++
-			}
+			look(false)
 			select {
 			case <-sm.stop:
 				return
-			case <-time.After(10 * time.Millisecond):
+			case <-time.After(50 * time.Millisecond):
 			}
 		}
 	}()
 	return sm
 }
 
+// finish stops the sampler; it fails the test if no call of the rollout
+// was seen (the figures would then say nothing) or a look failed.
 func (sm *sampler) finish(t *testing.T) {
 	t.Helper()
+	sm.remove()
 	close(sm.stop)
 	<-sm.done
-	if len(sm.errs) > 0 || sm.samples < 5 {
-		t.Fatalf("sampling the group: %d samples, errors %v", sm.samples, sm.errs)
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	if len(sm.errs) > 0 || sm.atCalls == 0 {
+		t.Fatalf("sampling the group: %d looks at emulator calls, errors %v", sm.atCalls, sm.errs)
 	}
 }
 

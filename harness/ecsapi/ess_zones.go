@@ -107,4 +107,16 @@ func (s *Server) Zones(groupID string) map[string]int {
 	return g.zoneCount()
 }
 
+// Members answers how many instances the group holds in any lifecycle
+// state, the count DescribeScalingInstances would page through (for tests
+// that watch the surge at every call without calling the API themselves).
+func (s *Server) Members(groupID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g := s.groups[groupID]; g != nil {
+		return len(g.members)
+	}
+	return 0
+}
+
 func (v VSwitch) String() string { return fmt.Sprintf("%s (%s)", v.ID, v.ZoneID) }
