@@ -33,6 +33,7 @@ import (
 	"github.com/drover-os/drover/harness/ecsapi"
 	"github.com/drover-os/drover/harness/registry"
 	"github.com/drover-os/drover/harness/smoke"
+	"github.com/drover-os/drover/image/build"
 )
 
 // TestRolloutQEMU is issue 26's scenario with real instances: a scaling
@@ -42,8 +43,11 @@ import (
 // cordoned only once a new Node with B's build ID is Ready, that a
 // Deployment guarded by a PodDisruptionBudget (minAvailable 1) never has
 // fewer than one available pod, and that a second run has nothing to do.
-// B's recipe caches the Deployment's image (issue 38): the registry refuses
-// every request from the rollout's start, and B's nodes run the pods from
+// B's recipe caches the Deployment's image in its root and the hello image
+// on its cache disk (issue 38), which drover publish imports as the
+// image's data disk, so ESS's instances of B boot with it attached as a
+// second disk: the registry refuses every request from the rollout's
+// start, and B's nodes run the Deployment's pods and a hello pod each from
 // their image cache (DroverImageCache=True) without asking it, while a pod
 // of an image they do not cache is refused.
 func TestRolloutQEMU(t *testing.T) {
@@ -69,11 +73,13 @@ func TestRolloutQEMU(t *testing.T) {
 
 	// Two images whose build IDs differ: B's agent is built with another
 	// version string, and B's recipe (an overlay of A's) caches the
-	// Deployment's image in its root (issue 38), fetched from the harness
-	// registry, which the build reaches through --registry-mirror.
+	// Deployment's image in its root and the hello image on its cache disk
+	// (issue 38), fetched from the harness registry, which the build
+	// reaches through --registry-mirror.
 	recipe := filepath.Join(repo, "recipes", "ecs-node.yaml")
 	workload := env.GuestRegistry() + "/" + registry.ProbeImage
-	recipeB := cachedOverlay(t, work, workload+"@"+env.Images[registry.ProbeImage])
+	onDisk := env.GuestRegistry() + "/" + registry.HelloImage
+	recipeB := cachedOverlay(t, work, workload+"@"+env.Images[registry.ProbeImage], onDisk+"@"+env.Images[registry.HelloImage])
 	mirror := "--registry-mirror=" + env.GuestRegistry() + "=http://" + env.Registry.Addr()
 	agentB := filepath.Join(work, "b-bin", "drover-agent")
 	goBuild(t, "build", "-trimpath", "-ldflags=-s -w -X main.version=rollout-e2e-b", "-o", agentB, "./cmd/drover-agent")
@@ -83,6 +89,9 @@ func TestRolloutQEMU(t *testing.T) {
 	run(t, bin("drover"), "build", recipeB, "-o", outB, "--agent", agentB, "--init", bin("drover-init"), mirror)
 	mfA := readManifest(t, filepath.Join(outA, "ecs-node.manifest.json"))
 	mfB := readManifest(t, filepath.Join(outB, "ecs-node.manifest.json"))
+	if _, err := os.Stat(filepath.Join(outB, build.DiskImageFile("ecs-node"))); err != nil {
+		t.Fatalf("image B has no cache disk image: %v", err)
+	}
 	if mfA.BuildID == mfB.BuildID {
 		t.Fatalf("images A and B share build ID %s", mfA.BuildID)
 	}
@@ -196,7 +205,7 @@ func TestRolloutQEMU(t *testing.T) {
 	}
 	now := waitNodes(t, ctx, kc, mfB.BuildID, 2, time.Minute)
 	t.Logf("after the rollout: nodes %v Ready with build %s; Deployment available never below %d", now, mfB.BuildID, w.minAvailable)
-	checkImageCache(t, ctx, kc, env, now, workload, env.GuestRegistry()+"/"+registry.HelloImage, before)
+	checkImageCache(t, ctx, kc, env, now, workload, onDisk, env.GuestRegistry()+"/drover/uncached:v1", before)
 	env.Registry.Refuse(false)
 	// The last old instance may still be shutting down (Removing): ECS
 	// presses its power button and waits for it.
@@ -553,25 +562,28 @@ func scalingInstances(t *testing.T, essc *ess.Client, group string) []string {
 
 // cachedOverlay writes B's recipe into work: an overlay of
 // recipes/ecs-node.yaml (copied beside it with its lock, as extends
-// wants) that caches ref in the root; drover lock then locks it.
-func cachedOverlay(t *testing.T, work, ref string) string {
+// wants) that caches root in the root and disk on the cache disk; drover
+// lock then locks it.
+func cachedOverlay(t *testing.T, work, root, disk string) string {
 	t.Helper()
 	dir := filepath.Join(work, "recipes")
 	for _, f := range []string{"ecs-node.yaml", "ecs-node.yaml.lock"} {
 		writeFile(t, filepath.Join(dir, f), readFile(t, filepath.Join(repo, "recipes", f)))
 	}
 	p := filepath.Join(dir, "ecs-node-cached.yaml")
-	writeFile(t, p, []byte("name: ecs-node\nextends: ecs-node.yaml\nimages:\n  - ref: "+ref+"\n"))
+	writeFile(t, p, []byte("name: ecs-node\nextends: ecs-node.yaml\nimages:\n  - ref: "+root+"\n  - ref: "+disk+"\n    location: disk\n"))
 	return p
 }
 
 // checkImageCache, with the registry still refusing every request since
 // before the rollout (the requests after the first before): each of B's
-// nodes reports DroverImageCache=True, the Deployment's pods run on them,
-// and the registry saw no request; then a pod of an image B does not
-// cache (uncached), on one of them, stays in ErrImagePull and the
-// registry's log has its refused requests: the refusal was in force.
-func checkImageCache(t *testing.T, ctx context.Context, kc kubernetes.Interface, env *smoke.Env, nodes []string, cached, uncached string, before int) {
+// nodes reports DroverImageCache=True naming both cached repositories,
+// the Deployment's pods (cached, in the root) run on them, a pod of the
+// image on the cache disk (onDisk) runs to completion on each, and the
+// registry saw no request; then a pod of an image B does not cache
+// (uncached), on one of them, stays in ErrImagePull and the registry's log
+// has its refused requests: the refusal was in force.
+func checkImageCache(t *testing.T, ctx context.Context, kc kubernetes.Interface, env *smoke.Env, nodes []string, cached, onDisk, uncached string, before int) {
 	t.Helper()
 	for _, n := range nodes {
 		nd, err := kc.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
@@ -584,8 +596,10 @@ func checkImageCache(t *testing.T, ctx context.Context, kc kubernetes.Interface,
 				found = true
 				t.Logf("node %s: %s=%s (%s): %s", n, c.Type, c.Status, c.Reason, c.Message)
 				// The message names each image as repo@digest.
-				if repo := cached[:strings.LastIndex(cached, ":")]; c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, repo+"@sha256:") {
-					t.Errorf("node %s: %s=%s (%s) %q, want True naming %s", n, c.Type, c.Status, c.Reason, c.Message, repo)
+				for _, im := range []string{cached, onDisk} {
+					if repo := im[:strings.LastIndex(im, ":")]; c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, repo+"@sha256:") {
+						t.Errorf("node %s: %s=%s (%s) %q, want True naming %s", n, c.Type, c.Status, c.Reason, c.Message, repo)
+					}
 				}
 			}
 		}
@@ -605,6 +619,12 @@ func checkImageCache(t *testing.T, ctx context.Context, kc kubernetes.Interface,
 	}
 	if onB == 0 {
 		t.Errorf("no pod of the Deployment ready on B's nodes %v", nodes)
+	}
+	for i, n := range nodes {
+		name := fmt.Sprintf("cached-disk-%d", i)
+		if err := podCompletes(ctx, kc, name, n, onDisk); err != nil {
+			t.Errorf("a pod of %s (cached on B's cache disk) on node %s: %v", onDisk, n, err)
+		}
 	}
 	var asked []string
 	for _, q := range env.Registry.Requests()[before:] {
@@ -645,4 +665,35 @@ func checkImageCache(t *testing.T, ctx context.Context, kc kubernetes.Interface,
 	}
 	t.Logf("registry refusing: B's nodes ran the Deployment's pods (%d ready on them) and asked nothing; the uncached pod: %s; registry refused %d requests (%s)",
 		onB, waiting, len(refused), strings.Join(refused, ", "))
+}
+
+// podCompletes runs a pod of image on node and waits until the kubelet
+// reports its container terminated with exit code 0; it deletes the pod.
+func podCompletes(ctx context.Context, kc kubernetes.Interface, name, node, image string) error {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{NodeName: node, RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "main", Image: image}}}}
+	if _, err := kc.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	defer kc.CoreV1().Pods("default").Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
+	var last string
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+		p, err := kc.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			switch {
+			case cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0:
+				return nil
+			case cs.State.Terminated != nil:
+				return fmt.Errorf("exited %d (%s)", cs.State.Terminated.ExitCode, cs.State.Terminated.Reason)
+			case cs.State.Waiting != nil:
+				last = cs.State.Waiting.Reason + ": " + cs.State.Waiting.Message
+			}
+		}
+	}
+	return fmt.Errorf("not completed after 3m (last: %s)", last)
 }
