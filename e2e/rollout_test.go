@@ -567,6 +567,9 @@ func scalingInstances(t *testing.T, essc *ess.Client, group string) []string {
 func cachedOverlay(t *testing.T, work, root, disk string) string {
 	t.Helper()
 	dir := filepath.Join(work, "recipes")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range []string{"ecs-node.yaml", "ecs-node.yaml.lock"} {
 		writeFile(t, filepath.Join(dir, f), readFile(t, filepath.Join(repo, "recipes", f)))
 	}
