@@ -25,8 +25,12 @@ type image struct {
 	// disk is the image's own copy of the object (ECS keeps an
 	// imported image in its snapshot, so deleting the object once the
 	// image is Available leaves it bootable).
-	disk             string
-	sizeGiB          int
+	disk    string
+	sizeGiB int
+	// dataDisks are DiskDeviceMapping.2… in order: ECS keeps each as a
+	// snapshot of the image, and an instance created from the image gets
+	// a data disk of each.
+	dataDisks        []dataDisk
 	copied           bool
 	tags             []tag
 	created, readyAt time.Time
@@ -34,6 +38,24 @@ type image struct {
 	// owner is the ImageOwnerAlias of an image not imported by the
 	// account (AddSystemImage); "" means self.
 	owner string
+}
+
+// dataDisk is an image's data disk: the snapshot ECS keeps (its own copy
+// of the object, file, as disk is the system disk's).
+type dataDisk struct {
+	device, format, bucket, object string
+	sizeGiB                        int
+	snapshotID, file               string
+}
+
+// dataDiskFiles are the local files of the image's data disks in mapping
+// order.
+func (im *image) dataDiskFiles() []string {
+	var out []string
+	for _, d := range im.dataDisks {
+		out = append(out, d.file)
+	}
+	return out
 }
 
 func (im *image) ownerAlias() string { return firstOf(im.owner, "self") }
@@ -57,33 +79,86 @@ func (im *image) progress(now time.Time) string {
 	return fmt.Sprintf("%d%%", int(100*now.Sub(im.created)/total))
 }
 
-func (c *call) importImage() (obj, *apiError) {
+// maxMappings is ImportImage's largest N of DiskDeviceMapping.N: 1 is the
+// system disk, 2…17 data disks (the ImportImage reference,
+// https://api.alibabacloud.com/document/Ecs/2014-05-26/ImportImage).
+const maxMappings = 17
+
+// mapping is one DiskDeviceMapping.N of an ImportImage, checked.
+type mapping struct {
+	bucket, object, format, device string
+	sizeGiB                        int
+}
+
+// mappings reads and checks ImportImage's DiskDeviceMapping.N as ECS does,
+// each field named by its N in the errors. Not documented: what ECS
+// answers for more than 17 (InvalidParameter here) and which Device
+// values it takes (the reference only says not to set it; here the
+// system disk may be /dev/xvda and the data disks /dev/xvdb…/dev/xvdz,
+// each once, as CreateImage documents for its mappings).
+func (c *call) mappings() ([]mapping, *apiError) {
 	maps := indexed(c.p, "DiskDeviceMapping")
-	if len(maps) == 0 || maps[0]["OSSBucket"] == "" {
-		return nil, errMissing("DiskDeviceMapping.1.OSSBucket")
+	if len(maps) == 0 {
+		return nil, errf(403, "MissingParameter.DiskDeviceMapping", "The specified parameter DiskDeviceMapping is not supplied.")
+	}
+	if len(maps) > maxMappings {
+		return nil, errInvalid(fmt.Sprintf("DiskDeviceMapping.%d", len(maps)))
+	}
+	var out []mapping
+	devices := map[string]bool{}
+	for i, dm := range maps {
+		n := i + 1
+		field := func(f string) string { return fmt.Sprintf("DiskDeviceMapping.%d.%s", n, f) }
+		if dm["OSSBucket"] == "" {
+			return nil, errMissing(field("OSSBucket"))
+		}
+		if dm["OSSObject"] == "" {
+			return nil, errMissing(field("OSSObject"))
+		}
+		format := strings.ToUpper(dm["Format"])
+		switch format {
+		case "", "RAW", "QCOW2", "VHD", "VMDK":
+		default:
+			return nil, errf(400, "InvalidImageFormat.Malformed", "The specified Image Format is wrongly formed.")
+		}
+		sizeStr := dm["DiskImageSize"]
+		if sizeStr == "" {
+			sizeStr = dm["DiskImSize"] // the older spelling the SDK still carries
+		}
+		size := 40
+		if sizeStr != "" {
+			v, err := strconv.Atoi(sizeStr)
+			if err != nil || v < 1 || v > 2048 {
+				if n > 1 {
+					return nil, errf(400, "InvalidDataDiskSize", "The specified DiskDeviceMapping.N.DiskImSize should be in the specified range.")
+				}
+				return nil, errf(400, "InvalidImageSize", "The specified \"DiskDeviceMapping.n.DiskImageSize\" beyond the permitted range.")
+			}
+			size = v
+		}
+		// The device each disk gets: the system disk /dev/xvda, the data
+		// disks the next letters in order, as DescribeImages lists them.
+		want := "/dev/xvd" + string(rune('a'+i))
+		dev := dm["Device"]
+		switch {
+		case dev == "":
+			dev = want
+		case devices[dev], n == 1 && dev != "/dev/xvda",
+			n > 1 && (len(dev) != len("/dev/xvdb") || !strings.HasPrefix(dev, "/dev/xvd") || dev[8] < 'b' || dev[8] > 'z'):
+			return nil, errf(403, "InvalidParameter.Malformed", "The specified parameter \"DiskDeviceMapping.n.Device \" is not valid.")
+		}
+		devices[dev] = true
+		out = append(out, mapping{bucket: dm["OSSBucket"], object: dm["OSSObject"], format: format, device: dev, sizeGiB: size})
+	}
+	return out, nil
+}
+
+func (c *call) importImage() (obj, *apiError) {
+	maps, e := c.mappings()
+	if e != nil {
+		return nil, e
 	}
 	dm := maps[0]
-	if dm["OSSObject"] == "" {
-		return nil, errMissing("DiskDeviceMapping.1.OSSObject")
-	}
-	format := strings.ToUpper(dm["Format"])
-	switch format {
-	case "", "RAW", "QCOW2", "VHD", "VMDK":
-	default:
-		return nil, errf(400, "InvalidImageFormat.Malformed", "The specified Image Format is wrongly formed.")
-	}
-	sizeStr := dm["DiskImageSize"]
-	if sizeStr == "" {
-		sizeStr = dm["DiskImSize"] // the older spelling the SDK still carries
-	}
-	size := 40
-	if sizeStr != "" {
-		n, err := strconv.Atoi(sizeStr)
-		if err != nil || n < 1 || n > 2048 {
-			return nil, errf(400, "InvalidImageSize", "The specified \"DiskDeviceMapping.n.DiskImageSize\" beyond the permitted range.")
-		}
-		size = n
-	}
 	arch := c.p.Get("Architecture")
 	switch arch {
 	case "":
@@ -117,8 +192,10 @@ func (c *call) importImage() (obj, *apiError) {
 		return nil, e
 	}
 	s := c.s
-	if !s.objectExists(dm["OSSBucket"], dm["OSSObject"]) {
-		return nil, errf(400, "InvalidOSSObject.NotFound", "The specified OSS object does not exist in this region.")
+	for _, m := range maps {
+		if !s.objectExists(m.bucket, m.object) {
+			return nil, errf(400, "InvalidOSSObject.NotFound", "The specified OSS object does not exist in this region.")
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -133,9 +210,9 @@ func (c *call) importImage() (obj, *apiError) {
 	im := &image{
 		id: newID("m-", 20), taskID: newID("t-", 20), region: c.region,
 		name: name, desc: c.p.Get("Description"),
-		arch: arch, bootMode: boot, platform: c.p.Get("Platform"), format: format,
-		nvme: nvme, imds: imds, bucket: dm["OSSBucket"], object: dm["OSSObject"],
-		sizeGiB: size, tags: tags, created: c.now, readyAt: c.now.Add(s.cfg.ImportDelay),
+		arch: arch, bootMode: boot, platform: c.p.Get("Platform"), format: dm.format,
+		nvme: nvme, imds: imds, bucket: dm.bucket, object: dm.object,
+		sizeGiB: dm.sizeGiB, tags: tags, created: c.now, readyAt: c.now.Add(s.cfg.ImportDelay),
 	}
 	if im.name == "" {
 		im.name = im.id
@@ -146,6 +223,14 @@ func (c *call) importImage() (obj, *apiError) {
 	}
 	if err := os.Link(s.objectPath(im.bucket, im.object), im.disk); err != nil {
 		return nil, errf(500, "InternalError", "%s", err.Error())
+	}
+	for i, m := range maps[1:] {
+		d := dataDisk{device: m.device, sizeGiB: m.sizeGiB, format: m.format, bucket: m.bucket, object: m.object,
+			snapshotID: newID("s-", 20), file: fmt.Sprintf("%s.data%d", im.disk, i+2)}
+		if err := os.Link(s.objectPath(m.bucket, m.object), d.file); err != nil {
+			return nil, errf(500, "InternalError", "%s", err.Error())
+		}
+		im.dataDisks = append(im.dataDisks, d)
 	}
 	if s.failImport > 0 {
 		s.failImport--
@@ -227,14 +312,28 @@ func (im *image) json(now time.Time) obj {
 		"IsSupportCloudinit": true, "IsSupportIoOptimized": true, "Usage": "none",
 		"Size": im.sizeGiB, "CreationTime": ecsTime(im.created), "ImageFamily": "", "ImageVersion": "",
 		"ProductCode": "", "ResourceGroupId": "",
-		"Features": features,
-		"Tags":     obj{"Tag": tags},
-		"DiskDeviceMappings": obj{"DiskDeviceMapping": []obj{{
-			"Device": "/dev/xvda", "Type": "system", "Size": strconv.Itoa(im.sizeGiB),
-			"Format": im.format, "ImportOSSBucket": im.bucket, "ImportOSSObject": im.object,
-			"Progress": im.progress(now), "SnapshotId": "",
-		}}},
+		"Features":           features,
+		"Tags":               obj{"Tag": tags},
+		"DiskDeviceMappings": obj{"DiskDeviceMapping": im.mappingsJSON(now)},
 	}
+}
+
+// mappingsJSON lists the system disk, then the data disks (Type data,
+// with the snapshot each instance's data disk is created from).
+func (im *image) mappingsJSON(now time.Time) []obj {
+	out := []obj{{
+		"Device": "/dev/xvda", "Type": "system", "Size": strconv.Itoa(im.sizeGiB),
+		"Format": im.format, "ImportOSSBucket": im.bucket, "ImportOSSObject": im.object,
+		"Progress": im.progress(now), "SnapshotId": "",
+	}}
+	for _, d := range im.dataDisks {
+		out = append(out, obj{
+			"Device": d.device, "Type": "data", "Size": strconv.Itoa(d.sizeGiB),
+			"Format": d.format, "ImportOSSBucket": d.bucket, "ImportOSSObject": d.object,
+			"Progress": im.progress(now), "SnapshotId": d.snapshotID,
+		})
+	}
+	return out
 }
 
 func (c *call) copyImage() (obj, *apiError) {
@@ -264,6 +363,12 @@ func (c *call) copyImage() (obj, *apiError) {
 	cp.id, cp.taskID, cp.region = newID("m-", 20), newID("t-", 20), dest
 	cp.copied, cp.tags, cp.failed = true, tags, false
 	cp.created, cp.readyAt = c.now, c.now.Add(s.cfg.ImportDelay)
+	// The copy has snapshots of its own in its region, of the same bytes.
+	cp.dataDisks = nil
+	for _, d := range src.dataDisks {
+		d.snapshotID = newID("s-", 20)
+		cp.dataDisks = append(cp.dataDisks, d)
+	}
 	if n := c.p.Get("DestinationImageName"); n != "" {
 		cp.name = n
 	}
