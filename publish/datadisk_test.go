@@ -109,6 +109,14 @@ func TestPublishCacheDisk(t *testing.T) {
 			t.Errorf("object %s once the image is Available: %v, want it deleted (NoSuchKey)", obj, err)
 		}
 	}
+	// Again: the image found has the data disk, so it is reused.
+	res, err := c.pb.Publish(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Images[0].Action != ActionReuse {
+		t.Errorf("second publish: %+v, want the image reused", res.Images)
+	}
 	c.wantCalls(t, map[string]int{"ecs ImportImage 200": 1})
 }
 
@@ -129,5 +137,27 @@ func TestPublishCacheDiskMismatch(t *testing.T) {
 	}
 	if _, err := c.pb.Publish(context.Background(), p); err == nil || !strings.Contains(err.Error(), p.DataDisks[0].File) {
 		t.Fatalf("Publish without the cache disk file: %v, want an error naming it", err)
+	}
+}
+
+// TestDecideWithoutCacheDisk: an image of the build that lacks the cache
+// disk (published without it) is neither reused nor waited for.
+func TestDecideWithoutCacheDisk(t *testing.T) {
+	r := request()
+	r.Manifest = withCacheDisk(manifest(), 1, strings.Repeat("ab", 32))
+	p, err := NewPlan(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := map[string]string{TagBuildID: p.BuildID, TagRootHash: p.RootHash}
+	for _, status := range []string{"Available", "Creating"} {
+		_, err := Decide(p, "cn-hangzhou", []Found{{ID: "m-1", Status: status, Tags: mine}})
+		if err == nil || !strings.Contains(err.Error(), "image m-1 in cn-hangzhou") || !strings.Contains(err.Error(), "ecs-node.images.raw") {
+			t.Errorf("%s image without the data disk: %v, want a refusal naming it and the cache disk", status, err)
+		}
+		d, err := Decide(p, "cn-hangzhou", []Found{{ID: "m-1", Status: status, Tags: mine, DataDisks: 1}})
+		if err != nil || d.ImageID != "m-1" {
+			t.Errorf("%s image with the data disk: %v %v, want it reused or waited for", status, d, err)
+		}
 	}
 }

@@ -175,7 +175,13 @@ func (pb *Publisher) find(ctx context.Context, p *Plan, r string) ([]Found, erro
 	}
 	var out []Found
 	for _, im := range resp.Images.Image {
-		out = append(out, Found{ID: im.ImageId, Status: im.Status, Progress: im.Progress, Tags: tagMap(im.Tags.Tag)})
+		f := Found{ID: im.ImageId, Status: im.Status, Progress: im.Progress, Tags: tagMap(im.Tags.Tag)}
+		for _, dm := range im.DiskDeviceMappings.DiskDeviceMapping {
+			if dm.Type == "data" {
+				f.DataDisks++
+			}
+		}
+		out = append(out, f)
 	}
 	return out, nil
 }
