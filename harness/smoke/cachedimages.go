@@ -48,7 +48,8 @@ func cachedHosts(images []CachedImage) []string {
 }
 
 // copyCacheDisk copies the build's cache disk image into dir (sparse), so
-// the boots never write to the build's output.
+// the boots never write to the build's output. The VMLauncher copies an
+// emulated image's data disks (the cache disk publish imported) with it.
 func copyCacheDisk(src, dir string) (string, error) {
 	f, err := os.Open(src)
 	if err != nil {
