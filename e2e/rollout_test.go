@@ -666,8 +666,8 @@ func checkImageCache(t *testing.T, ctx context.Context, kc kubernetes.Interface,
 	if waiting == "" || len(refused) == 0 {
 		t.Errorf("the pod of %s, not cached: waiting %q, the registry refused %q; want ErrImagePull and its refused requests", uncached, waiting, refused)
 	}
-	t.Logf("registry refusing: B's nodes ran the Deployment's pods (%d ready on them) and asked nothing; the uncached pod: %s; registry refused %d requests (%s)",
-		onB, waiting, len(refused), strings.Join(refused, ", "))
+	t.Logf("registry refusing: B's nodes ran the Deployment's pods (%d ready on them) and asked it %d times; the uncached pod: %s; registry refused %d requests (%s)",
+		onB, len(asked), waiting, len(refused), strings.Join(refused, ", "))
 }
 
 // podCompletes runs a pod of image on node and waits until the kubelet
