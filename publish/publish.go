@@ -88,9 +88,19 @@ func (pb *Publisher) Lookup(ctx context.Context, p *Plan) (map[string]Decision, 
 // each copy region, and returns their IDs.
 func (pb *Publisher) Publish(ctx context.Context, p *Plan) (*Result, error) {
 	res := &Result{ImageName: p.ImageName, BuildID: p.BuildID, RootHash: p.RootHash}
+	// drover verify checked the image; the data disks are checked here,
+	// before anything talks to a cloud.
+	if err := p.checkDataDisks(); err != nil {
+		return nil, err
+	}
 	src, err := pb.region(ctx, p, p.Region, func() (string, error) {
-		if err := pb.upload(ctx, p); err != nil {
+		if err := pb.upload(ctx, p, p.Image, p.Object); err != nil {
 			return "", err
+		}
+		for _, d := range p.DataDisks {
+			if err := pb.upload(ctx, p, d.File, d.Object); err != nil {
+				return "", err
+			}
 		}
 		return pb.importImage(ctx, p)
 	})
@@ -98,8 +108,10 @@ func (pb *Publisher) Publish(ctx context.Context, p *Plan) (*Result, error) {
 		return nil, err
 	}
 	res.Images = append(res.Images, src)
-	if err := pb.removeObject(ctx, p); err != nil {
-		return nil, err
+	for _, obj := range p.objects() {
+		if err := pb.removeObject(ctx, p, obj); err != nil {
+			return nil, err
+		}
 	}
 	for _, r := range p.CopyTo {
 		img, err := pb.region(ctx, p, r, func() (string, error) { return pb.copyImage(ctx, p, src.ImageID, r) })
@@ -162,7 +174,13 @@ func (pb *Publisher) find(ctx context.Context, p *Plan, r string) ([]Found, erro
 	}
 	var out []Found
 	for _, im := range resp.Images.Image {
-		out = append(out, Found{ID: im.ImageId, Status: im.Status, Progress: im.Progress, Tags: tagMap(im.Tags.Tag)})
+		f := Found{ID: im.ImageId, Status: im.Status, Progress: im.Progress, Tags: tagMap(im.Tags.Tag)}
+		for _, dm := range im.DiskDeviceMappings.DiskDeviceMapping {
+			if dm.Type == "data" {
+				f.DataDisks++
+			}
+		}
+		out = append(out, f)
 	}
 	return out, nil
 }
@@ -181,11 +199,12 @@ func tagMap(tags []ecs.Tag) map[string]string {
 	return m
 }
 
-func (pb *Publisher) upload(ctx context.Context, p *Plan) error {
-	dest := "oss://" + p.Bucket + "/" + p.Object
-	pb.emit(Event{Kind: "upload", Region: p.Region, Message: "uploading " + p.Image + " to " + dest})
+// upload puts file into the plan's bucket as object, resumably.
+func (pb *Publisher) upload(ctx context.Context, p *Plan, file, object string) error {
+	dest := "oss://" + p.Bucket + "/" + object
+	pb.emit(Event{Kind: "upload", Region: p.Region, Message: "uploading " + file + " to " + dest})
 	step := int64(-1)
-	req := &oss.PutObjectRequest{Bucket: oss.Ptr(p.Bucket), Key: oss.Ptr(p.Object),
+	req := &oss.PutObjectRequest{Bucket: oss.Ptr(p.Bucket), Key: oss.Ptr(object),
 		ProgressFn: func(_, done, total int64) {
 			if total <= 0 {
 				return
@@ -216,12 +235,12 @@ func (pb *Publisher) upload(ctx context.Context, p *Plan) error {
 			o.CheckpointDir = filepath.Clean(pb.CheckpointDir) + string(filepath.Separator)
 		}
 	})
-	sum, err := fileCRC64(p.Image)
+	sum, err := fileCRC64(file)
 	if err != nil {
 		return err
 	}
-	err = aliyun.Retry(ctx, "uploading "+p.Image+" to "+dest, func() error {
-		_, err := up.UploadFile(ctx, req, p.Image)
+	err = aliyun.Retry(ctx, "uploading "+file+" to "+dest, func() error {
+		_, err := up.UploadFile(ctx, req, file)
 		return err
 	})
 	if err != nil {
@@ -232,7 +251,7 @@ func (pb *Publisher) upload(ctx context.Context, p *Plan) error {
 	// check is off (aliyun.New).
 	var head *oss.HeadObjectResult
 	err = aliyun.Retry(ctx, "HeadObject "+dest, func() (err error) {
-		head, err = pb.Clients.OSS.HeadObject(ctx, &oss.HeadObjectRequest{Bucket: oss.Ptr(p.Bucket), Key: oss.Ptr(p.Object)})
+		head, err = pb.Clients.OSS.HeadObject(ctx, &oss.HeadObjectRequest{Bucket: oss.Ptr(p.Bucket), Key: oss.Ptr(object)})
 		return err
 	})
 	if err != nil {
@@ -240,7 +259,7 @@ func (pb *Publisher) upload(ctx context.Context, p *Plan) error {
 	}
 	if got, want := oss.ToString(head.HashCRC64), strconv.FormatUint(sum, 10); got != want {
 		return fmt.Errorf("%s has CRC-64 %q (OSS's x-oss-hash-crc64ecma), %s has %s: the object is not the image (the file changed during the upload, or data was damaged on the way); run drover publish again to upload it anew",
-			dest, got, p.Image, want)
+			dest, got, file, want)
 	}
 	return nil
 }
@@ -260,18 +279,18 @@ func fileCRC64(path string) (uint64, error) {
 	return h.Sum64(), nil
 }
 
-// removeObject deletes the uploaded object once the image is Available
+// removeObject deletes an uploaded object once the image is Available
 // in the plan's region (ECS keeps its own copy; copies are made from the
 // image), unless KeepObject. Also when the image was found, not imported:
 // a run killed before this step left the object. OSS answers 204 for an
 // object that is not there (DeleteObject), so that costs one call.
-func (pb *Publisher) removeObject(ctx context.Context, p *Plan) error {
-	dest := "oss://" + p.Bucket + "/" + p.Object
+func (pb *Publisher) removeObject(ctx context.Context, p *Plan, object string) error {
+	dest := "oss://" + p.Bucket + "/" + object
 	if pb.KeepObject {
 		return nil
 	}
 	err := aliyun.Retry(ctx, "deleting "+dest, func() error {
-		_, err := pb.Clients.OSS.DeleteObject(ctx, &oss.DeleteObjectRequest{Bucket: oss.Ptr(p.Bucket), Key: oss.Ptr(p.Object)})
+		_, err := pb.Clients.OSS.DeleteObject(ctx, &oss.DeleteObjectRequest{Bucket: oss.Ptr(p.Bucket), Key: oss.Ptr(object)})
 		return err
 	})
 	if err != nil {
@@ -290,8 +309,20 @@ func (pb *Publisher) importImage(ctx context.Context, p *Plan) (string, error) {
 	req.OSType = p.OSType
 	req.Platform = p.Platform
 	req.BootMode = p.BootMode
-	req.DiskDeviceMapping = &[]ecs.ImportImageDiskDeviceMapping{{OSSBucket: p.Bucket, OSSObject: p.Object, Format: p.Format,
+	// DiskDeviceMapping.N: N=1 is the system disk, N=2…17 data disks,
+	// each of DiskImageSize 1–2048 GiB; an instance created from the
+	// image gets a data disk of each (the ImportImage reference,
+	// https://api.alibabacloud.com/document/Ecs/2014-05-26/ImportImage).
+	// Device is left out: the reference says it will be removed and asks
+	// callers not to set it; ECS names the data disks in order, and the
+	// agent finds the cache disk by label and UUID, never by name.
+	maps := []ecs.ImportImageDiskDeviceMapping{{OSSBucket: p.Bucket, OSSObject: p.Object, Format: p.Format,
 		DiskImageSize: strconv.Itoa(p.DiskImageSize)}}
+	for _, d := range p.DataDisks {
+		maps = append(maps, ecs.ImportImageDiskDeviceMapping{OSSBucket: p.Bucket, OSSObject: d.Object, Format: d.Format,
+			DiskImageSize: strconv.Itoa(d.DiskImageSize)})
+	}
+	req.DiskDeviceMapping = &maps
 	req.Features = ecs.ImportImageFeatures{NvmeSupport: p.NvmeSupport, ImdsSupport: p.ImdsSupport}
 	// Tagged at import, so that a run interrupted during the wait finds
 	// the import and waits for it instead of importing twice.

@@ -31,7 +31,7 @@ func TestUploadProgress(t *testing.T) {
 	if err := os.WriteFile(p.Image, img, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.pb.upload(context.Background(), p); err != nil {
+	if err := c.pb.upload(context.Background(), p, p.Image, p.Object); err != nil {
 		t.Fatal(err)
 	}
 	if n := c.calls.count("oss PUT /" + p.Bucket + "/" + p.Object + " 200"); n != 20 {
@@ -71,7 +71,7 @@ func TestUploadSizeUnknown(t *testing.T) {
 	c := newCloud(t, 0)
 	p := c.plan(t)
 	p.Image = proc
-	if err := c.pb.upload(context.Background(), p); err != nil {
+	if err := c.pb.upload(context.Background(), p, p.Image, p.Object); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(c.srv.ObjectPath(p.Bucket, p.Object))
@@ -137,7 +137,7 @@ func TestUploadResumesFromCheckpoint(t *testing.T) {
 		emu.ServeHTTP(w, r)
 	})
 
-	if err := c.pb.upload(context.Background(), p); !aliyun.IsCode(err, "NoSuchUpload") {
+	if err := c.pb.upload(context.Background(), p, p.Image, p.Object); !aliyun.IsCode(err, "NoSuchUpload") {
 		t.Fatalf("an upload whose fifth part is refused: %v, want NoSuchUpload", err)
 	}
 	obj := "/" + p.Bucket + "/" + p.Object
@@ -150,7 +150,7 @@ func TestUploadResumesFromCheckpoint(t *testing.T) {
 	}
 
 	first := c.calls.count("oss PUT " + obj + " 200")
-	if err := c.pb.upload(context.Background(), p); err != nil {
+	if err := c.pb.upload(context.Background(), p, p.Image, p.Object); err != nil {
 		t.Fatal(err)
 	}
 	// One initiation (POST ?uploads) and one completion (POST ?uploadId)
@@ -191,7 +191,7 @@ func TestUploadResumesAfterLastPart(t *testing.T) {
 		}
 		emu.ServeHTTP(w, r)
 	})
-	if err := c.pb.upload(ctx, p); !errors.Is(err, context.Canceled) {
+	if err := c.pb.upload(ctx, p, p.Image, p.Object); !errors.Is(err, context.Canceled) {
 		t.Fatalf("an upload killed at CompleteMultipartUpload: %v, want %v", err, context.Canceled)
 	}
 	obj := "/" + p.Bucket + "/" + p.Object
@@ -200,7 +200,7 @@ func TestUploadResumesAfterLastPart(t *testing.T) {
 		t.Fatalf("CheckpointDir after the killed upload holds %v, want one checkpoint", got)
 	}
 
-	if err := c.pb.upload(context.Background(), p); err != nil {
+	if err := c.pb.upload(context.Background(), p, p.Image, p.Object); err != nil {
 		t.Fatal(err)
 	}
 	// ListParts, no part sent again, one completion.

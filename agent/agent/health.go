@@ -81,6 +81,20 @@ func (a *Agent) WatchHealth(ctx context.Context, src HealthSources) {
 		go watchCredentials(ctx, src.CredentialStatus, &credstatus.Watch{}, CredentialPoll, found, a.rec.Note)
 	}
 	r.pending = append(r.pending, a.events...) // the storage phase's, found before the join
+	go func() {
+		for {
+			select {
+			case f := <-a.imageReports:
+				select {
+				case found <- f:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	r.run(ctx, found)
 }
 

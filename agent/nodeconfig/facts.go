@@ -37,6 +37,13 @@ type Facts struct {
 	// ACRProvider says the image ships the ACR credential provider
 	// (ACRProviderPath): the kubelet is configured to use it.
 	ACRProvider bool
+	// CachedRepositories are the repositories of the image's cached
+	// images (ImageCache.Repositories): the kubelet never makes a pod
+	// re-verify its pull credentials for them (KubeletConfig).
+	CachedRepositories []string
+	// KubeletVersion is the kubelet's Kubernetes version (v1.37.2); ""
+	// when not known.
+	KubeletVersion string
 }
 
 // Labels set from the facts; a node file may not set them (see

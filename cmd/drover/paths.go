@@ -41,7 +41,7 @@ var pathInputs = map[string]struct {
 
 // notPathFlags are the string flags that are not paths, by command.
 var notPathFlags = map[string][]string{
-	"drover":   {"mirror", "security-mirror"},
+	"drover":   {"mirror", "security-mirror", "registry-mirror"},
 	"lock":     {"toolchain"},
 	"run":      {"until", "cluster"},
 	"smoke":    {"kubernetes-version"},

@@ -38,6 +38,8 @@ It first runs drover verify's checks on IMAGE against its manifest
 (<name>.manifest.json beside it) and refuses an image that does not match,
 before any network call. A qcow2 is checked by its digest, which needs the
 signed provenance: pass --provenance --pub KEY.pub, or publish the .raw.
+An image with cached images on a cache disk has <name>.images.raw beside
+it; its size and sha256 must be the manifest's too.
 
 Then it looks for an image of the build: one in the region tagged
 drover:build-id=<the manifest's buildID>. An Available one is reused (no
@@ -55,6 +57,16 @@ drover:name, drover:version (drover:secure-boot=signed with --secure-boot),
 and waits until the image is Available; then it deletes the object (ECS
 keeps its own copy; --keep-object keeps it). Each --copy-to region gets a
 CopyImage, tagged the same way and waited for. Running it again is safe.
+
+The cache disk, when there is one, is uploaded beside the image (to
+<image name>.images.raw) and imported with it as its data disk
+(DiskDeviceMapping.2, RAW, its size rounded up to GiB): ECS keeps it as a
+snapshot of the image, and every instance created from the image, by a
+launch template or a scaling group, gets it as a data disk with nothing
+in the template; the agent finds it by label and UUID. So a new cache is
+a new image (and a rollout). A launch template DataDisk naming that
+snapshot (DescribeImages, DiskDeviceMappings, Type data) attaches it to
+instances of another image too. Both objects are deleted after import.
 
 stdout carries only the result: the image ID in --region on the first line,
 then "REGION IMAGEID" per copy; progress goes to stderr. With --json,

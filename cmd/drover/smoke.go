@@ -52,6 +52,15 @@ under QEMU with SMBIOS "Alibaba Cloud ECS"; and checks:
   reboot) is gone and a changed user-data is refused.
   --policy-check: a user-data that breaks the agent's policy is refused with a
   path-addressed error on the console and in the status file, and never joins.
+  An image with cached images (a recipe's images:, listed in its manifest):
+  the cache disk image beside it (<name>.images.raw) is attached as the last
+  data disk, the node file mirrors each cached image's registry host to the
+  local registry, and once the agent reports DroverImageCache=True (and a pod
+  of the first one's content under the registry's own name has run, and the
+  kubelet's pull record of its image ID, read on the node, names that pull) a
+  pod of each cached image must run while that registry refuses every request
+  and sees none, containerd holding each pinned at its digest; a pod of an
+  image the node does not hold shows the registry's refusal (503).
 
 It prints each check and the boot timeline (guest seconds since boot), writes
 JUnit XML with --junit, keeps the serial logs in the work directory, and exits 1
@@ -177,5 +186,14 @@ func imageVersions(image string) (smoke.Versions, error) {
 	}
 	v.Sandbox, v.SandboxDigest = m.Sandbox.Name, m.Sandbox.Digest
 	v.BuildID = m.BuildID
+	if c := m.CachedImages; c != nil {
+		for _, im := range c.Images {
+			name, _, _ := strings.Cut(im.Ref, "@")
+			v.Cached = append(v.Cached, smoke.CachedImage{Name: name, Digest: im.Digest, Location: im.Location})
+		}
+		if c.Disk != nil {
+			v.CacheDisk = filepath.Join(filepath.Dir(image), c.Disk.File)
+		}
+	}
 	return v, nil
 }

@@ -267,6 +267,15 @@ func (c *Cluster) CreatePod(ctx context.Context, ns string, podJSON []byte) erro
 	return nil
 }
 
+// DeletePod deletes pod ns/name at once (grace period 0): a pod the check
+// is done with must not go on pulling.
+func (c *Cluster) DeletePod(ctx context.Context, ns, name string) error {
+	if err := c.client.do(ctx, http.MethodDelete, podsPath(ns)+"/"+url.PathEscape(name)+"?gracePeriodSeconds=0", nil, nil); err != nil {
+		return fmt.Errorf("deleting pod %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
 // Pod returns pod ns/name; a missing pod is an error that matches
 // ErrNotFound.
 func (c *Cluster) Pod(ctx context.Context, ns, name string) (*Pod, error) {

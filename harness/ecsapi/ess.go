@@ -415,7 +415,7 @@ func (s *Server) specFor(g *group, m *member) (InstanceSpec, error) {
 	in.hostname = firstOf(v.data["HostName"], "iZ"+strings.TrimPrefix(in.id, "i-")+"Z")
 	return InstanceSpec{
 		InstanceID: in.id, RegionID: in.region, ZoneID: in.zone, InstanceType: in.itype,
-		ImageID: im.id, ImageObject: im.disk, UserData: ud, Hostname: in.hostname,
+		ImageID: im.id, ImageObject: im.disk, DataDisks: im.dataDiskFiles(), UserData: ud, Hostname: in.hostname,
 	}, nil
 }
 
