@@ -262,12 +262,9 @@ func JudgeCachedImages(cached []CachedImage, probeMsg string, during, control []
 	if len(during) > 0 {
 		probs = append(probs, "the cached images' pods made "+requestsSeen(during))
 	}
-	var pr struct {
-		Images []nodeImage
-		Error  string
-	}
-	if err := json.Unmarshal([]byte(probeMsg), &pr); err != nil {
-		return "", fmt.Errorf("the images probe answered %q: %v", probeMsg, err)
+	pr, err := parseImagesProbe(probeMsg)
+	if err != nil {
+		return "", err
 	}
 	if pr.Error != "" {
 		probs = append(probs, "containerd's images on the node: "+pr.Error)

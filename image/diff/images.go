@@ -46,23 +46,7 @@ func compareImages(old, new *build.Manifest) []ImageChange {
 	side := func(c build.CachedImage) *ImageSide {
 		return &ImageSide{Digest: c.Digest, Manifest: c.Manifest, Platform: c.Platform, Location: c.Location, Size: c.Size}
 	}
-	out := []ImageChange{}
-	for _, name := range unionKeys(om, nm) {
-		o, inOld := om[name]
-		n, inNew := nm[name]
-		c := ImageChange{Name: name}
-		if inOld {
-			c.Old = side(o)
-		}
-		if inNew {
-			c.New = side(n)
-		}
-		if inOld && inNew && *c.Old == *c.New {
-			continue
-		}
-		out = append(out, c)
-	}
-	return out
+	return changedSides(om, nm, side, func(name string, o, n *ImageSide) ImageChange { return ImageChange{Name: name, Old: o, New: n} })
 }
 
 // cacheDisk is the sha256 of the manifest's cache disk image, "" without.
