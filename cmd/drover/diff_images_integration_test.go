@@ -50,14 +50,7 @@ func TestDiffNamesChangedCachedImage(t *testing.T) {
 	t.Logf("%s: %s, then %s", name, digests[0], digests[1])
 
 	agent, initBin := ownBinaries(t, work)
-	recipeSrc, err := os.ReadFile(filepath.Join("..", "..", "recipes", "minimal.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lockSrc, err := os.ReadFile(filepath.Join("..", "..", "recipes", "minimal.yaml.lock"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	recipeSrc, lockSrc := minimalRecipe(t)
 	buildOne := func(dir, digest string) string {
 		dir = filepath.Join(work, dir)
 		os.MkdirAll(dir, 0o755)
