@@ -127,6 +127,11 @@ func TestRepairAtMinSize(t *testing.T) {
 	if n := len(w.instances()); n != 2 || w.cloud.G.MinSize != 2 {
 		t.Errorf("%d instances, MinSize %d; want 2, 2", n, w.cloud.G.MinSize)
 	}
+	want = []string{"MinSize 1 while the replacement launches (was 2)", "MinSize 2 again (a repair had lowered it to 1)"}
+	got := slices.DeleteFunc(strings.Split(w.messages(EventGroup), "\n"), func(m string) bool { return !strings.HasPrefix(m, "MinSize") })
+	if !slices.Equal(got, want) {
+		t.Errorf("MinSize events %q, want %q", got, want)
+	}
 }
 
 // TestRepairMaxUnhealthy: more unhealthy Nodes than --max-unhealthy (a
