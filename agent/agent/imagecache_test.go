@@ -81,10 +81,11 @@ func newCacheRig(t *testing.T, diskIndex, pinned string, disks ...storage.Disk) 
 var cacheDisk = storage.Disk{Name: "vdc", Path: "/dev/vdc", Size: 1 << 30,
 	Probe: storage.Probe{Found: true, Type: "erofs", UUID: cacheUUID, Label: nodeconfig.ImageCacheLabel}}
 
-// conditions waits until the Node has a DroverImageCache condition of
-// status want (the reports go out with the health watch's) and returns
-// the image cache's conditions and the Events.
-func (c *cacheRig) await(t *testing.T, want string) ([]kube.Condition, []string) {
+// await waits until the Node has a DroverImageCache condition of status
+// want and at least events Events (the reports go out with the health
+// watch's, the condition and its Event in separate calls) and returns the
+// image cache's conditions and the Events.
+func (c *cacheRig) await(t *testing.T, want string, events int) ([]kube.Condition, []string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -98,13 +99,13 @@ func (c *cacheRig) await(t *testing.T, want string) ([]kube.Condition, []string)
 				conds = append(conds, k)
 			}
 		}
-		events := slices.Clone(c.api.events)
+		evs := slices.Clone(c.api.events)
 		c.api.mu.Unlock()
-		if len(conds) > 0 && conds[len(conds)-1].Status == want {
-			return conds, events
+		if len(conds) > 0 && conds[len(conds)-1].Status == want && len(evs) >= events {
+			return conds, evs
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no %s=%s on the Node: conditions %+v, events %q", ImageCacheCondition, want, conds, events)
+			t.Fatalf("no %s=%s with %d Events on the Node: conditions %+v, events %q", ImageCacheCondition, want, events, conds, evs)
 		}
 	}
 }
@@ -135,7 +136,7 @@ func TestImageCacheDoesNotHoldUpTheJoin(t *testing.T) {
 	}
 	c.mu.Unlock()
 	close(c.release)
-	conds, events := c.await(t, "True")
+	conds, events := c.await(t, "True", 0)
 	if conds[0].Status != "Unknown" || conds[0].Reason != "Loading" {
 		t.Errorf("first condition %+v, want Unknown (Loading)", conds[0])
 	}
@@ -186,7 +187,7 @@ func TestImageCacheDiskFailures(t *testing.T) {
 			if err := c.a.Run(context.Background()); err != nil {
 				t.Fatalf("%v\n%s", err, strings.Join(c.log, "\n"))
 			}
-			conds, events := c.await(t, "False")
+			conds, events := c.await(t, "False", 1)
 			last := conds[len(conds)-1]
 			if last.Reason != "Failed" || !strings.Contains(last.Message, tc.want) {
 				t.Errorf("condition %+v, want a message with %q", last, tc.want)
