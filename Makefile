@@ -87,7 +87,7 @@ fuzz-short: ## Every fuzz target for a few seconds (part of make test)
 fuzz: ## Run every fuzz target briefly
 	./scripts/fuzz.sh 200000x
 
-mutate: ## Mutation testing (gremlins) of the packages that judge; efficacy per package, target 85% (PKGS=, WORKERS= to narrow); about 2 hours on 2 cores, agent/agent's guard and health files 20 minutes more
+mutate: ## Mutation testing (gremlins) of the packages that judge; efficacy per package, target 85% (PKGS=, WORKERS= to narrow); about 2 hours on 2 cores, agent/agent's guard and health files 20 minutes more; the cloud packages apart: PKGS="./publish ./cloud/aliyun ./internal/retry ./rollout" (docs/mutation.md)
 	./scripts/mutate.sh
 
 bench: build host-tools ## Benchmarks: resolve/fetch, build, boot; prints the figures the project tracks

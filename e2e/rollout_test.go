@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -27,10 +28,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/drover-os/drover/agent/agent"
 	"github.com/drover-os/drover/agent/nodeconfig"
 	"github.com/drover-os/drover/harness/ecsapi"
 	"github.com/drover-os/drover/harness/registry"
 	"github.com/drover-os/drover/harness/smoke"
+	"github.com/drover-os/drover/image/build"
 )
 
 // TestRolloutQEMU is issue 26's scenario with real instances: a scaling
@@ -40,6 +43,13 @@ import (
 // cordoned only once a new Node with B's build ID is Ready, that a
 // Deployment guarded by a PodDisruptionBudget (minAvailable 1) never has
 // fewer than one available pod, and that a second run has nothing to do.
+// B's recipe caches the Deployment's image in its root and the hello image
+// on its cache disk (issue 38), which drover publish imports as the
+// image's data disk, so ESS's instances of B boot with it attached as a
+// second disk: the registry refuses every request from the rollout's
+// start, and B's nodes run the Deployment's pods and a hello pod each from
+// their image cache (DroverImageCache=True) without asking it, while a pod
+// of an image they do not cache is refused.
 func TestRolloutQEMU(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
 	defer cancel()
@@ -49,22 +59,6 @@ func TestRolloutQEMU(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(work) })
 	start := time.Now()
-
-	// Two images of the same recipe whose build IDs differ: B's agent is
-	// built with another version string, and the build ID covers drover's
-	// own binaries.
-	recipe := filepath.Join(repo, "recipes", "ecs-node.yaml")
-	agentB := filepath.Join(work, "b-bin", "drover-agent")
-	goBuild(t, "build", "-trimpath", "-ldflags=-s -w -X main.version=rollout-e2e-b", "-o", agentB, "./cmd/drover-agent")
-	outA, outB := filepath.Join(work, "a"), filepath.Join(work, "b")
-	run(t, bin("drover"), "build", recipe, "-o", outA, "--agent", bin("drover-agent"), "--init", bin("drover-init"))
-	run(t, bin("drover"), "build", recipe, "-o", outB, "--agent", agentB, "--init", bin("drover-init"))
-	mfA := readManifest(t, filepath.Join(outA, "ecs-node.manifest.json"))
-	mfB := readManifest(t, filepath.Join(outB, "ecs-node.manifest.json"))
-	if mfA.BuildID == mfB.BuildID {
-		t.Fatalf("images A and B share build ID %s", mfA.BuildID)
-	}
-	t.Logf("images built in %s: A build %s, B build %s", time.Since(start).Round(time.Second), mfA.BuildID, mfB.BuildID)
 
 	cacheDir, err := os.UserCacheDir()
 	if err != nil {
@@ -76,6 +70,33 @@ func TestRolloutQEMU(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer env.Close()
+
+	// Two images whose build IDs differ: B's agent is built with another
+	// version string, and B's recipe (an overlay of A's) caches the
+	// Deployment's image in its root and the hello image on its cache disk
+	// (issue 38), fetched from the harness registry, which the build
+	// reaches through --registry-mirror.
+	recipe := filepath.Join(repo, "recipes", "ecs-node.yaml")
+	workload := env.GuestRegistry() + "/" + registry.ProbeImage
+	onDisk := env.GuestRegistry() + "/" + registry.HelloImage
+	recipeB := cachedOverlay(t, work, workload+"@"+env.Images[registry.ProbeImage], onDisk+"@"+env.Images[registry.HelloImage])
+	mirror := "--registry-mirror=" + env.GuestRegistry() + "=http://" + env.Registry.Addr()
+	agentB := filepath.Join(work, "b-bin", "drover-agent")
+	goBuild(t, "build", "-trimpath", "-ldflags=-s -w -X main.version=rollout-e2e-b", "-o", agentB, "./cmd/drover-agent")
+	outA, outB := filepath.Join(work, "a"), filepath.Join(work, "b")
+	run(t, bin("drover"), "build", recipe, "-o", outA, "--agent", bin("drover-agent"), "--init", bin("drover-init"))
+	run(t, bin("drover"), "lock", recipeB, mirror)
+	run(t, bin("drover"), "build", recipeB, "-o", outB, "--agent", agentB, "--init", bin("drover-init"), mirror)
+	mfA := readManifest(t, filepath.Join(outA, "ecs-node.manifest.json"))
+	mfB := readManifest(t, filepath.Join(outB, "ecs-node.manifest.json"))
+	if _, err := os.Stat(filepath.Join(outB, build.DiskImageFile("ecs-node"))); err != nil {
+		t.Fatalf("image B has no cache disk image: %v", err)
+	}
+	if mfA.BuildID == mfB.BuildID {
+		t.Fatalf("images A and B share build ID %s", mfA.BuildID)
+	}
+	t.Logf("images built in %s: A build %s, B build %s", time.Since(start).Round(time.Second), mfA.BuildID, mfB.BuildID)
+
 	vms := env.Launcher(filepath.Join(work, "vms"))
 	defer vms.StopAll()
 	const region, key, secret = "cn-hangzhou", "LTAI5tDroverE2E", "e2e-secret"
@@ -154,8 +175,13 @@ func TestRolloutQEMU(t *testing.T) {
 	// plane has no kube-scheduler (the smoke names each pod's node): bind
 	// plays its part for this Deployment.
 	go bind(ctx, kc)
-	deploy(t, ctx, kc, env.GuestRegistry()+"/"+registry.ProbeImage)
+	deploy(t, ctx, kc, workload)
 	watch := startWatch(ctx, kc, mfB.BuildID)
+	// From here the registry refuses every request: B's nodes start the
+	// Deployment's pods from their image cache or not at all (the
+	// PodDisruptionBudget then holds the drain of the last old node).
+	before := len(env.Registry.Requests())
+	env.Registry.Refuse(true)
 
 	rolloutArgs := []string{"rollout", "--region", region, "--scaling-group", group, "--image", imageB, "--userdata", pool,
 		"--kubeconfig", env.Cluster.AdminKubeconfig(), "--ready-timeout", "20m", "--drain-timeout", "5m"}
@@ -179,6 +205,8 @@ func TestRolloutQEMU(t *testing.T) {
 	}
 	now := waitNodes(t, ctx, kc, mfB.BuildID, 2, time.Minute)
 	t.Logf("after the rollout: nodes %v Ready with build %s; Deployment available never below %d", now, mfB.BuildID, w.minAvailable)
+	checkImageCache(t, ctx, kc, env, now, workload, onDisk, env.GuestRegistry()+"/drover/uncached:v1", before)
+	env.Registry.Refuse(false)
 	// The last old instance may still be shutting down (Removing): ECS
 	// presses its power button and waits for it.
 	var insts []string
@@ -530,4 +558,145 @@ func scalingInstances(t *testing.T, essc *ess.Client, group string) []string {
 	}
 	sort.Strings(ids)
 	return ids
+}
+
+// cachedOverlay writes B's recipe into work: an overlay of
+// recipes/ecs-node.yaml (copied beside it with its lock, as extends
+// wants) that caches root in the root and disk on the cache disk; drover
+// lock then locks it.
+func cachedOverlay(t *testing.T, work, root, disk string) string {
+	t.Helper()
+	dir := filepath.Join(work, "recipes")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"ecs-node.yaml", "ecs-node.yaml.lock"} {
+		writeFile(t, filepath.Join(dir, f), readFile(t, filepath.Join(repo, "recipes", f)))
+	}
+	p := filepath.Join(dir, "ecs-node-cached.yaml")
+	writeFile(t, p, []byte("name: ecs-node\nextends: ecs-node.yaml\nimages:\n  - ref: "+root+"\n  - ref: "+disk+"\n    location: disk\n"))
+	return p
+}
+
+// checkImageCache, with the registry still refusing every request since
+// before the rollout (the requests after the first before): each of B's
+// nodes reports DroverImageCache=True naming both cached repositories,
+// the Deployment's pods (cached, in the root) run on them, a pod of the
+// image on the cache disk (onDisk) runs to completion on each, and the
+// registry saw no request; then a pod of an image B does not cache
+// (uncached), on one of them, stays in ErrImagePull and the registry's log
+// has its refused requests: the refusal was in force.
+func checkImageCache(t *testing.T, ctx context.Context, kc kubernetes.Interface, env *smoke.Env, nodes []string, cached, onDisk, uncached string, before int) {
+	t.Helper()
+	for _, n := range nodes {
+		nd, err := kc.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found bool
+		for _, c := range nd.Status.Conditions {
+			if c.Type == agent.ImageCacheCondition {
+				found = true
+				t.Logf("node %s: %s=%s (%s): %s", n, c.Type, c.Status, c.Reason, c.Message)
+				// The message names each image as repo@digest.
+				for _, im := range []string{cached, onDisk} {
+					if repo := im[:strings.LastIndex(im, ":")]; c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, repo+"@sha256:") {
+						t.Errorf("node %s: %s=%s (%s) %q, want True naming %s", n, c.Type, c.Status, c.Reason, c.Message, repo)
+					}
+				}
+			}
+		}
+		if !found {
+			t.Errorf("node %s has no %s condition", n, agent.ImageCacheCondition)
+		}
+	}
+	pods, err := kc.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=rollout-e2e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onB := 0
+	for i := range pods.Items {
+		if p := &pods.Items[i]; slices.Contains(nodes, p.Spec.NodeName) && podReady(p) {
+			onB++
+		}
+	}
+	if onB == 0 {
+		t.Errorf("no pod of the Deployment ready on B's nodes %v", nodes)
+	}
+	for i, n := range nodes {
+		name := fmt.Sprintf("cached-disk-%d", i)
+		if err := podCompletes(ctx, kc, name, n, onDisk); err != nil {
+			t.Errorf("a pod of %s (cached on B's cache disk) on node %s: %v", onDisk, n, err)
+		}
+	}
+	var asked []string
+	for _, q := range env.Registry.Requests()[before:] {
+		asked = append(asked, fmt.Sprintf("%s %s (refused %v)", q.Method, q.Path, q.Refused))
+	}
+	if len(asked) > 0 {
+		t.Errorf("with B caching %s, the nodes asked the registry %d times during the rollout: %s", cached, len(asked), strings.Join(asked, ", "))
+	}
+
+	mid := len(env.Registry.Requests())
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "uncached", Namespace: "default"},
+		Spec: corev1.PodSpec{NodeName: nodes[0], RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "main", Image: uncached}}}}
+	if _, err := kc.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer kc.CoreV1().Pods("default").Delete(context.WithoutCancel(ctx), "uncached", metav1.DeleteOptions{})
+	var waiting string
+	for deadline := time.Now().Add(3 * time.Minute); waiting == "" && time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+		p, err := kc.CoreV1().Pods("default").Get(ctx, "uncached", metav1.GetOptions{})
+		if err != nil {
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if w := cs.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff") {
+				waiting = w.Reason + ": " + w.Message
+			}
+		}
+	}
+	var refused []string
+	for _, q := range env.Registry.Requests()[mid:] {
+		if q.Refused {
+			refused = append(refused, q.Method+" "+q.Path)
+		}
+	}
+	if waiting == "" || len(refused) == 0 {
+		t.Errorf("the pod of %s, not cached: waiting %q, the registry refused %q; want ErrImagePull and its refused requests", uncached, waiting, refused)
+	}
+	t.Logf("registry refusing: B's nodes ran the Deployment's pods (%d ready on them) and asked it %d times; the uncached pod: %s; registry refused %d requests (%s)",
+		onB, len(asked), waiting, len(refused), strings.Join(refused, ", "))
+}
+
+// podCompletes runs a pod of image on node and waits until the kubelet
+// reports its container terminated with exit code 0; it deletes the pod.
+func podCompletes(ctx context.Context, kc kubernetes.Interface, name, node, image string) error {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{NodeName: node, RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "main", Image: image}}}}
+	if _, err := kc.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	defer kc.CoreV1().Pods("default").Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
+	var last string
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+		p, err := kc.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			switch {
+			case cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0:
+				return nil
+			case cs.State.Terminated != nil:
+				return fmt.Errorf("exited %d (%s)", cs.State.Terminated.ExitCode, cs.State.Terminated.Reason)
+			case cs.State.Waiting != nil:
+				last = cs.State.Waiting.Reason + ": " + cs.State.Waiting.Message
+			}
+		}
+	}
+	return fmt.Errorf("not completed after 3m (last: %s)", last)
 }

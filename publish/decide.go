@@ -2,6 +2,7 @@ package publish
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 )
 
@@ -12,6 +13,9 @@ type Found struct {
 	Status   string // Creating, Waiting, Available, UnAvailable, CreateFailed, Deprecated
 	Progress string
 	Tags     map[string]string
+	// DataDisks counts the image's data disk mappings (DescribeImages'
+	// DiskDeviceMappings of Type data).
+	DataDisks int
 }
 
 // Action is what a region needs.
@@ -53,6 +57,16 @@ func Decide(p *Plan, region string, found []Found) (Decision, error) {
 		if h, ok := f.Tags[TagRootHash]; ok && h != p.RootHash {
 			return Decision{}, fmt.Errorf("image %s in %s is tagged %s=%s but %s=%s, not this image's %s: "+
 				"two builds share a build ID; delete or retag %s, then publish again", f.ID, region, TagBuildID, p.BuildID, TagRootHash, h, p.RootHash, f.ID)
+		}
+	}
+	// An image of this build without the build's cache disk (published
+	// by a drover from before data disks, or by hand) would launch nodes
+	// without their cached images.
+	for _, f := range found {
+		if (f.Status == "Available" || slices.Contains(inProgress, f.Status)) && f.DataDisks < len(p.DataDisks) {
+			return Decision{}, fmt.Errorf("image %s in %s (tagged %s=%s) has %d data disks, but this build's image has %d (its cache disk %s): "+
+				"it was published without it; delete it (aliyun ecs DeleteImage --RegionId %s --ImageId %s), then publish again",
+				f.ID, region, TagBuildID, p.BuildID, f.DataDisks, len(p.DataDisks), filepath.Base(p.DataDisks[0].File), region, f.ID)
 		}
 	}
 	for _, f := range found {

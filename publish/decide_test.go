@@ -37,6 +37,11 @@ func TestDecide(t *testing.T) {
 		{"unavailable", []Found{{ID: "m-1", Status: "UnAvailable", Tags: mine}}, Decision{}, "DeleteImage --RegionId cn-hangzhou --ImageId m-1"},
 		{"another root hash", []Found{{ID: "m-1", Status: "Available", Tags: map[string]string{TagBuildID: p.BuildID, TagRootHash: "00ff"}}}, Decision{},
 			"drover:root-hash=00ff, not this image's " + rootHash},
+		{"another root hash, creating", []Found{{ID: "m-1", Status: "Creating", Tags: map[string]string{TagBuildID: p.BuildID, TagRootHash: "00ff"}}}, Decision{},
+			"image m-1 in cn-hangzhou is tagged drover:build-id=0123456789abcdef but drover:root-hash=00ff"},
+		{"another root hash beside this one", []Found{{ID: "m-1", Status: "Available", Tags: mine},
+			{ID: "m-2", Status: "Waiting", Tags: map[string]string{TagBuildID: p.BuildID, TagRootHash: "00ff"}}}, Decision{},
+			"delete or retag m-2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := Decide(p, "cn-hangzhou", tc.found)

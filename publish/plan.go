@@ -18,12 +18,15 @@ import (
 	"time"
 
 	"github.com/drover-os/drover/image/build"
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // The tag keys the images carry, compatible with scripts/publish-ecs.sh's.
+// drover rollout finds an image by TagBuildID, so that one is the
+// contract's.
 const (
 	TagRootHash   = "drover:root-hash"
-	TagBuildID    = "drover:build-id"
+	TagBuildID    = nodecontract.ImageTagBuildID
 	TagName       = "drover:name"
 	TagVersion    = "drover:version"
 	TagSecureBoot = "drover:secure-boot"
@@ -54,26 +57,44 @@ type Tag struct {
 // Plan is everything publish will ask of the clouds, decided before the first
 // call.
 type Plan struct {
-	Image         string        `json:"image"`
-	Format        string        `json:"format"` // ImportImage's: RAW, QCOW2, VHD
-	Region        string        `json:"region"`
-	Bucket        string        `json:"bucket"`
-	Object        string        `json:"object"`
-	ImageName     string        `json:"imageName"`
-	Description   string        `json:"description"`
-	BuildID       string        `json:"buildID"`
-	RootHash      string        `json:"rootHash"`
-	Architecture  string        `json:"architecture"`
-	Platform      string        `json:"platform"`
-	OSType        string        `json:"osType"`
-	BootMode      string        `json:"bootMode"`
-	DiskImageSize int           `json:"diskImageSizeGiB"`
-	NvmeSupport   string        `json:"nvmeSupport"`
-	ImdsSupport   string        `json:"imdsSupport"`
-	Tags          []Tag         `json:"tags"`
-	CopyTo        []string      `json:"copyTo"`
-	WaitTimeout   time.Duration `json:"-"`
-	PollInterval  time.Duration `json:"-"`
+	Image         string `json:"image"`
+	Format        string `json:"format"` // ImportImage's: RAW, QCOW2, VHD
+	Region        string `json:"region"`
+	Bucket        string `json:"bucket"`
+	Object        string `json:"object"`
+	ImageName     string `json:"imageName"`
+	Description   string `json:"description"`
+	BuildID       string `json:"buildID"`
+	RootHash      string `json:"rootHash"`
+	Architecture  string `json:"architecture"`
+	Platform      string `json:"platform"`
+	OSType        string `json:"osType"`
+	BootMode      string `json:"bootMode"`
+	DiskImageSize int    `json:"diskImageSizeGiB"`
+	// DataDisks are imported with the image as DiskDeviceMapping.2, .3…
+	// in this order: the cache disk image, when the manifest has one.
+	DataDisks    []DataDisk    `json:"dataDisks,omitempty"`
+	NvmeSupport  string        `json:"nvmeSupport"`
+	ImdsSupport  string        `json:"imdsSupport"`
+	Tags         []Tag         `json:"tags"`
+	CopyTo       []string      `json:"copyTo"`
+	WaitTimeout  time.Duration `json:"-"`
+	PollInterval time.Duration `json:"-"`
+}
+
+// DataDisk is a data disk of the image: a file beside the image, uploaded
+// to its own object and imported as a further DiskDeviceMapping, so that
+// every instance created from the image gets a data disk made from it
+// (ECS keeps it as a snapshot of the image).
+type DataDisk struct {
+	File          string `json:"file"`
+	Object        string `json:"object"`
+	Format        string `json:"format"`
+	DiskImageSize int    `json:"diskImageSizeGiB"`
+	// Size and SHA256 are the manifest's: the file is checked against
+	// them before anything is uploaded.
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
 }
 
 var (
@@ -83,6 +104,7 @@ var (
 	imageNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9.:_-]{1,127}$`)
 	platformRE  = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9 ]*$`)
 	hexRE       = regexp.MustCompile(`^[0-9a-f]{32,128}$`)
+	sha256RE    = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	buildIDRE   = regexp.MustCompile(`^[0-9A-Za-z._-]{1,128}$`)
 )
 
@@ -223,12 +245,32 @@ func NewPlan(r Request) (*Plan, error) {
 		return nil, usage("image name %q: ECS wants 2-128 letters, digits, . : _ -, starting with a letter (not aliyun or acs:); pass --image-name", name)
 	}
 
+	var disks []DataDisk
+	if c := m.CachedImages; c != nil && c.Disk != nil {
+		d := c.Disk
+		switch {
+		case d.File == "" || filepath.Base(d.File) != d.File:
+			return nil, bad("cachedImages.disk.file %q is not a file name", d.File)
+		case d.Size <= 0:
+			return nil, bad("cachedImages.disk.size %d is not a byte count", d.Size)
+		case !sha256RE.MatchString(d.SHA256):
+			return nil, bad("cachedImages.disk.sha256 %q is not a sha256", d.SHA256)
+		}
+		gib := int((d.Size + 1<<30 - 1) >> 30)
+		if gib > maxGiB {
+			return nil, fmt.Errorf("%s: the cache disk is %d GiB: ECS ImportImage takes a DiskImageSize of at most %d GiB", d.File, gib, maxGiB)
+		}
+		// The cache disk is an uncompressed erofs image: RAW.
+		disks = append(disks, DataDisk{File: filepath.Join(filepath.Dir(r.Image), d.File), Object: prefix + name + ".images.raw",
+			Format: "RAW", DiskImageSize: gib, Size: d.Size, SHA256: d.SHA256})
+	}
+
 	return &Plan{
 		Image: r.Image, Format: format, Region: r.Region, Bucket: r.Bucket,
 		Object:    prefix + name + strings.ToLower(filepath.Ext(r.Image)),
 		ImageName: name, Description: fmt.Sprintf("drover %s %s rootHash=%s buildID=%s", m.Name, m.Version, m.RootHash, m.BuildID),
 		BuildID: m.BuildID, RootHash: m.RootHash, Architecture: arch, Platform: platform, OSType: "linux", BootMode: "UEFI",
-		DiskImageSize: gib, NvmeSupport: "supported", ImdsSupport: "v2", Tags: tags, CopyTo: append([]string{}, r.CopyTo...),
+		DiskImageSize: gib, DataDisks: disks, NvmeSupport: "supported", ImdsSupport: "v2", Tags: tags, CopyTo: append([]string{}, r.CopyTo...),
 		WaitTimeout: r.WaitTimeout, PollInterval: r.PollInterval,
 	}, nil
 }
@@ -253,10 +295,21 @@ func (p *Plan) Text(decisions map[string]Decision) string {
 			fmt.Fprintf(&b, "  %s: unless an image tagged %s=%s is found: import\n", p.Region, TagBuildID, p.BuildID)
 		}
 		fmt.Fprintf(&b, "    upload %s to oss://%s/%s\n", p.Image, p.Bucket, p.Object)
+		for _, d := range p.DataDisks {
+			fmt.Fprintf(&b, "    upload %s (sha256 %s checked first) to oss://%s/%s\n", d.File, d.SHA256, p.Bucket, d.Object)
+		}
 		fmt.Fprintf(&b, "    ImportImage RegionId=%s ImageName=%s Architecture=%s OSType=%s Platform=%s BootMode=%s "+
-			"DiskDeviceMapping.1.Format=%s DiskDeviceMapping.1.DiskImageSize=%d DiskDeviceMapping.1.OSSBucket=%s DiskDeviceMapping.1.OSSObject=%s "+
-			"Features.NvmeSupport=%s Features.ImdsSupport=%s\n",
-			p.Region, p.ImageName, p.Architecture, p.OSType, p.Platform, p.BootMode, p.Format, p.DiskImageSize, p.Bucket, p.Object, p.NvmeSupport, p.ImdsSupport)
+			"DiskDeviceMapping.1.Format=%s DiskDeviceMapping.1.DiskImageSize=%d DiskDeviceMapping.1.OSSBucket=%s DiskDeviceMapping.1.OSSObject=%s ",
+			p.Region, p.ImageName, p.Architecture, p.OSType, p.Platform, p.BootMode, p.Format, p.DiskImageSize, p.Bucket, p.Object)
+		for i, d := range p.DataDisks {
+			n := i + 2
+			fmt.Fprintf(&b, "DiskDeviceMapping.%d.Format=%s DiskDeviceMapping.%d.DiskImageSize=%d DiskDeviceMapping.%d.OSSBucket=%s DiskDeviceMapping.%d.OSSObject=%s ",
+				n, d.Format, n, d.DiskImageSize, n, p.Bucket, n, d.Object)
+		}
+		fmt.Fprintf(&b, "Features.NvmeSupport=%s Features.ImdsSupport=%s\n", p.NvmeSupport, p.ImdsSupport)
+		for i, d := range p.DataDisks {
+			fmt.Fprintf(&b, "    data disk %d: %s, in every instance created from the image (the image keeps it as a snapshot)\n", i+1, filepath.Base(d.File))
+		}
 		fmt.Fprintf(&b, "    tag %s\n", strings.Join(tags, " "))
 		fmt.Fprintf(&b, "    wait until Available (--wait-timeout %v)\n", p.WaitTimeout)
 	}

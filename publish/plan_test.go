@@ -77,6 +77,10 @@ func TestPlanFromManifestAndFlags(t *testing.T) {
 		{"vhd", func(r *Request) { r.Image = "out/x.vhd" }, func(p *Plan) string { return p.Format }, "VHD"},
 		{"exact GiB", func(r *Request) { r.Manifest.DiskSize = 40 << 30 }, func(p *Plan) string { return itoa(p.DiskImageSize) }, "40"},
 		{"one byte over", func(r *Request) { r.Manifest.DiskSize = 40<<30 + 1 }, func(p *Plan) string { return itoa(p.DiskImageSize) }, "41"},
+		{"largest disk ImportImage takes", func(r *Request) { r.Manifest.DiskSize = 2048 << 30 }, func(p *Plan) string { return itoa(p.DiskImageSize) }, "2048"},
+		{"--architecture x86_64 on an amd64 manifest", func(r *Request) { r.Architecture = "x86_64" }, func(p *Plan) string { return p.Architecture }, "x86_64"},
+		{"--architecture arm64 on an arm64 manifest", func(r *Request) { r.Manifest.Arch = "arm64"; r.Architecture = "arm64" }, func(p *Plan) string { return p.Architecture }, "arm64"},
+		{"no wait (--wait-timeout 0: start the import, a later run waits)", func(r *Request) { r.WaitTimeout = 0 }, func(p *Plan) string { return p.WaitTimeout.String() }, "0s"},
 		{"tiny disk", func(r *Request) { r.Manifest.DiskSize = 1 }, func(p *Plan) string { return itoa(p.DiskImageSize) }, "1"},
 		{"prefix without slash", func(r *Request) { r.ObjectPrefix = "images/nodes" }, func(p *Plan) string { return p.Object }, "images/nodes/ecs-node-20250301.120000-0123456789abcdef.qcow2"},
 		{"no prefix", func(r *Request) { r.ObjectPrefix = "" }, func(p *Plan) string { return p.Object }, "ecs-node-20250301.120000-0123456789abcdef.qcow2"},
@@ -123,12 +127,16 @@ func TestPlanRefuses(t *testing.T) {
 		{"image name", func(r *Request) { r.ImageName = "aliyun-x" }, true, "not aliyun or acs:"},
 		{"long name", func(r *Request) { r.Manifest.Name = strings.Repeat("n", 120) }, true, "pass --image-name"},
 		{"poll", func(r *Request) { r.PollInterval = 0 }, true, "--poll-interval"},
+		{"negative wait", func(r *Request) { r.WaitTimeout = -time.Second }, true, "--wait-timeout -1s"},
 		{"no build ID", func(r *Request) { r.Manifest.BuildID = "" }, false, `field "buildID" is missing or empty`},
 		{"root hash", func(r *Request) { r.Manifest.RootHash = "xyz" }, false, `rootHash "xyz" is not hex`},
 		{"build ID", func(r *Request) { r.Manifest.BuildID = "a b" }, false, `buildID "a b" is malformed`},
 		{"disk size", func(r *Request) { r.Manifest.DiskSize = 0 }, false, "diskSize 0"},
 		{"arch", func(r *Request) { r.Manifest.Arch = "riscv64" }, false, `arch "riscv64" is neither amd64 nor arm64`},
 		{"too big", func(r *Request) { r.Manifest.DiskSize = 2049 << 30 }, false, "DiskImageSize of at most 2048 GiB"},
+		{"one byte too big", func(r *Request) { r.Manifest.DiskSize = 2048<<30 + 1 }, false, "the disk is 2049 GiB"},
+		{"amd64 for x86_64", func(r *Request) { r.Architecture = "amd64" }, true, "--architecture amd64"},
+		{"x86_64 on arm64", func(r *Request) { r.Manifest.Arch = "arm64"; r.Architecture = "x86_64" }, true, "is an arm64 image"},
 		{"unsigned", func(r *Request) {
 			r.SecureBoot = true
 			r.Manifest.ESP = []build.ESPFile{{Path: "EFI/BOOT/BOOTX64.EFI", SignedBy: "CN=k"}, {Path: "EFI/Linux/drover.efi"}}

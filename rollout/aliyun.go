@@ -12,6 +12,7 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ess"
 
 	"github.com/drover-os/drover/cloud/aliyun"
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // Aliyun is Cloud over the ECS and ESS SDK clients; every call goes
@@ -95,7 +96,7 @@ func (a *Aliyun) Instances(ctx context.Context, groupID string) ([]Instance, err
 		}
 		for _, i := range resp.ScalingInstances.ScalingInstance {
 			out = append(out, Instance{ID: i.InstanceId, State: i.LifecycleState, TemplateID: i.LaunchTemplateId, TemplateVersion: i.LaunchTemplateVersion,
-				CreationType: i.CreationType})
+				CreationType: i.CreationType, Zone: i.ZoneId})
 		}
 		if len(resp.ScalingInstances.ScalingInstance) == 0 || len(out) >= resp.TotalCount {
 			return out, nil
@@ -296,7 +297,7 @@ func (a *Aliyun) ConsoleOutput(ctx context.Context, instanceID string) ([]byte, 
 	return out, nil
 }
 
-// ImageBuildID is the drover:build-id tag of an image ("" when it has
+// ImageBuildID is the nodecontract.ImageTagBuildID tag of an image ("" when it has
 // none).
 func (a *Aliyun) ImageBuildID(ctx context.Context, imageID string) (string, error) {
 	imgs, err := a.images(ctx, func(r *ecs.DescribeImagesRequest) { r.ImageId = imageID })
@@ -307,7 +308,7 @@ func (a *Aliyun) ImageBuildID(ctx context.Context, imageID string) (string, erro
 		return "", fmt.Errorf("image %s: not found in the region (DescribeImages): check --image and --region", imageID)
 	}
 	for _, t := range imgs[0].Tags.Tag {
-		if k, v := first(t.TagKey, t.Key), first(t.TagValue, t.Value); k == ImageBuildIDTag {
+		if k, v := first(t.TagKey, t.Key), first(t.TagValue, t.Value); k == nodecontract.ImageTagBuildID {
 			return v, nil
 		}
 	}
@@ -317,7 +318,7 @@ func (a *Aliyun) ImageBuildID(ctx context.Context, imageID string) (string, erro
 // ImageByBuildID finds the image drover publish tagged with a build ID.
 func (a *Aliyun) ImageByBuildID(ctx context.Context, buildID string) (string, error) {
 	imgs, err := a.images(ctx, func(r *ecs.DescribeImagesRequest) {
-		r.Tag = &[]ecs.DescribeImagesTag{{Key: ImageBuildIDTag, Value: buildID}}
+		r.Tag = &[]ecs.DescribeImagesTag{{Key: nodecontract.ImageTagBuildID, Value: buildID}}
 	})
 	if err != nil {
 		return "", err
@@ -330,11 +331,11 @@ func (a *Aliyun) ImageByBuildID(ctx context.Context, buildID string) (string, er
 	}
 	switch len(ids) {
 	case 0:
-		return "", fmt.Errorf("no available image tagged %s=%s in the region: publish it first (drover publish), or pass --image m-…", ImageBuildIDTag, buildID)
+		return "", fmt.Errorf("no available image tagged %s=%s in the region: publish it first (drover publish), or pass --image m-…", nodecontract.ImageTagBuildID, buildID)
 	case 1:
 		return ids[0], nil
 	}
-	return "", fmt.Errorf("images %v are all tagged %s=%s: pass the one to roll out as --image m-…", ids, ImageBuildIDTag, buildID)
+	return "", fmt.Errorf("images %v are all tagged %s=%s: pass the one to roll out as --image m-…", ids, nodecontract.ImageTagBuildID, buildID)
 }
 
 func (a *Aliyun) images(ctx context.Context, set func(*ecs.DescribeImagesRequest)) ([]ecs.Image, error) {

@@ -5,45 +5,31 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/drover-os/drover/agent/nodeconfig"
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // Desired is what the group's instances should run.
 type Desired struct {
 	ImageID string
-	// BuildID is the image's build ID (its drover:build-id tag); "" when the
+	// BuildID is the image's build ID (its nodecontract.ImageTagBuildID
+	// tag); "" when the
 	// image has none: new Nodes are then checked by their node-config label
 	// only.
 	BuildID string
-	// Config is agent.ConfigDigest(UserData): 64 hex digits.
+	// Config is nodecontract.ConfigDigest(UserData): 64 hex digits.
 	Config   string
 	UserData []byte
 }
 
-// ConfigLabel is the node-config label value the agent sets: Config's
-// first 40 hex digits.
-func (d Desired) ConfigLabel() string {
-	if len(d.Config) < 40 {
-		return d.Config
-	}
-	return d.Config[:40]
-}
-
-// Label keys the agent sets on its Node.
-const (
-	LabelBuildID    = nodeconfig.LabelBuildID
-	LabelNodeConfig = nodeconfig.LabelNodeConfig
-)
-
-// ImageBuildIDTag is the image tag drover publish sets to the manifest's
-// build ID, by which rollout finds the image of a manifest.
-const ImageBuildIDTag = "drover:build-id"
+// ConfigLabel is the node-config label value the agent sets
+// (nodecontract.ConfigLabel of Config), "" when Config is no digest.
+func (d Desired) ConfigLabel() string { return nodecontract.ConfigLabel(d.Config) }
 
 // Stamp is what drover writes in the description of a launch template
 // version it creates, one line of space-separated key=value words after
 // "drover":
 //
-//	drover build=<build ID or -> config=<40 hex> image=<m-…> size=<n> max=<n>
+//	drover build=<build ID or -> config=<node-config label> image=<m-…> size=<n> max=<n>
 //
 // size is the number of instances the group held when the version was
 // created (what an interrupted rollout returns the group to) and max its

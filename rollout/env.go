@@ -6,11 +6,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/drover-os/drover/agent/agent"
+	"github.com/drover-os/drover/cloud/event"
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // Cloud is the ECS and ESS calls a rollout makes (aliyun.go implements it
-// with the SDKs, fake.go in memory).
+// with the SDKs, fake_test.go in memory).
 type Cloud interface {
 	// Group is DescribeScalingGroups of one group.
 	Group(ctx context.Context, id string) (Group, error)
@@ -107,7 +108,7 @@ func (a Activity) String() string {
 }
 
 // Cluster is what a rollout asks of the API server (kube.go implements
-// it with client-go, fake.go in memory).
+// it with client-go, fake_test.go in memory).
 type Cluster interface {
 	Nodes(ctx context.Context) ([]Node, error)
 	Cordon(ctx context.Context, node string) error
@@ -124,19 +125,12 @@ type Cluster interface {
 }
 
 // Event is one step of a rollout or repair, for progress lines and
-// --json.
-type Event struct {
-	Time     time.Time `json:"time"`
-	Kind     string    `json:"event"`
-	Group    string    `json:"group,omitempty"`
-	Instance string    `json:"instance,omitempty"`
-	Node     string    `json:"node,omitempty"`
-	Message  string    `json:"message"`
-}
+// --json: the record drover publish emits too.
+type Event = event.Event
 
 // Kinds of events.
 const (
-	EventPlan     = "plan"
+	EventPlan     = event.Plan
 	EventTemplate = "template"
 	EventGroup    = "group"
 	EventScale    = "scale"
@@ -147,7 +141,10 @@ const (
 	EventRemove   = "remove"
 	EventWarning  = "warning"
 	EventFailed   = "failed"
-	EventDone     = "done"
+	EventDone     = event.Done
+	// EventPaused ends a run that stopped after its first batch
+	// (--pause-after-first): the rollout is in flight, --resume goes on.
+	EventPaused = "paused"
 )
 
 // Env is what Run and Repair act through.
@@ -156,15 +153,18 @@ type Env struct {
 	Cluster Cluster
 	// Region prefixes instance IDs in Nodes' providerIDs.
 	Region string
-	// Digest is agent.ConfigDigest unless a test sets another.
+	// Digest is nodecontract.ConfigDigest unless a test sets another.
 	Digest func([]byte) (string, error)
 	// Event receives progress; nil drops it.
 	Event func(Event)
 	// Poll is the pause between two observations of the group.
 	Poll time.Duration
 	// ReadyTimeout bounds the wait for a new instance's Node to be Ready;
-	// DrainTimeout one node's drain.
-	ReadyTimeout, DrainTimeout time.Duration
+	// DrainTimeout one node's drain. MinReady is the soak (--min-ready,
+	// a Deployment's minReadySeconds): a new Node counts as Ready only
+	// once it has been Ready that long, so one that fails soon after
+	// joining stops the rollout before an old Node goes for it.
+	ReadyTimeout, DrainTimeout, MinReady time.Duration
 	// KeepFailed leaves a new instance that did not become Ready in the
 	// group for inspection instead of removing it.
 	KeepFailed bool
@@ -224,11 +224,11 @@ func (e *Env) Observe(ctx context.Context, groupID string) (State, error) {
 	}
 	digest := e.Digest
 	if digest == nil {
-		digest = agent.ConfigDigest
+		digest = nodecontract.ConfigDigest
 	}
 	for i := range st.Versions {
-		if d, err := digest(st.Versions[i].UserData); err == nil && len(d) >= 40 {
-			st.Versions[i].Config = d[:40]
+		if d, err := digest(st.Versions[i].UserData); err == nil {
+			st.Versions[i].Config = nodecontract.ConfigLabel(d)
 		}
 	}
 	if st.Instances, err = e.Cloud.Instances(ctx, groupID); err != nil {

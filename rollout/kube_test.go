@@ -2,15 +2,19 @@ package rollout
 
 import (
 	"context"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -22,6 +26,92 @@ func pod(name string, mutate ...func(*corev1.Pod)) *corev1.Pod {
 		m(p)
 	}
 	return p
+}
+
+// owned makes a pod one a ReplicaSet controls.
+func owned(p *corev1.Pod) {
+	yes := true
+	p.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web", Controller: &yes}}
+}
+
+// A pod no controller owns stops the drain before any eviction, named;
+// with Force it is evicted. A budget that refuses until the deadline is
+// named from the refusal's causes, for each pod it blocks, and the pods it
+// does not block are evicted meanwhile (in parallel).
+func TestKubeDrainBarePodsAndBlockingBudget(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	cs := fake.NewClientset(node, pod("bare"), pod("web-1", owned))
+	var mu sync.Mutex
+	var evictions []string
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		name := a.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName()
+		evictions = append(evictions, name)
+		if name == "db-1" || name == "db-2" {
+			e := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+			e.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: "DisruptionBudget", Message: "The disruption budget db-pdb needs 2 healthy pods and has 2 currently"}}
+			return true, nil, e
+		}
+		return true, nil, cs.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "default", name)
+	})
+	ctx := context.Background()
+	err := (&Kube{Client: cs, Poll: time.Millisecond}).Drain(ctx, "n1", false)
+	if err == nil || !strings.Contains(err.Error(), "default/bare") || !strings.Contains(err.Error(), "--force") || len(evictions) != 0 {
+		t.Fatalf("bare pod without --force: %v, evictions %v; want a refusal naming default/bare and --force, no eviction", err, evictions)
+	}
+	if err := (&Kube{Client: cs, Poll: time.Millisecond, Force: true}).Drain(ctx, "n1", true); err != nil {
+		t.Fatalf("with Force: %v", err)
+	}
+	sort.Strings(evictions)
+	if strings.Join(evictions, ",") != "bare,web-1" {
+		t.Errorf("with Force evicted %v, want bare and web-1", evictions)
+	}
+
+	db := func(p *corev1.Pod) { p.Labels = map[string]string{"app": "db"} }
+	for _, p := range []*corev1.Pod{pod("db-1", owned, db), pod("db-2", owned, db), pod("web-2", owned)} {
+		if err := cs.Tracker().Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The budget that selects the db pods, one of the same name in
+	// another namespace, and one that selects other pods: the report names
+	// only the first, with its namespace (the refusal's cause does not).
+	two := intstr.FromInt32(2)
+	for _, b := range []*policyv1.PodDisruptionBudget{
+		{ObjectMeta: metav1.ObjectMeta{Name: "db-pdb", Namespace: "default"}, Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &two,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}}, Status: policyv1.PodDisruptionBudgetStatus{CurrentHealthy: 2, ExpectedPods: 2}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "db-pdb", Namespace: "other"}, Spec: policyv1.PodDisruptionBudgetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "cache-pdb", Namespace: "default"}, Spec: policyv1.PodDisruptionBudgetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "cache"}}}},
+	} {
+		if err := cs.Tracker().Add(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evictions = nil
+	tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	err = (&Kube{Client: cs, Poll: 5 * time.Millisecond}).Drain(tctx, "n1", false)
+	if err == nil {
+		t.Fatal("a budget refusing until the deadline: no error")
+	}
+	for _, want := range []string{"2 of 3 pod(s)", "default/db-1", "default/db-2", "db-pdb needs 2 healthy pods",
+		"default/db-1: held by PodDisruptionBudget default/db-pdb (minAvailable 2: 2 of 2 pods healthy, 0 disruption(s) allowed): "} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "other/") || strings.Contains(err.Error(), "cache-pdb") {
+		t.Errorf("the error names a budget that does not select the pods: %v", err)
+	}
+	if strings.Contains(err.Error(), "web-2") || !slices.Contains(evictions, "web-2") {
+		t.Errorf("web-2 (no budget) was not evicted beside the blocked ones: evictions %v, %v", evictions, err)
+	}
 }
 
 func TestEvictable(t *testing.T) {
@@ -57,7 +147,7 @@ func TestKubeDrain(t *testing.T) {
 	})
 	other := pod("elsewhere", func(p *corev1.Pod) { p.Spec.NodeName = "n2" })
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
-	cs := fake.NewClientset(node, pod("web-1"), pod("web-2"), ds, other)
+	cs := fake.NewClientset(node, pod("web-1", owned), pod("web-2", owned), ds, other)
 	var mu sync.Mutex
 	refusals, evicted := 0, []string{}
 	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -82,6 +172,7 @@ func TestKubeDrain(t *testing.T) {
 	if err := k.Drain(ctx, "n1", true); err != nil {
 		t.Fatal(err)
 	}
+	sort.Strings(evicted)
 	if refusals != 3 || strings.Join(evicted, ",") != "web-1,web-2" {
 		t.Errorf("refusals %d evicted %v", refusals, evicted)
 	}
@@ -90,7 +181,7 @@ func TestKubeDrain(t *testing.T) {
 		t.Errorf("nodes %+v %v", nodes, err)
 	}
 	// A budget that never allows: Drain gives up when ctx ends.
-	cs2 := fake.NewClientset(node, pod("web-1"))
+	cs2 := fake.NewClientset(node, pod("web-1", owned))
 	cs2.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		return a.GetSubresource() == "eviction", nil, apierrors.NewTooManyRequests("budget", 0)
 	})

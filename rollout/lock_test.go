@@ -41,7 +41,7 @@ func TestRunHoldsTheLockAndReleasesIt(t *testing.T) {
 		}
 		return nil
 	}
-	if err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false); err != nil {
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false); err != nil {
 		t.Fatal(err)
 	}
 	if held != 2 || len(lockTags(w)) != 0 {
@@ -59,8 +59,12 @@ func TestLockedGroupIsRefused(t *testing.T) {
 	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	w.cloud.Tags = map[string]string{LockTagPrefix + "other": "owner=ops@laptop run=other until=" + until.Format(time.RFC3339)}
 	for name, run := range map[string]func() error{
-		"rollout": func() error { return w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, true) },
-		"repair":  func() error { return w.env.Repair(context.Background(), "asg-1", time.Minute, Options{1, 1}) },
+		"rollout": func() error {
+			return w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, true)
+		},
+		"repair": func() error {
+			return w.env.Repair(context.Background(), "asg-1", time.Minute, Options{MaxUnavailable: 1, Surge: 1})
+		},
 	} {
 		err := run()
 		var le *LockedError
@@ -74,7 +78,7 @@ func TestLockedGroupIsRefused(t *testing.T) {
 	}
 	// A dry run says so and writes nothing.
 	w.env.DryRun = true
-	if err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false); err != nil || !strings.Contains(w.messages(EventPlan), "is locked by ops@laptop") {
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false); err != nil || !strings.Contains(w.messages(EventPlan), "is locked by ops@laptop") {
 		t.Errorf("dry run: %v\n%s", err, w.messages(EventPlan))
 	}
 }
@@ -93,7 +97,7 @@ func TestExpiredOrBrokenLockIsTakenOver(t *testing.T) {
 			w, b := lockedWorld(t)
 			w.env.BreakLock = c.brk
 			w.cloud.Tags = map[string]string{LockTagPrefix + "dead": "owner=ops@laptop run=dead until=" + c.until.UTC().Format(time.RFC3339)}
-			if err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false); err != nil {
+			if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false); err != nil {
 				t.Fatal(err)
 			}
 			if !strings.Contains(w.messages(EventWarning), c.warn) || len(lockTags(w)) != 0 {
@@ -124,7 +128,7 @@ func (r *racingCloud) SetGroupTags(ctx context.Context, id string, tags map[stri
 func TestSimultaneousLocksWithdraw(t *testing.T) {
 	w, b := lockedWorld(t)
 	w.env.Cloud = &racingCloud{FakeCloud: w.cloud}
-	err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false)
+	err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false)
 	var le *LockedError
 	if !errors.As(err, &le) || !le.Race || !strings.Contains(err.Error(), "ci@runner-2 (run twin)") {
 		t.Fatalf("err %v", err)
@@ -152,7 +156,7 @@ func TestLostLockStopsTheRun(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false)
+	err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false)
 	<-renewed
 	if err == nil || !strings.Contains(err.Error(), "this run's lock (tag drover:lock:run1) was removed") {
 		t.Fatalf("err %v", err)

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
+
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // Member is an instance of the group with its Node (nil when it has
@@ -19,8 +22,15 @@ type Member struct {
 
 func (m Member) String() string {
 	s := m.Instance.ID
+	var in []string
+	if m.Instance.Zone != "" {
+		in = append(in, "zone "+m.Instance.Zone)
+	}
 	if m.Node != nil && m.Node.Name != m.Instance.ID {
-		s += " (node " + m.Node.Name + ")"
+		in = append(in, "node "+m.Node.Name)
+	}
+	if len(in) > 0 {
+		s += " (" + strings.Join(in, ", ") + ")"
 	}
 	if m.Reason != "" {
 		s += ": " + m.Reason
@@ -77,7 +87,7 @@ func PlanRollout(st State, d Desired) (*Plan, error) {
 	if active == nil {
 		return nil, fmt.Errorf("scaling group %s uses launch template %s version %s, which DescribeLaunchTemplateVersions does not list", g.ID, g.TemplateID, g.TemplateVersion)
 	}
-	if len(d.Config) < 40 || d.ImageID == "" {
+	if d.ConfigLabel() == "" || d.ImageID == "" {
 		return nil, errors.New("desired state without an image or a config digest")
 	}
 	p := &Plan{Group: g, Desired: d, Active: active}
@@ -272,11 +282,11 @@ func versionDiff(v *TemplateVersion, d Desired) string {
 // labelsOK is "" when the node carries d's labels, else what differs.
 func labelsOK(n *Node, d Desired) string {
 	var diffs []string
-	if got := n.Labels[LabelNodeConfig]; got != d.ConfigLabel() {
-		diffs = append(diffs, LabelNodeConfig+"="+orNone(got)+", want "+d.ConfigLabel())
+	if got := n.Labels[nodecontract.LabelNodeConfig]; got != d.ConfigLabel() {
+		diffs = append(diffs, nodecontract.LabelNodeConfig+"="+orNone(got)+", want "+d.ConfigLabel())
 	}
-	if got := n.Labels[LabelBuildID]; d.BuildID != "" && got != d.BuildID {
-		diffs = append(diffs, LabelBuildID+"="+orNone(got)+", want "+d.BuildID)
+	if got := n.Labels[nodecontract.LabelBuildID]; d.BuildID != "" && got != d.BuildID {
+		diffs = append(diffs, nodecontract.LabelBuildID+"="+orNone(got)+", want "+d.BuildID)
 	}
 	if len(diffs) == 0 {
 		return ""
@@ -317,7 +327,7 @@ func (p *Plan) Text(o Options) string {
 	d := p.Desired
 	build := d.BuildID
 	if build == "" {
-		build = "unknown (the image has no " + ImageBuildIDTag + " tag: new Nodes are checked by their node-config label only)"
+		build = "unknown (the image has no " + nodecontract.ImageTagBuildID + " tag: new Nodes are checked by their node-config label only)"
 	}
 	fmt.Fprintf(&b, "scaling group %s: launch template %s, version %s (%s)\n", p.Group.ID, p.Group.TemplateID, p.Group.TemplateVersion, formatInt(p.Active.Number))
 	fmt.Fprintf(&b, "desired: image %s, build %s, node config %s\n", d.ImageID, build, d.ConfigLabel())
@@ -365,15 +375,67 @@ func joinInts(ns []int64) string {
 	return strings.Join(s, ", ")
 }
 
+// soak moves the new instances whose Node has been Ready for less than
+// minReady from Current to Pending: they do not count as Ready yet. A
+// Ready condition without a transition time (the API server always sets
+// one; not documented otherwise) counts as soaked.
+func (p *Plan) soak(now time.Time, minReady time.Duration) {
+	if minReady <= 0 {
+		return
+	}
+	cur := p.Current[:0]
+	for _, m := range p.Current {
+		c, _ := m.Node.Condition("Ready")
+		if left := minReady - now.Sub(c.Since); !c.Since.IsZero() && left > 0 {
+			m.Reason = fmt.Sprintf("Node %s Ready since %s: soaking for --min-ready %s", m.Node.Name, c.Since.UTC().Format(time.TimeOnly), minReady)
+			p.Pending = append(p.Pending, m)
+			continue
+		}
+		cur = append(cur, m)
+	}
+	p.Current = cur
+}
+
 // Options are a rollout's limits.
 type Options struct {
 	// MaxUnavailable is how many old Nodes are cordoned and drained at
 	// once; Surge how many instances are launched above the group's size.
 	MaxUnavailable, Surge int
+	// MaxUnavailablePercent and SurgePercent, when not 0, give the limits
+	// as a percentage of the group's size instead; Resolve turns them
+	// into counts as a Deployment's rolling update does: the surge
+	// rounded up, max-unavailable rounded down, and at least 1 each (a
+	// rollout needs both).
+	MaxUnavailablePercent, SurgePercent int
+	// MaxUnhealthy (a count) or MaxUnhealthyPercent (of the instances a
+	// repair judges) is the brake of a repair: more unhealthy Nodes than
+	// that is a cluster-wide problem (the network, the control plane, a
+	// bad config) that replacing nodes does not fix, so the repair
+	// replaces none. 0 and 0: no brake.
+	MaxUnhealthy, MaxUnhealthyPercent int
+	// PauseAfterFirst ends the run (successfully) once its first batch of
+	// old instances is removed, MaxSize restored: a pipeline checks the
+	// new Nodes under load and goes on with --resume.
+	PauseAfterFirst bool
+}
+
+// Resolve is o with its percentages turned into counts of size.
+func (o Options) Resolve(size int) Options {
+	if o.SurgePercent != 0 {
+		o.Surge, o.SurgePercent = max(1, (size*o.SurgePercent+99)/100), 0
+	}
+	if o.MaxUnavailablePercent != 0 {
+		o.MaxUnavailable, o.MaxUnavailablePercent = max(1, size*o.MaxUnavailablePercent/100), 0
+	}
+	return o
 }
 
 // Check rejects limits a rollout cannot keep.
 func (o Options) Check() error {
+	if o.SurgePercent < 0 || o.SurgePercent > 100 || o.MaxUnavailablePercent < 0 || o.MaxUnavailablePercent > 100 {
+		return errors.New("--surge and --max-unavailable as a percentage must be within 1%..100%")
+	}
+	o = o.Resolve(1)
 	if o.Surge < 1 {
 		return errors.New("--surge must be at least 1: an old instance is removed only once its replacement is Ready")
 	}

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-os/drover/agent/agent"
 	"github.com/drover-os/drover/agent/userdata"
+	"github.com/drover-os/drover/nodecontract"
 )
 
 const region = "cn-test-1"
@@ -25,7 +25,7 @@ func userData(t *testing.T, token string, labels map[string]string) []byte {
 
 func desired(t *testing.T, image, build string, ud []byte) Desired {
 	t.Helper()
-	d, err := agent.ConfigDigest(ud)
+	d, err := nodecontract.ConfigDigest(ud)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func version(n int64, d Desired, stamped bool) TemplateVersion {
 
 func readyNode(id string, d Desired) Node {
 	return Node{Name: "node-" + id, ProviderID: region + "." + id,
-		Labels:     map[string]string{LabelBuildID: d.BuildID, LabelNodeConfig: d.ConfigLabel()},
+		Labels:     map[string]string{nodecontract.LabelBuildID: d.BuildID, nodecontract.LabelNodeConfig: d.ConfigLabel()},
 		Conditions: []Condition{{Type: "Ready", Status: "True", Since: time.Unix(0, 0)}}}
 }
 
@@ -94,18 +94,18 @@ func TestPlanNothingToDo(t *testing.T) {
 	if !p.NothingToDo() || ids(p.Current) != "i-1,i-2" {
 		t.Fatalf("plan %+v", p)
 	}
-	if !strings.Contains(p.Text(Options{1, 1}), "nothing to do") {
-		t.Errorf("text:\n%s", p.Text(Options{1, 1}))
+	if !strings.Contains(p.Text(Options{MaxUnavailable: 1, Surge: 1}), "nothing to do") {
+		t.Errorf("text:\n%s", p.Text(Options{MaxUnavailable: 1, Surge: 1}))
 	}
 	// A Node whose label says another build is not done, even from the
 	// right version.
-	st.Nodes[1].Labels[LabelBuildID] = "build-old"
+	st.Nodes[1].Labels[nodecontract.LabelBuildID] = "build-old"
 	p, _ = PlanRollout(st, a)
 	if p.NothingToDo() || ids(p.Pending) != "i-2" || !strings.Contains(p.Pending[0].Reason, "drover.dev/build-id=build-old, want build-a") {
 		t.Errorf("label mismatch: pending %v", p.Pending)
 	}
 	// Resolving "Default" and "Latest".
-	st.Nodes[1].Labels[LabelBuildID] = "build-a"
+	st.Nodes[1].Labels[nodecontract.LabelBuildID] = "build-a"
 	for _, gv := range []string{"Default", "Latest"} {
 		st.Group.TemplateVersion = gv
 		st.Versions[0].Default = true
@@ -178,8 +178,8 @@ func TestPlanRotatedToken(t *testing.T) {
 	if !p.Create || !p.Switch || len(p.Replace)+len(p.Pending) != 0 || p.NothingToDo() {
 		t.Fatalf("rotated token: create %v switch %v replace %v pending %v", p.Create, p.Switch, p.Replace, p.Pending)
 	}
-	if !strings.Contains(p.Text(Options{1, 1}), "no instance is replaced") {
-		t.Errorf("text:\n%s", p.Text(Options{1, 1}))
+	if !strings.Contains(p.Text(Options{MaxUnavailable: 1, Surge: 1}), "no instance is replaced") {
+		t.Errorf("text:\n%s", p.Text(Options{MaxUnavailable: 1, Surge: 1}))
 	}
 	// The same token twice: the version exists, nothing to do.
 	st.Versions = append(st.Versions, version(2, rot, true))
@@ -203,6 +203,30 @@ func TestPlanReusesStampedVersion(t *testing.T) {
 	st.Versions[1].Description = "someone's"
 	if p, _ := PlanRollout(st, b); !p.Create {
 		t.Errorf("took over an unstamped version")
+	}
+}
+
+// Of two stamped versions with the same contents (two runs stopped before
+// switching the group), the newer is taken, wherever DescribeLaunchTemplateVersions
+// lists it: pruneFor deletes drover's oldest unused versions first, so the
+// older is the one to go.
+func TestPlanReusesTheNewestStampedVersion(t *testing.T) {
+	a := desired(t, "m-a", "build-a", userData(t, "abcdef.0123456789abcdef", nil))
+	b := desired(t, "m-b", "build-b", a.UserData)
+	for _, order := range [][]int64{{2, 3}, {3, 2}} {
+		st := State{Region: region, Group: group("1", 2), Versions: []TemplateVersion{version(1, a, false), version(order[0], b, true), version(order[1], b, true)},
+			Instances: []Instance{inst("i-1", "1"), inst("i-2", "1")}, Nodes: []Node{readyNode("i-1", a), readyNode("i-2", a)}}
+		p, err := PlanRollout(st, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		target := int64(0)
+		if p.Target != nil {
+			target = p.Target.Number
+		}
+		if p.Create || !p.Switch || target != 3 {
+			t.Errorf("versions listed %v: create %v switch %v target version %d, want a switch to version 3", order, p.Create, p.Switch, target)
+		}
 	}
 }
 
@@ -283,18 +307,18 @@ func TestPlanPendingReasons(t *testing.T) {
 	if ids(p.Current) != "i-3" {
 		t.Errorf("current %s", ids(p.Current))
 	}
-	if !strings.Contains(p.Text(Options{1, 1}), "checked by their node-config label only") {
+	if !strings.Contains(p.Text(Options{MaxUnavailable: 1, Surge: 1}), "checked by their node-config label only") {
 		t.Errorf("text does not say the build is unknown")
 	}
 }
 
 func TestOptionsCheck(t *testing.T) {
-	for _, o := range []Options{{0, 1}, {1, 0}} {
+	for _, o := range []Options{{MaxUnavailable: 0, Surge: 1}, {MaxUnavailable: 1, Surge: 0}} {
 		if o.Check() == nil {
 			t.Errorf("%+v accepted", o)
 		}
 	}
-	if err := (Options{1, 1}).Check(); err != nil {
+	if err := (Options{MaxUnavailable: 1, Surge: 1}).Check(); err != nil {
 		t.Error(err)
 	}
 }
@@ -358,5 +382,32 @@ func TestPlanPrunesOldVersions(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "launch template lt-1 has 30 versions") ||
 		!strings.Contains(err.Error(), "0 of them are drover's and in use by nothing") || !strings.Contains(err.Error(), "DeleteLaunchTemplateVersion") {
 		t.Errorf("nothing drover may delete: %v", err)
+	}
+}
+
+// Percent limits resolve against the group's size as a Deployment's
+// rolling update does: the surge rounded up, max-unavailable down, and at
+// least 1 each.
+func TestOptionsResolvePercent(t *testing.T) {
+	for _, c := range []struct {
+		o         Options
+		size      int
+		surge, mu int
+	}{
+		{Options{SurgePercent: 20, MaxUnavailablePercent: 20}, 50, 10, 10},
+		{Options{SurgePercent: 25, MaxUnavailablePercent: 25}, 10, 3, 2},
+		{Options{SurgePercent: 1, MaxUnavailablePercent: 1}, 3, 1, 1},
+		{Options{SurgePercent: 100, MaxUnavailable: 2}, 7, 7, 2},
+		{Options{Surge: 3, MaxUnavailablePercent: 50}, 5, 3, 2},
+	} {
+		got := c.o.Resolve(c.size)
+		if got.Surge != c.surge || got.MaxUnavailable != c.mu || got.SurgePercent != 0 || got.MaxUnavailablePercent != 0 {
+			t.Errorf("%+v of %d: surge %d, max-unavailable %d; want %d and %d", c.o, c.size, got.Surge, got.MaxUnavailable, c.surge, c.mu)
+		}
+	}
+	for _, o := range []Options{{SurgePercent: 101, MaxUnavailable: 1}, {Surge: 1, MaxUnavailablePercent: -5}, {Surge: 0, MaxUnavailable: 1}} {
+		if err := o.Check(); err == nil {
+			t.Errorf("Check(%+v) = nil, want an error", o)
+		}
 	}
 }

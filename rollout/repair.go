@@ -6,15 +6,15 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // UnhealthyConditions are the Node conditions the agent sets True when the
-// node needs replacing (docs/agent.md "Health" and the drift guard): a
-// file system the kernel remounted read-only, a local change to what the
-// image and user-data guarantee, a NIC without carrier, and containerd or
-// the kubelet restarted by systemd again and again. Each counts once True
-// for longer than --after, so a NIC's blip or a single restart does not.
-var UnhealthyConditions = []string{"ReadonlyFilesystem", "DroverConfigDrift", "NICLinkDown", "FrequentContainerdRestart", "FrequentKubeletRestart"}
+// node needs replacing (nodecontract.UnhealthyConditions). Each counts once
+// True for longer than --after, so a NIC's blip or a single restart does
+// not.
+var UnhealthyConditions = nodecontract.UnhealthyConditions()
 
 // RepairPlan is what a repair does: the instances to replace, in order.
 type RepairPlan struct {
@@ -127,13 +127,14 @@ func (rp *RepairPlan) Text(after time.Duration) string {
 // template version, and wait for a new instance's Node to be Ready before
 // the next.
 func (e *Env) Repair(ctx context.Context, groupID string, after time.Duration, o Options) error {
-	if o.MaxUnavailable < 1 {
+	if o.Resolve(1).MaxUnavailable < 1 {
 		return fmt.Errorf("--max-unavailable must be at least 1 to repair")
 	}
 	st, err := e.Observe(ctx, groupID)
 	if err != nil {
 		return err
 	}
+	o = o.Resolve(st.Group.DesiredCapacity)
 	if st.Group.NoDesiredCapacity {
 		// The replacement of a removed instance is ESS's, for the
 		// desired capacity.
@@ -153,7 +154,20 @@ func (e *Env) Repair(ctx context.Context, groupID string, after time.Duration, o
 		}
 		e.emit(Event{Kind: EventPlan, Group: groupID, Message: lerr.Error()})
 	}
-	if len(rp.Replace) == 0 {
+	_, lowered := tags[MinTag]
+	if lowered {
+		e.emit(Event{Kind: EventPlan, Group: groupID, Message: fmt.Sprintf("restore MinSize: a repair lowered it to %d and did not put it back (tag %s=%q)", st.Group.MinSize, MinTag, tags[MinTag])})
+	}
+	if judged := len(rp.Replace) + rp.Healthy; len(rp.Replace) > 0 && (o.MaxUnhealthy > 0 || o.MaxUnhealthyPercent > 0) {
+		limit, flag := o.MaxUnhealthy, fmt.Sprint(o.MaxUnhealthy)
+		if o.MaxUnhealthyPercent > 0 {
+			limit, flag = judged*o.MaxUnhealthyPercent/100, fmt.Sprintf("%d%% (%d of %d)", o.MaxUnhealthyPercent, judged*o.MaxUnhealthyPercent/100, judged)
+		}
+		if len(rp.Replace) > limit {
+			return fmt.Errorf("scaling group %s: %d of %d judged Nodes are unhealthy, more than --max-unhealthy %s: that looks like a cluster-wide problem (network, control plane, node config), which replacing nodes does not fix; nothing replaced", groupID, len(rp.Replace), judged, flag)
+		}
+	}
+	if len(rp.Replace) == 0 && !lowered {
 		e.emit(Event{Kind: EventDone, Group: groupID, Message: "nothing to repair"})
 		return nil
 	}
@@ -165,6 +179,9 @@ func (e *Env) Repair(ctx context.Context, groupID string, after time.Duration, o
 
 // repair is Repair under the group's lock.
 func (e *Env) repair(ctx context.Context, groupID string, after time.Duration, o Options, rp *RepairPlan) error {
+	if err := e.restoreMin(ctx, groupID); err != nil {
+		return err
+	}
 	for _, c := range rp.Replace {
 		st, err := e.Observe(ctx, groupID)
 		if err != nil {
@@ -208,17 +225,18 @@ func (e *Env) repairOne(ctx context.Context, groupID string, st State, m Member)
 	// MinSize, whatever DecreaseDesiredCapacity says (a group of MinSize
 	// = desired is the common case): lower MinSize while the replacement
 	// launches; the desired capacity still has ESS launch it.
+	// A repair killed meanwhile leaves MinTag: the next run restores it.
 	if minSize := st.Group.MinSize; minSize > 0 && len(st.Instances)-1 < minSize {
-		if err := e.Cloud.SetMinSize(ctx, groupID, minSize-1); err != nil {
+		if err := e.lowerMin(ctx, groupID, minSize-1, minSize); err != nil {
 			return err
 		}
-		e.emit(Event{Kind: EventGroup, Group: groupID, Message: fmt.Sprintf("MinSize %d while the replacement launches (was %d)", minSize-1, minSize)})
 		defer func() {
-			if err := e.Cloud.SetMinSize(ctx, groupID, minSize); err != nil {
-				e.emit(Event{Kind: EventWarning, Group: groupID, Message: fmt.Sprintf("restoring MinSize %d: %v: set it by hand (ModifyScalingGroup)", minSize, err)})
-				return
+			// A cancelled run still gets a minute to put MinSize back.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if err := e.restoreMin(rctx, groupID); err != nil {
+				e.emit(Event{Kind: EventWarning, Group: groupID, Message: err.Error()})
 			}
-			e.emit(Event{Kind: EventGroup, Group: groupID, Message: fmt.Sprintf("MinSize %d again", minSize)})
 		}()
 	}
 	if err := e.Cloud.Remove(ctx, groupID, []string{m.Instance.ID}, false); err != nil {

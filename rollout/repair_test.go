@@ -84,7 +84,7 @@ func TestRepair(t *testing.T) {
 	}
 	// Healthy now: left alone.
 	before := len(w.cloud.Writes())
-	if err := w.env.Repair(context.Background(), "asg-1", 10*time.Minute, Options{1, 1}); err != nil || len(w.cloud.Writes()) != before {
+	if err := w.env.Repair(context.Background(), "asg-1", 10*time.Minute, Options{MaxUnavailable: 1, Surge: 1}); err != nil || len(w.cloud.Writes()) != before {
 		t.Errorf("healthy group: %v %v", err, w.cloud.Writes())
 	}
 	if !strings.Contains(w.messages(EventDone), "nothing to repair") {
@@ -100,7 +100,7 @@ func TestRepairReplacementNotReady(t *testing.T) {
 	w.cluster.Update("node-i-old1", func(n *Node) {
 		n.Conditions = []Condition{{Type: "Ready", Status: "False", Since: time.Now().Add(-time.Hour)}}
 	})
-	err := w.env.Repair(context.Background(), "asg-1", 10*time.Minute, Options{1, 1})
+	err := w.env.Repair(context.Background(), "asg-1", 10*time.Minute, Options{MaxUnavailable: 1, Surge: 1})
 	if err == nil || !strings.Contains(w.messages(EventFailed), "the node file is refused") || !strings.Contains(w.messages(EventFailed), "stays in the group") {
 		t.Errorf("err %v, report %s", err, w.messages(EventFailed))
 	}
@@ -117,7 +117,7 @@ func TestRepairAtMinSize(t *testing.T) {
 	w.cluster.Update("node-i-old1", func(n *Node) {
 		n.Conditions = []Condition{{Type: "Ready", Status: "Unknown", Reason: "NodeStatusUnknown", Since: time.Now().Add(-time.Hour)}}
 	})
-	if err := w.env.Repair(context.Background(), "asg-1", 10*time.Minute, Options{1, 1}); err != nil {
+	if err := w.env.Repair(context.Background(), "asg-1", 10*time.Minute, Options{MaxUnavailable: 1, Surge: 1}); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"SetMinSize 1", "Remove i-old1 false", "SetMinSize 2"}
@@ -126,5 +126,46 @@ func TestRepairAtMinSize(t *testing.T) {
 	}
 	if n := len(w.instances()); n != 2 || w.cloud.G.MinSize != 2 {
 		t.Errorf("%d instances, MinSize %d; want 2, 2", n, w.cloud.G.MinSize)
+	}
+	want = []string{"MinSize 1 while the replacement launches (was 2)", "MinSize 2 again (a repair had lowered it to 1)"}
+	got := slices.DeleteFunc(strings.Split(w.messages(EventGroup), "\n"), func(m string) bool { return !strings.HasPrefix(m, "MinSize") })
+	if !slices.Equal(got, want) {
+		t.Errorf("MinSize events %q, want %q", got, want)
+	}
+}
+
+// TestRepairMaxUnhealthy: more unhealthy Nodes than --max-unhealthy (a
+// count or a percentage of the judged ones) stops the repair before it
+// replaces any; at the limit it repairs.
+func TestRepairMaxUnhealthy(t *testing.T) {
+	for _, c := range []struct {
+		o       Options
+		refused bool
+	}{
+		{Options{MaxUnavailable: 2, MaxUnhealthy: 1}, true},
+		{Options{MaxUnavailable: 2, MaxUnhealthyPercent: 50}, true}, // 50% of 3 is 1
+		{Options{MaxUnavailable: 2, MaxUnhealthy: 2}, false},
+		{Options{MaxUnavailable: 2, MaxUnhealthyPercent: 67}, false},
+		{Options{MaxUnavailable: 2}, false},
+	} {
+		a := desired(t, "m-a", "build-a", userData(t, "abcdef.0123456789abcdef", nil))
+		w := newWorld(t, 3, a)
+		w.cloud.BeforeRemove = nil
+		w.cluster.OnCordon = nil
+		for _, n := range []string{"node-i-old1", "node-i-old2"} {
+			w.cluster.Update(n, func(n *Node) {
+				n.Conditions = []Condition{{Type: "Ready", Status: "Unknown", Reason: "NodeStatusUnknown", Since: time.Now().Add(-time.Hour)}}
+			})
+		}
+		err := w.env.Repair(context.Background(), "asg-1", 10*time.Minute, c.o)
+		if c.refused {
+			if err == nil || !strings.Contains(err.Error(), "2 of 3 judged Nodes are unhealthy") || len(w.cloud.Writes()) != 0 || len(w.cluster.Writes()) != 0 {
+				t.Errorf("%+v: %v, cloud %v, cluster %v; want a refusal and nothing done", c.o, err, w.cloud.Writes(), w.cluster.Writes())
+			}
+			continue
+		}
+		if err != nil || len(w.cloud.Writes()) != 2 {
+			t.Errorf("%+v: %v, cloud %v; want both replaced", c.o, err, w.cloud.Writes())
+		}
 	}
 }

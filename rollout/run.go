@@ -31,6 +31,7 @@ func (e *Env) Run(ctx context.Context, groupID string, d Desired, o Options, res
 	if err != nil {
 		return err
 	}
+	o = o.Resolve(p.Stamp.Size)
 	_, surged := tags[SurgeTag]
 	e.emitPlan(p, o)
 	if surged {
@@ -45,7 +46,11 @@ func (e *Env) Run(ctx context.Context, groupID string, d Desired, o Options, res
 			return lerr
 		}
 	}
-	if p.NothingToDo() && !surged {
+	_, lowered := tags[MinTag]
+	if lowered {
+		e.emit(Event{Kind: EventPlan, Group: groupID, Message: fmt.Sprintf("restore MinSize: a repair lowered it to %d and did not put it back (tag %s=%q)", st.Group.MinSize, MinTag, tags[MinTag])})
+	}
+	if p.NothingToDo() && !surged && !lowered {
 		e.emit(Event{Kind: EventDone, Group: groupID, Message: "nothing to do: every instance runs image " + d.ImageID + " with node config " + d.ConfigLabel()})
 		return nil
 	}
@@ -61,6 +66,9 @@ func (e *Env) Run(ctx context.Context, groupID string, d Desired, o Options, res
 // run is Run under the group's lock: it plans again (the group may have
 // changed before the lock was taken) and carries the plan out.
 func (e *Env) run(ctx context.Context, groupID string, d Desired, o Options, resume bool) error {
+	if err := e.restoreMin(ctx, groupID); err != nil {
+		return err
+	}
 	st, err := e.Observe(ctx, groupID)
 	if err != nil {
 		return err
@@ -188,17 +196,18 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 	var short, scaled time.Time
 	scaledFrom := 0
 	act := "" // the last ScaleOut's scaling activity, until it succeeded
+	var p *Plan
 	for {
 		st, err := e.Observe(ctx, groupID)
 		if err != nil {
 			return err
 		}
-		p, err := PlanRollout(st, d)
-		if err != nil {
+		if p, err = PlanRollout(st, d); err != nil {
 			return err
 		}
 		g := st.Group
 		now := e.now()
+		p.soak(now, e.MinReady)
 		for _, m := range p.Current {
 			if first {
 				announced[m.Instance.ID] = true
@@ -234,14 +243,46 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 		// only when Ready new ones cover it.
 		old, ready, pending, skipped := len(p.Replace), len(p.Current), len(p.Pending), len(p.Skipped)
 		if old == 0 && pending == 0 {
-			break
+			// A removed instance a scale-in hook holds is still the
+			// group's: wait for it to leave, up to --ready-timeout (the
+			// hook's own timeout may be hours), then say so.
+			held := ""
+			for _, in := range st.Instances {
+				if in.State == RemovingWait {
+					held = in.ID
+				}
+			}
+			if held == "" {
+				break
+			}
+			if seen[held].IsZero() {
+				seen[held] = now
+			}
+			if now.Sub(seen[held]) > e.ReadyTimeout {
+				e.emit(Event{Kind: EventWarning, Group: groupID, Instance: held, Message: fmt.Sprintf("still %s after --ready-timeout %s: a scale-in lifecycle hook holds it; ESS removes it once the hook's action is completed or times out", RemovingWait, e.ReadyTimeout)})
+				break
+			}
+			if err := e.sleep(ctx); err != nil {
+				return err
+			}
+			continue
 		}
 		if pending > 0 || g.DesiredCapacity > scaledFrom {
 			scaled = time.Time{} // the last ScaleOut took effect
 		}
 		if cover := ready + old + skipped - size; cover > 0 && old > 0 {
-			if err := e.retire(ctx, groupID, p.Replace[:min(cover, o.MaxUnavailable, old)]); err != nil {
+			// Which old instances go decides the zone ESS's next launch
+			// takes (zones.go).
+			batch := retireOrder(p, size, min(cover, o.MaxUnavailable, old), o.Surge)
+			if err := e.retire(ctx, groupID, batch); err != nil {
 				return err
+			}
+			if o.PauseAfterFirst {
+				if err := e.restoreMax(ctx, groupID, stamp.MaxSize); err != nil {
+					return err
+				}
+				e.emit(Event{Kind: EventPaused, Group: groupID, Message: fmt.Sprintf("paused after the first batch (--pause-after-first): %d old instance(s) replaced, %d left; go on with drover rollout --resume", len(batch), old-len(batch))})
+				return nil
 			}
 			continue
 		}
@@ -305,7 +346,14 @@ func (e *Env) replace(ctx context.Context, groupID string, d Desired, o Options,
 	if err := e.restoreMax(ctx, groupID, stamp.MaxSize); err != nil {
 		return err
 	}
-	e.emit(Event{Kind: EventDone, Group: groupID, Message: "every instance runs image " + d.ImageID + " with node config " + d.ConfigLabel()})
+	spread, uneven := zoneSpread(p)
+	if uneven {
+		e.emit(Event{Kind: EventWarning, Group: groupID, Message: "the group's instances are spread unevenly over its zones (" + spread + "): ESS placed the new ones so (a zone out of stock, or a PRIORITY scaling policy); RebalanceInstances evens out a BALANCE group"})
+	}
+	if spread != "" {
+		spread = " (zones: " + spread + ")"
+	}
+	e.emit(Event{Kind: EventDone, Group: groupID, Message: "every instance runs image " + d.ImageID + " with node config " + d.ConfigLabel() + spread})
 	return nil
 }
 
@@ -354,7 +402,11 @@ func (e *Env) retire(ctx context.Context, groupID string, batch []Member) error 
 			if !contains(ids, m.Instance.ID) {
 				continue
 			}
-			e.emit(Event{Kind: EventRemove, Group: groupID, Instance: m.Instance.ID, Message: "removed from the group (" + m.Reason + ")"})
+			where := ""
+			if m.Instance.Zone != "" {
+				where = "zone " + m.Instance.Zone + "; "
+			}
+			e.emit(Event{Kind: EventRemove, Group: groupID, Instance: m.Instance.ID, Message: "removed from the group (" + where + m.Reason + ")"})
 			if m.Node != nil {
 				if err := e.Cluster.DeleteNode(ctx, m.Node.Name); err != nil {
 					e.emit(Event{Kind: EventWarning, Group: groupID, Instance: m.Instance.ID, Node: m.Node.Name, Message: "deleting the Node: " + err.Error()})

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-os/drover/agent/agent"
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // world is a group on FakeCloud whose launched instances register Nodes
@@ -71,7 +71,7 @@ func (w *world) launch(in Instance, v TemplateVersion) {
 		w.cloud.Console[in.ID] = []byte("boot\ndrover-agent: the node file is refused: cluster.server: want https\nFAILED\n")
 		return
 	}
-	d, err := agent.ConfigDigest(v.UserData)
+	d, err := nodecontract.ConfigDigest(v.UserData)
 	if err != nil {
 		w.t.Errorf("launched from user-data the agent refuses: %v", err)
 		return
@@ -124,7 +124,7 @@ func (w *world) allOn(d Desired, n int) {
 	}
 	for _, in := range ins {
 		ok := w.cluster.Update("node-"+in.ID, func(nd *Node) {
-			if nd.Labels[LabelNodeConfig] != d.ConfigLabel() || nd.Labels[LabelBuildID] != d.BuildID {
+			if nd.Labels[nodecontract.LabelNodeConfig] != d.ConfigLabel() || nd.Labels[nodecontract.LabelBuildID] != d.BuildID {
 				w.t.Errorf("%s: labels %v", in.ID, nd.Labels)
 			}
 		})
@@ -191,12 +191,50 @@ func TestRunSurgeAndMaxUnavailable(t *testing.T) {
 	}
 }
 
+// A surge above the number of old instances launches only as many as
+// there are old ones: the group never grows past its size plus the old
+// instances it still holds, and ends at its size. Also when a resumed run
+// finds some instances replaced already.
+func TestRunSurgeAboveOldInstances(t *testing.T) {
+	ud := userData(t, "abcdef.0123456789abcdef", nil)
+	a, b := desired(t, "m-a", "build-a", ud), desired(t, "m-b", "build-b", ud)
+	w := newWorld(t, 2, a)
+	w.builds["m-b"] = "build-b"
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 5, Surge: 5}, false); err != nil {
+		t.Fatal(err)
+	}
+	w.allOn(b, 2)
+	want := []string{"CreateTemplateVersion from 1 m-b", "SetTemplateVersion 2",
+		"SetMaxSize 4", "ScaleOut 2", "Remove i-old1,i-old2 true", "SetMaxSize 2"}
+	if got := w.cloud.Writes(); !slices.Equal(got, want) {
+		t.Errorf("cloud calls %v, want %v", got, want)
+	}
+	if g := w.cloud.G; g.MaxSize != 2 || g.DesiredCapacity != 2 {
+		t.Errorf("group %+v, want MaxSize and DesiredCapacity 2", g)
+	}
+
+	w = newWorld(t, 3, a)
+	w.builds["m-b"] = "build-b"
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1, PauseAfterFirst: true}, false); err != nil {
+		t.Fatal(err)
+	}
+	before := len(w.cloud.Writes())
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 3, Surge: 3}, true); err != nil {
+		t.Fatal(err)
+	}
+	w.allOn(b, 3)
+	want = []string{"SetMaxSize 5", "ScaleOut 2", "Remove i-old2,i-old3 true", "SetMaxSize 3"}
+	if got := w.cloud.Writes()[before:]; !slices.Equal(got, want) {
+		t.Errorf("resumed with --surge 3 and 2 old instances: cloud calls %v, want %v", got, want)
+	}
+}
+
 func TestRunNodeConfigChangeAndRotatedToken(t *testing.T) {
 	a := desired(t, "m-a", "build-a", userData(t, "abcdef.0123456789abcdef", nil))
 	w := newWorld(t, 2, a)
 	// A rotated token: a new version, no instance replaced.
 	rot := desired(t, "m-a", "build-a", userData(t, "zyxwvu.0123456789abcdef", nil))
-	if err := w.env.Run(context.Background(), "asg-1", rot, Options{1, 1}, false); err != nil {
+	if err := w.env.Run(context.Background(), "asg-1", rot, Options{MaxUnavailable: 1, Surge: 1}, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := w.cloud.Writes(); !slices.Equal(got, []string{"CreateTemplateVersion from 1 m-a", "SetTemplateVersion 2"}) {
@@ -206,12 +244,12 @@ func TestRunNodeConfigChangeAndRotatedToken(t *testing.T) {
 		t.Errorf("rotated token touched Nodes: %v", w.cluster.Writes())
 	}
 	// An unchanged one: nothing.
-	if err := w.env.Run(context.Background(), "asg-1", rot, Options{1, 1}, false); err != nil || len(w.cloud.Writes()) != 2 {
+	if err := w.env.Run(context.Background(), "asg-1", rot, Options{MaxUnavailable: 1, Surge: 1}, false); err != nil || len(w.cloud.Writes()) != 2 {
 		t.Errorf("unchanged: %v %v", err, w.cloud.Writes())
 	}
 	// A node label: every instance replaced.
 	lab := desired(t, "m-a", "build-a", userData(t, "zyxwvu.0123456789abcdef", map[string]string{"example.com/pool": "blue"}))
-	if err := w.env.Run(context.Background(), "asg-1", lab, Options{1, 1}, false); err != nil {
+	if err := w.env.Run(context.Background(), "asg-1", lab, Options{MaxUnavailable: 1, Surge: 1}, false); err != nil {
 		t.Fatal(err)
 	}
 	w.allOn(lab, 2)
@@ -228,7 +266,7 @@ func TestRunStopsWhenNewNodeIsNotReady(t *testing.T) {
 			w := newWorld(t, 2, a)
 			w.broken["m-bad"] = true
 			w.env.KeepFailed = keep
-			err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false)
+			err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false)
 			var nr *NotReadyError
 			if !errors.As(err, &nr) || nr.Instance != "i-new1" {
 				t.Fatalf("err %v", err)
@@ -276,15 +314,15 @@ func TestRunResumeReplacesNoNodeTwice(t *testing.T) {
 		}
 		return nil
 	}
-	if err := w.env.Run(ctx, "asg-1", b, Options{1, 1}, false); !errors.Is(err, context.Canceled) {
+	if err := w.env.Run(ctx, "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false); !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted run: %v", err)
 	}
 	w.cluster.DrainFunc = nil
-	err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false)
+	err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false)
 	if err == nil || !strings.Contains(err.Error(), "--resume") {
 		t.Fatalf("a re-run without --resume: %v", err)
 	}
-	if err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, true); err != nil {
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, true); err != nil {
 		t.Fatal(err)
 	}
 	w.allOn(b, 3)
@@ -305,7 +343,7 @@ func TestRunResumeReplacesNoNodeTwice(t *testing.T) {
 	if i := slices.Index(k, "Drain node-i-old2 true"); i < 0 || slices.Contains(k[i:], "Cordon node-i-old2") {
 		t.Errorf("cluster calls %v", k)
 	}
-	if err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false); err != nil || !strings.Contains(w.messages(EventDone), "nothing to do") {
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false); err != nil || !strings.Contains(w.messages(EventDone), "nothing to do") {
 		t.Errorf("after resume: %v", err)
 	}
 }
@@ -317,7 +355,7 @@ func TestRunDrainTimeoutKeepsTheOldInstance(t *testing.T) {
 	w.builds["m-b"] = "build-b"
 	// A PodDisruptionBudget that never allows the eviction.
 	w.cluster.DrainFunc = func(ctx context.Context, _ string) error { <-ctx.Done(); return ctx.Err() }
-	err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false)
+	err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false)
 	if err == nil || !strings.Contains(err.Error(), "--drain-timeout") {
 		t.Fatalf("err %v", err)
 	}
@@ -338,7 +376,7 @@ func TestRunDryRunWritesNothing(t *testing.T) {
 	a, b := desired(t, "m-a", "build-a", ud), desired(t, "m-b", "build-b", ud)
 	w := newWorld(t, 2, a)
 	w.env.DryRun = true
-	if err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false); err != nil {
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false); err != nil {
 		t.Fatal(err)
 	}
 	if len(w.cloud.Writes())+len(w.cluster.Writes()) != 0 {
@@ -375,5 +413,72 @@ func TestRunMakesRoomInAFullTemplate(t *testing.T) {
 	}
 	if m := w.messages(EventTemplate); !strings.Contains(m, "deleted launch template lt-1 version(s) 2 to make room") {
 		t.Errorf("template events: %s", m)
+	}
+}
+
+// TestRunMinReadySoaks: with MinReady an old instance goes only once its
+// replacement's Node has been Ready that long; the wait says so.
+func TestRunMinReadySoaks(t *testing.T) {
+	ud := userData(t, "abcdef.0123456789abcdef", nil)
+	a, b := desired(t, "m-a", "build-a", ud), desired(t, "m-b", "build-b", ud)
+	w := newWorld(t, 2, a)
+	w.builds["m-b"] = "build-b"
+	const soak = 80 * time.Millisecond
+	w.env.MinReady, w.env.ReadyTimeout = soak, 5*time.Second
+	var mu sync.Mutex
+	var lastReady time.Time
+	w.cloud.Launched = func(in Instance, v TemplateVersion) {
+		w.launch(in, v)
+		now := time.Now()
+		w.cluster.Update("node-"+in.ID, func(n *Node) { n.Conditions = []Condition{{Type: "Ready", Status: "True", Since: now}} })
+		mu.Lock()
+		lastReady = now
+		mu.Unlock()
+	}
+	removeAfter := w.cloud.BeforeRemove
+	w.cloud.BeforeRemove = func(ids []string, decrease bool) error {
+		mu.Lock()
+		if d := time.Since(lastReady); d < soak {
+			t.Errorf("removed %v %s after its replacement's Node became Ready, want at least --min-ready %s", ids, d, soak)
+		}
+		mu.Unlock()
+		return removeAfter(ids, decrease)
+	}
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	w.allOn(b, 2)
+	if !strings.Contains(w.messages(EventWaiting), "soaking for --min-ready 80ms") {
+		t.Errorf("waiting events: %s", w.messages(EventWaiting))
+	}
+}
+
+// TestRunPauseAfterFirst: the run ends after its first batch with MaxSize
+// back and a paused event; a plain re-run refuses the rollout in flight,
+// --resume (without the pause) finishes it.
+func TestRunPauseAfterFirst(t *testing.T) {
+	ud := userData(t, "abcdef.0123456789abcdef", nil)
+	a, b := desired(t, "m-a", "build-a", ud), desired(t, "m-b", "build-b", ud)
+	w := newWorld(t, 3, a)
+	w.builds["m-b"] = "build-b"
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1, PauseAfterFirst: true}, false); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"CreateTemplateVersion from 1 m-b", "SetTemplateVersion 2", "SetMaxSize 4", "ScaleOut 1", "Remove i-old1 true", "SetMaxSize 3"}
+	if got := w.cloud.Writes(); !slices.Equal(got, want) {
+		t.Fatalf("cloud calls %v, want %v", got, want)
+	}
+	if !strings.Contains(w.messages(EventPaused), "1 old instance(s) replaced, 2 left") {
+		t.Errorf("paused events: %q", w.messages(EventPaused))
+	}
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false); err == nil || !strings.Contains(err.Error(), "--resume") {
+		t.Errorf("a plain re-run of a paused rollout: %v, want a refusal naming --resume", err)
+	}
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, true); err != nil {
+		t.Fatal(err)
+	}
+	w.allOn(b, 3)
+	if g := w.cloud.G; g.MaxSize != 3 || g.DesiredCapacity != 3 {
+		t.Errorf("group %+v", g)
 	}
 }

@@ -4,7 +4,7 @@
 // went unhealthy. Planning is pure (Plan, PlanRepair over an observed
 // State); Run and Repair carry a plan out through two small interfaces,
 // Cloud (ECS/ESS) and Cluster (the API server), so tests drive them with
-// the in-memory fakes in fake.go.
+// the in-memory fakes in fake_test.go.
 package rollout
 
 import (
@@ -73,6 +73,9 @@ type Instance struct {
 	// CreationType is AutoCreated, Attached or "" (not known: taken as
 	// AutoCreated).
 	CreationType string
+	// Zone is the instance's zone (DescribeScalingInstances ZoneId), the
+	// zone of the group's vSwitch ESS launched it into.
+	Zone string
 }
 
 // attached reports whether the instance was added to the group by hand.
@@ -116,8 +119,8 @@ type TemplateVersion struct {
 	ImageID     string
 	// UserData is decoded (the API carries it base64).
 	UserData []byte
-	// Config is the node-config label value (agent.ConfigDigest of
-	// UserData, first 40 hex digits) or "" when UserData is not a config
+	// Config is the node-config label value (nodecontract.ConfigLabel of
+	// UserData's digest) or "" when UserData is not a config
 	// the agent accepts. The observer computes it.
 	Config string
 }

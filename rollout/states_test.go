@@ -66,7 +66,7 @@ func TestRunSkipsStandbyProtectedAndAttached(t *testing.T) {
 	}
 	// Nothing is left to do: the skipped instances do not make a rollout.
 	before := len(w.cloud.Writes())
-	if err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false); err != nil || len(w.cloud.Writes()) != before {
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false); err != nil || len(w.cloud.Writes()) != before {
 		t.Errorf("re-run: %v, wrote %v", err, w.cloud.Writes()[before:])
 	}
 }
@@ -89,8 +89,12 @@ func TestNoDesiredCapacityIsRefused(t *testing.T) {
 	w := newWorld(t, 2, a)
 	w.cloud.G.NoDesiredCapacity, w.cloud.G.DesiredCapacity = true, 0
 	for _, run := range map[string]func() error{
-		"rollout": func() error { return w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false) },
-		"repair":  func() error { return w.env.Repair(context.Background(), "asg-1", time.Minute, Options{1, 1}) },
+		"rollout": func() error {
+			return w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false)
+		},
+		"repair": func() error {
+			return w.env.Repair(context.Background(), "asg-1", time.Minute, Options{MaxUnavailable: 1, Surge: 1})
+		},
 	} {
 		if err := run(); err == nil || !strings.Contains(err.Error(), "has no desired capacity") {
 			t.Errorf("err %v", err)
@@ -120,7 +124,7 @@ func surgeLeft(t *testing.T) (*world, Desired) {
 func TestRerunRestoresMaxSizeLeftBySurge(t *testing.T) {
 	for _, resume := range []bool{false, true} {
 		w, b := surgeLeft(t)
-		if err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, resume); err != nil {
+		if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, resume); err != nil {
 			t.Fatal(err)
 		}
 		if got := w.cloud.Writes(); !slices.Equal(got, []string{"SetMaxSize 2"}) || w.cloud.G.MaxSize != 2 {
@@ -179,14 +183,14 @@ func TestStoppedRolloutRestoresMaxSizeWhenSafe(t *testing.T) {
 	w := newWorld(t, 2, a)
 	w.builds["m-b"] = "build-b"
 	w.cluster.DrainFunc = func(ctx context.Context, _ string) error { <-ctx.Done(); return ctx.Err() }
-	if err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false); err == nil || !strings.Contains(err.Error(), "--drain-timeout") {
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false); err == nil || !strings.Contains(err.Error(), "--drain-timeout") {
 		t.Fatalf("err %v", err)
 	}
 	if g := w.cloud.G; g.MaxSize != 3 || !strings.Contains(w.messages(EventWarning), "MaxSize 3 stays for now: the group wants 3 instances") {
 		t.Errorf("MaxSize %d, warnings %s", g.MaxSize, w.messages(EventWarning))
 	}
 	w.cluster.DrainFunc = nil
-	if err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, true); err != nil {
+	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, true); err != nil {
 		t.Fatal(err)
 	}
 	if g := w.cloud.G; g.MaxSize != 2 || g.DesiredCapacity != 2 {
@@ -198,7 +202,7 @@ func TestStoppedRolloutRestoresMaxSizeWhenSafe(t *testing.T) {
 	w2.broken["m-b"] = true
 	w2.env.KeepFailed = true
 	var nr *NotReadyError
-	if err := w2.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false); !errors.As(err, &nr) {
+	if err := w2.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false); !errors.As(err, &nr) {
 		t.Fatalf("err %v", err)
 	}
 	if g := w2.cloud.G; g.MaxSize != 3 || !strings.Contains(w2.messages(EventWarning), "MaxSize 3 stays for now") {
@@ -223,7 +227,7 @@ func TestRejectedScaleOutStops(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false)
+	err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false)
 	var ae *ActivityError
 	if !errors.As(err, &ae) || ae.Activity.StatusCode != ActivityRejected || !strings.Contains(err.Error(), "at its MaxSize") {
 		t.Fatalf("err %v", err)
@@ -258,7 +262,7 @@ func TestScaleOutThatDoesNotGrowStops(t *testing.T) {
 		return Activity{ID: "asa-7", StatusCode: ActivitySuccessful, Description: "Adjust by 1"}
 	}
 	start := time.Now()
-	err := w.env.Run(context.Background(), "asg-1", b, Options{1, 1}, false)
+	err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false)
 	if err == nil || !strings.Contains(err.Error(), "did not grow") || !strings.Contains(err.Error(), "asa-7 Successful") {
 		t.Fatalf("err %v", err)
 	}
@@ -267,5 +271,46 @@ func TestScaleOutThatDoesNotGrowStops(t *testing.T) {
 	}
 	if time.Since(start) > 10*w.env.ReadyTimeout {
 		t.Errorf("took %s", time.Since(start))
+	}
+}
+
+// A repair killed after it lowered MinSize left the drover:min tag: the
+// next rollout (nothing to replace) or repair (nothing to repair) puts
+// MinSize back first; a MinSize changed since is left, with a warning.
+func TestNextRunRestoresMinSizeLeftByRepair(t *testing.T) {
+	ud := userData(t, "abcdef.0123456789abcdef", nil)
+	a := desired(t, "m-a", "build-a", ud)
+	for _, c := range []struct {
+		name    string
+		run     func(w *world) error
+		minNow  int
+		wantMin int
+		writes  []string
+	}{
+		{"rollout", func(w *world) error {
+			return w.env.Run(context.Background(), "asg-1", a, Options{MaxUnavailable: 1, Surge: 1}, false)
+		}, 1, 2, []string{"SetMinSize 2"}},
+		{"repair", func(w *world) error {
+			return w.env.Repair(context.Background(), "asg-1", time.Minute, Options{MaxUnavailable: 1, Surge: 1})
+		}, 1, 2, []string{"SetMinSize 2"}},
+		{"changed since", func(w *world) error {
+			return w.env.Repair(context.Background(), "asg-1", time.Minute, Options{MaxUnavailable: 1, Surge: 1})
+		}, 0, 0, nil},
+	} {
+		w := newWorld(t, 2, a)
+		w.cloud.G.MinSize = c.minNow
+		w.cloud.Tags = map[string]string{MinTag: "min=2 lowered=1"}
+		if err := c.run(w); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := w.cloud.Writes(); !slices.Equal(got, c.writes) || w.cloud.G.MinSize != c.wantMin {
+			t.Errorf("%s: cloud calls %v, MinSize %d; want %v, %d", c.name, got, w.cloud.G.MinSize, c.writes, c.wantMin)
+		}
+		if _, ok := w.cloud.Tags[MinTag]; ok {
+			t.Errorf("%s: tag %s left: %v", c.name, MinTag, w.cloud.Tags)
+		}
+		if c.wantMin == 0 && !strings.Contains(w.messages(EventWarning), "MinSize 0 stays") {
+			t.Errorf("%s: warnings %s", c.name, w.messages(EventWarning))
+		}
 	}
 }

@@ -95,3 +95,55 @@ func (e *Env) restoreMax(ctx context.Context, groupID string, maxSize int) error
 	e.emit(Event{Kind: EventGroup, Group: groupID, Message: fmt.Sprintf("MaxSize %d again (the surge had raised it to %d)", maxSize, s.Surge)})
 	return nil
 }
+
+// MinTag marks, on the group, a MinSize a repair lowered while a
+// replacement launches: "min=<the MinSize to restore> lowered=<the MinSize
+// drover set>". Like SurgeTag it is written before the change and removed
+// after the restore, so a repair killed in between leaves it, and the next
+// rollout or repair (even with nothing to do) puts MinSize back.
+const MinTag = "drover:min"
+
+// lowerMin sets MinSize to n while a replacement launches, recording it
+// first.
+func (e *Env) lowerMin(ctx context.Context, groupID string, n, restore int) error {
+	if err := e.Cloud.SetGroupTags(ctx, groupID, map[string]string{MinTag: fmt.Sprintf("min=%d lowered=%d", restore, n)}); err != nil {
+		return fmt.Errorf("recording the lowered MinSize on scaling group %s (tag %s): %w", groupID, MinTag, err)
+	}
+	if err := e.Cloud.SetMinSize(ctx, groupID, n); err != nil {
+		return err
+	}
+	e.emit(Event{Kind: EventGroup, Group: groupID, Message: fmt.Sprintf("MinSize %d while the replacement launches (was %d)", n, restore)})
+	return nil
+}
+
+// restoreMin puts back a MinSize that MinTag says a repair lowered: when
+// MinSize is still the lowered one; when it was changed since, it says so
+// and leaves it. Without the tag it does nothing.
+func (e *Env) restoreMin(ctx context.Context, groupID string) error {
+	tags, err := e.Cloud.GroupTags(ctx, groupID)
+	if err != nil {
+		return err
+	}
+	v, marked := tags[MinTag]
+	if !marked {
+		return nil
+	}
+	var restore, lowered int
+	_, perr := fmt.Sscanf(v, "min=%d lowered=%d", &restore, &lowered)
+	g, err := e.Cloud.Group(ctx, groupID)
+	if err != nil {
+		return err
+	}
+	if perr != nil || g.MinSize != lowered {
+		e.emit(Event{Kind: EventWarning, Group: groupID, Message: fmt.Sprintf("MinSize %d stays: a repair lowered it (tag %s=%q), and it was changed since; set it by hand if it should be %d", g.MinSize, MinTag, v, restore)})
+		return e.Cloud.RemoveGroupTags(ctx, groupID, []string{MinTag})
+	}
+	if err := e.Cloud.SetMinSize(ctx, groupID, restore); err != nil {
+		return fmt.Errorf("restoring MinSize %d of scaling group %s (tag %s): %w: set it by hand (ModifyScalingGroup)", restore, groupID, MinTag, err)
+	}
+	if err := e.Cloud.RemoveGroupTags(ctx, groupID, []string{MinTag}); err != nil {
+		return err
+	}
+	e.emit(Event{Kind: EventGroup, Group: groupID, Message: fmt.Sprintf("MinSize %d again (a repair had lowered it to %d)", restore, lowered)})
+	return nil
+}

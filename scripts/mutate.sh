@@ -9,6 +9,11 @@
 #   make mutate                              every package below, 2 workers
 #   PKGS="./image/lock ./image/verity" make mutate
 #   WORKERS=1 make mutate                    leave a core free
+#   PKGS="./publish ./cloud/aliyun ./internal/retry ./rollout" make mutate
+#                                            the cloud packages, not in the
+#                                            default list (it takes 2 hours
+#                                            already; rollout alone did
+#                                            not finish in 37 minutes)
 #   PKGS=./harness/smoke EXCLUDE='^(vm|boot)\.go$' make mutate
 #                                            gremlins -E: skip files (a regexp on
 #                                            the path inside the package) while

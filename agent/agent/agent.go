@@ -21,6 +21,7 @@ import (
 	"github.com/drover-os/drover/agent/boot"
 	"github.com/drover-os/drover/agent/containerd"
 	"github.com/drover-os/drover/agent/guarantee"
+	"github.com/drover-os/drover/agent/health"
 	"github.com/drover-os/drover/agent/ignition"
 	"github.com/drover-os/drover/agent/kube"
 	"github.com/drover-os/drover/agent/nodeconfig"
@@ -36,7 +37,7 @@ const (
 	StoredConfig = StateDir + "/config.ign"
 	StoredDigest = StateDir + "/config.sha256"
 	ManagedFile  = "/run/drover/managed.json"
-	NodeFile     = "/etc/drover/node.yaml"
+	NodeFile     = nodeconfig.Path
 	KubeletCert  = "/var/lib/kubelet/pki/kubelet-client-current.pem"
 	HealthzURL   = "http://127.0.0.1:10248/healthz"
 )
@@ -100,6 +101,15 @@ type Env struct {
 	// image is not imported (tests that do not judge it). See
 	// importSandbox.
 	Images func(ctx context.Context, archive string, labels map[string]string) (containerd.Result, error)
+	// ImportLayout imports an OCI image layout directory the same way
+	// (the image cache, imagecache.go); MountReadOnly mounts a file system
+	// of type fstype read-only (the cache disk); nil: no image cache.
+	ImportLayout  func(ctx context.Context, dir string, labels map[string]string) (containerd.Result, error)
+	MountReadOnly func(dev, dir, fstype string) error
+	// KubeletVersion is the Kubernetes version the kubelet binary was
+	// built from (v1.37.2), which decides what its configuration may say
+	// (nodeconfig.Facts.KubeletVersion); nil or an error: not known.
+	KubeletVersion func() (string, error)
 	// Prefetch starts reading files into the page cache in the
 	// background and returns at once (nil: nothing is read ahead); see
 	// KubeletBinaries.
@@ -199,12 +209,19 @@ type Agent struct {
 	// sandbox. units has no reader: a failed user unit does not stop
 	// the join.
 	containerd, kernel, timeDone, sandbox, units chan error
+	// imageCacheDone has no reader either: the phase only starts the
+	// image cache's import, which never holds up the join.
+	imageCacheDone chan error
 	// rendered is closed once runtime has written the node's
 	// configuration (timesyncd's drop-in among it).
 	rendered chan struct{}
 	// events are Warning Events on the Node found before the join (a data
 	// disk not used), delivered with the kernel watch's.
 	events []pendingReport
+	// imageReports are the image cache's condition and Event, delivered
+	// with the kernel watch's (buffered: the import may end before it
+	// starts).
+	imageReports chan health.Finding
 	// bg counts the background phases, which Run waits for.
 	bg sync.WaitGroup
 }
@@ -217,7 +234,7 @@ func New(env Env, dl Deadlines) *Agent {
 	if env.Notify == nil {
 		env.Notify = func(string) {}
 	}
-	return &Agent{env: env, dl: dl, rec: status.NewRecorder(env.Root, env.Console, env.Uptime)}
+	return &Agent{env: env, dl: dl, rec: status.NewRecorder(env.Root, env.Console, env.Uptime), imageReports: make(chan health.Finding, 8)}
 }
 
 // Status returns the recorder (for the guard and tests).

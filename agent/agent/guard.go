@@ -19,6 +19,7 @@ import (
 	"github.com/drover-os/drover/agent/ignition"
 	"github.com/drover-os/drover/agent/kube"
 	"github.com/drover-os/drover/agent/provider"
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // Watched is one path the node is meant to hold, as the agent left it: a
@@ -306,7 +307,7 @@ type report struct {
 // the status file, and on the Node as the DroverConfigDrift condition plus
 // a Warning Event; the condition goes back to False when the contents are
 // restored. A report the API server did not accept is retried with
-// provider.Backoff until it is, or until a newer change replaces it. It
+// provider.RetryPolicy until it is, or until a newer change replaces it. It
 // runs whether or not the join succeeded: without an API client (no node
 // file applied, no kubelet credentials yet) it says so once and reports on
 // the console and in the status file only, until it has one. It never
@@ -348,7 +349,7 @@ func (a *Agent) Guard(ctx context.Context, period time.Duration) {
 				}
 				if err := a.send(ctx, api, node, cur); err != nil {
 					cur.attempt++
-					wait = min(provider.Backoff(cur.attempt, rand.Float64()), period)
+					wait = min(provider.RetryPolicy().Wait(cur.attempt-1, 0, rand.Float64()), period)
 					a.rec.Note(fmt.Sprintf("drift report to the API server failed (attempt %d; retrying in %s): %v", cur.attempt, wait.Round(time.Millisecond), err))
 				} else {
 					accepted, cur = cur.key, nil
@@ -405,12 +406,12 @@ func (a *Agent) noteDrift(drift []Drift, state, base string) {
 // send delivers what of r the API server has not accepted yet.
 func (a *Agent) send(ctx context.Context, api NodeAPI, node string, r *report) error {
 	if !r.condSent {
-		cond := kube.Condition{Type: "DroverConfigDrift", Status: "False", Reason: "NoDrift", Message: "everything watched matches the applied configuration"}
+		cond := kube.Condition{Type: nodecontract.ConditionConfigDrift, Status: "False", Reason: "NoDrift", Message: "everything watched matches the applied configuration"}
 		if len(r.drift) > 0 {
-			cond = kube.Condition{Type: "DroverConfigDrift", Status: "True", Reason: "LocalChange", Message: driftMessage(r.drift)}
+			cond = kube.Condition{Type: nodecontract.ConditionConfigDrift, Status: "True", Reason: "LocalChange", Message: driftMessage(r.drift)}
 		}
 		if err := api.SetCondition(ctx, node, cond); err != nil {
-			return fmt.Errorf("setting condition DroverConfigDrift=%s: %w", cond.Status, err)
+			return fmt.Errorf("setting condition %s=%s: %w", nodecontract.ConditionConfigDrift, cond.Status, err)
 		}
 		r.condSent = true
 	}

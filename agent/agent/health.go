@@ -53,7 +53,7 @@ const RestartPoll = 30 * time.Second
 // Node: each finding as a Warning Event with its evidence line, and the
 // agent's conditions (ReadonlyFilesystem, NICLinkDown, Frequent…Restart),
 // each False from the start of the boot until its evidence turns it True.
-// Reports the API server did not accept are retried (provider.Backoff)
+// Reports the API server did not accept are retried (provider.RetryPolicy)
 // until it does. It returns when ctx ends.
 func (a *Agent) WatchHealth(ctx context.Context, src HealthSources) {
 	r := &kernelReporter{api: a.guardAPI, note: a.rec.Note, now: time.Now}
@@ -81,6 +81,20 @@ func (a *Agent) WatchHealth(ctx context.Context, src HealthSources) {
 		go watchCredentials(ctx, src.CredentialStatus, &credstatus.Watch{}, CredentialPoll, found, a.rec.Note)
 	}
 	r.pending = append(r.pending, a.events...) // the storage phase's, found before the join
+	go func() {
+		for {
+			select {
+			case f := <-a.imageReports:
+				select {
+				case found <- f:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	r.run(ctx, found)
 }
 
@@ -267,7 +281,7 @@ func (r *kernelReporter) run(ctx context.Context, found <-chan health.Finding) {
 }
 
 // deliver flushes the queue; when the API server refused part of it, ok
-// and the wait before the next attempt: provider.Backoff from the first
+// and the wait before the next attempt: provider.RetryPolicy from the first
 // attempt again after a flush that emptied the queue.
 func (r *kernelReporter) deliver(ctx context.Context) (wait time.Duration, ok bool) {
 	if len(r.pending) == 0 {
@@ -278,7 +292,7 @@ func (r *kernelReporter) deliver(ctx context.Context) (wait time.Duration, ok bo
 		if r.attempt == 1 {
 			r.note("health: reporting to the API server failed (retrying with backoff until it accepts): " + err.Error())
 		}
-		return min(provider.Backoff(r.attempt, rand.Float64()), GuardPeriod), true
+		return min(provider.RetryPolicy().Wait(r.attempt-1, 0, rand.Float64()), GuardPeriod), true
 	}
 	r.attempt = 0
 	return 0, false

@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -303,7 +304,56 @@ func (a *Agent) nodeFacts() nodeconfig.Facts {
 	ntp, _ := provider.ParseNTPServers(f.NTPServers)
 	return nodeconfig.Facts{InstanceID: f.InstanceID, RegionID: f.RegionID, ZoneID: f.ZoneID,
 		InstanceType: f.InstanceType, Hostname: a.nodeName, PrivateIPv4: ip, SecureBoot: a.secureBoot, NTPServers: ntp,
-		BuildID: a.buildID(), ConfigDigest: a.configDigestLabel(), ACRProvider: a.shipsACRProvider()}
+		BuildID: a.buildID(), ConfigDigest: a.configDigestLabel(), ACRProvider: a.shipsACRProvider(),
+		CachedRepositories: a.cachedRepositories(), KubeletVersion: a.kubeletVersion()}
+}
+
+// kubeletVersion is the kubelet binary's Kubernetes version; "" when it
+// is not known (then the kubelet's configuration sets nothing that only
+// some versions accept).
+func (a *Agent) kubeletVersion() string {
+	if a.env.KubeletVersion == nil {
+		return ""
+	}
+	v, err := a.env.KubeletVersion()
+	if err != nil {
+		a.rec.Note("the kubelet's version: " + err.Error())
+		return ""
+	}
+	return v
+}
+
+// KubeletVersion reads the Kubernetes version of the kubelet binary from
+// its Go build information (k8s.io/kubernetes, the main module or a
+// dependency of the build's wrapper module): a read of a few pages, not a
+// run of the 90 MB binary (Env.KubeletVersion's value for drover-agent).
+func KubeletVersion() (string, error) {
+	bi, err := buildinfo.ReadFile(KubeletBinaries[0])
+	if err != nil {
+		return "", err
+	}
+	if bi.Main.Path == kubernetesModule {
+		return bi.Main.Version, nil
+	}
+	for _, d := range bi.Deps {
+		if d.Path == kubernetesModule {
+			return d.Version, nil
+		}
+	}
+	return "", fmt.Errorf("%s: no %s in its build information", KubeletBinaries[0], kubernetesModule)
+}
+
+const kubernetesModule = "k8s.io/kubernetes"
+
+// cachedRepositories are the repositories of the image's cached images,
+// which the kubelet is told never to re-verify; none when the image has no
+// cache or its file does not read (the image cache phase reports that).
+func (a *Agent) cachedRepositories() []string {
+	c, err := a.readImageCache()
+	if err != nil {
+		return nil
+	}
+	return c.Repositories()
 }
 
 // shipsACRProvider says the image has the ACR credential provider, which

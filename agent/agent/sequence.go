@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"time"
+
+	"github.com/drover-os/drover/agent/nodeconfig"
 )
 
 // A step is one phase of the agent's sequence. The phases it starts
@@ -65,6 +67,16 @@ func (a *Agent) sequence() (first []side, steps []step) {
 		{name: "certificate", d: a.dl.Certificate, fn: a.certificate},
 		{name: "ready", d: a.dl.Ready, fn: a.ready},
 		{name: "cleanup", d: time.Minute, fn: a.cleanup},
+	}
+	if fileExists(a.path(nodeconfig.ImageCacheFile)) {
+		// The image cache's import starts beside the sandbox's and goes
+		// on after the join: nothing awaits it (imagecache.go). An image
+		// without cached images has no such phase.
+		for i := range steps {
+			if steps[i].name == "runtime" {
+				steps[i].then = append(steps[i].then, side{"image cache", a.dl.Runtime, a.imageCache, &a.imageCacheDone})
+			}
+		}
 	}
 	return first, steps
 }

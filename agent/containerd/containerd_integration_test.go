@@ -33,32 +33,7 @@ func TestImportIntoContainerd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	// A short directory: the socket path must fit in sun_path.
-	dir, err := os.MkdirTemp("", "drover-ctrd-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	sock := filepath.Join(dir, "containerd.sock")
-	// The opt plugin's directory too: its default is the host's /opt.
-	config := fmt.Sprintf("version = 2\nroot = %q\nstate = %q\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n[grpc]\n  address = %q\n[ttrpc]\n  address = %q\n[plugins.\"io.containerd.internal.v1.opt\"]\n  path = %q\n",
-		filepath.Join(dir, "root"), filepath.Join(dir, "state"), sock, sock+".ttrpc", filepath.Join(dir, "opt"))
-	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var log bytes.Buffer
-	cmd := exec.Command(daemon, "--config", filepath.Join(dir, "config.toml"))
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", daemon, err)
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("containerd log:\n%s", log.String())
-		}
-	}()
+	sock, _ := startContainerd(t, daemon, "", false)
 	ctr := func(args ...string) string {
 		t.Helper()
 		out, err := exec.CommandContext(ctx, ctrBin, append([]string{"--address", sock, "--namespace", CRINamespace}, args...)...).CombinedOutput()
@@ -66,14 +41,6 @@ func TestImportIntoContainerd(t *testing.T) {
 			t.Fatalf("ctr %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 		return string(out)
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if _, err := os.Stat(sock); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("containerd did not create %s\n%s", sock, log.String())
-		}
 	}
 	t.Logf("containerd: %s", strings.TrimSpace(ctr("version")))
 
@@ -180,6 +147,64 @@ func layoutArchive(t *testing.T) (string, string) {
 		t.Fatal(err)
 	}
 	return p, d.String()
+}
+
+// startContainerd runs daemon on a private root, state and socket under
+// dir (a new short directory when ""), with containerd's CRI plugin or
+// without it, until the test ends (its log shown if the test failed);
+// stop ends it sooner. It returns the socket.
+func startContainerd(t *testing.T, daemon, dir string, cri bool) (sock string, stop func()) {
+	t.Helper()
+	if dir == "" {
+		// A short directory: the socket path must fit in sun_path.
+		var err error
+		if dir, err = os.MkdirTemp("", "drover-ctrd-"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+	}
+	sock = filepath.Join(dir, "containerd.sock")
+	disabled := ""
+	if !cri {
+		disabled = "disabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n"
+	}
+	// Version 2: containerd 1.6 (Debian's) reads it, 2.x migrates it. The
+	// opt plugin's directory too: its default is the host's /opt.
+	config := fmt.Sprintf("version = 2\nroot = %q\nstate = %q\n%s[grpc]\n  address = %q\n[ttrpc]\n  address = %q\n[plugins.\"io.containerd.internal.v1.opt\"]\n  path = %q\n",
+		filepath.Join(dir, "root"), filepath.Join(dir, "state"), disabled, sock, sock+".ttrpc", filepath.Join(dir, "opt"))
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log := &bytes.Buffer{}
+	cmd := exec.Command(daemon, "--config", filepath.Join(dir, "config.toml"))
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", daemon, err)
+	}
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		os.Remove(sock)
+		if t.Failed() {
+			t.Logf("containerd log:\n%s", log.String())
+		}
+	}
+	t.Cleanup(stop)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("containerd did not create %s\n%s", sock, log.String())
+		}
+	}
+	return sock, stop
 }
 
 // tool is the program the environment variable names, else name on PATH.

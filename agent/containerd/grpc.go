@@ -142,7 +142,25 @@ func (c *Client) call(ctx context.Context, method, lease string, reqs ...[]byte)
 	for _, m := range reqs {
 		body = frame(body, m)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://containerd"+method, bytes.NewReader(body))
+	return c.callBody(ctx, method, lease, bytes.NewReader(body))
+}
+
+// stream is call with the request messages sent as write produces them
+// (send), so that a large blob never is in memory whole.
+func (c *Client) stream(ctx context.Context, method, lease string, write func(send func(msg []byte) error) error) ([][]byte, error) {
+	pr, pw := io.Pipe()
+	go func() {
+		pw.CloseWithError(write(func(msg []byte) error {
+			_, err := pw.Write(frame(nil, msg))
+			return err
+		}))
+	}()
+	defer pr.Close()
+	return c.callBody(ctx, method, lease, pr)
+}
+
+func (c *Client) callBody(ctx context.Context, method, lease string, body io.Reader) ([][]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://containerd"+method, body)
 	if err != nil {
 		return nil, fmt.Errorf("containerd %s: %w", method, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -105,24 +106,40 @@ func (c *Client) Import(ctx context.Context, l *Layout, labels map[string]string
 // b's labels are there. containerd answers AlreadyExists to a write that
 // names an existing digest, and puts the blob under the lease.
 func (c *Client) putBlob(ctx context.Context, lease string, b Blob) (bool, error) {
-	var reqs [][]byte
 	ref := "drover-import-" + b.Digest
-	for off := 0; ; {
-		n := min(writeChunk, len(b.Data)-off)
-		w := writeRequest{Action: writeData, Ref: ref, Offset: int64(off), Data: b.Data[off : off+n]}
-		if off == 0 {
-			// The first message says what the write is: an existing
-			// digest ends it there.
-			w.Total, w.Expected = b.Size, b.Digest
+	read := func(off int64, p []byte) (int, error) { return copy(p, b.Data[off:]), nil }
+	if b.Data == nil && b.Path != "" {
+		f, err := os.Open(b.Path)
+		if err != nil {
+			return false, err
 		}
-		if off += n; off == len(b.Data) {
-			w.Action, w.Total, w.Expected, w.Labels = writeCommit, b.Size, b.Digest, b.Labels
-			reqs = append(reqs, w.marshal())
-			break
+		defer f.Close()
+		read = func(off int64, p []byte) (int, error) {
+			return io.ReadFull(io.NewSectionReader(f, off, int64(len(p))), p)
 		}
-		reqs = append(reqs, w.marshal())
 	}
-	_, err := c.call(ctx, methodContentWrite, lease, reqs...)
+	_, err := c.stream(ctx, methodContentWrite, lease, func(send func([]byte) error) error {
+		buf := make([]byte, min(writeChunk, b.Size))
+		for off := int64(0); ; {
+			n := min(int64(writeChunk), b.Size-off)
+			if _, err := read(off, buf[:n]); err != nil {
+				return fmt.Errorf("reading %s at %d: %w", b.Digest, off, err)
+			}
+			w := writeRequest{Action: writeData, Ref: ref, Offset: off, Data: buf[:n]}
+			if off == 0 {
+				// The first message says what the write is: an existing
+				// digest ends it there.
+				w.Total, w.Expected = b.Size, b.Digest
+			}
+			if off += n; off == b.Size {
+				w.Action, w.Total, w.Expected, w.Labels = writeCommit, b.Size, b.Digest, b.Labels
+				return send(w.marshal())
+			}
+			if err := send(w.marshal()); err != nil {
+				return err
+			}
+		}
+	})
 	switch {
 	case err == nil:
 		return true, nil

@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -26,7 +29,11 @@ type Layout struct {
 // Blob is one blob of the layout.
 type Blob struct {
 	Descriptor
+	// Data is the blob's content; or, when nil, Path is the file that
+	// holds it (a layout read from a directory), streamed to containerd,
+	// which checks it against the digest as it commits it.
 	Data []byte
+	Path string
 	// Labels are containerd's garbage-collection references to the blobs
 	// it names (containerd.io/gc.ref.content.…): the image record holds
 	// its target, the target its children, as containerd's own importer
@@ -65,6 +72,65 @@ type ociNode struct {
 	Manifests []ociDescriptor `json:"manifests"`
 	Config    *ociDescriptor  `json:"config"`
 	Layers    []ociDescriptor `json:"layers"`
+}
+
+// inMemory is the largest blob ReadLayoutDir reads into memory (and checks
+// against its digest itself): indexes, manifests and configs are far
+// smaller; a larger blob is streamed to containerd from its file.
+const inMemory = 4 << 20
+
+// ReadLayoutDir reads the OCI image layout in dir (the image cache in the
+// root or on the cache disk): the blobs up to inMemory are read and
+// checked against their digests, the larger ones (layers) are left in
+// their files for Import to stream, containerd checking each against its
+// digest as it commits it. An index may lack the manifests of platforms
+// other than the one cached.
+func ReadLayoutDir(dir string) (*Layout, error) {
+	read := func(name string) ([]byte, error) {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return data, err
+	}
+	version, err := read("oci-layout")
+	if err != nil {
+		return nil, err
+	}
+	index, err := read("index.json")
+	if err != nil {
+		return nil, err
+	}
+	w := &walker{blobs: map[string][]byte{}, files: map[string]blobFile{}, partial: true, done: map[string]bool{}}
+	blobDir := filepath.Join(dir, "blobs", "sha256")
+	entries, err := os.ReadDir(blobDir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return nil, err
+		}
+		p := filepath.Join(blobDir, e.Name())
+		if fi.Size() > inMemory {
+			w.files["sha256:"+e.Name()] = blobFile{p, fi.Size()}
+			continue
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(data)
+		if got := hex.EncodeToString(sum[:]); got != e.Name() {
+			return nil, fmt.Errorf("blob %s of the layout has sha256 %s", p, got)
+		}
+		w.blobs["sha256:"+e.Name()] = data
+	}
+	return readIndex(index, version, w)
 }
 
 // ReadLayout reads an OCI image layout from a tar archive (what
@@ -110,6 +176,12 @@ func ReadLayout(r io.Reader) (*Layout, error) {
 			blobs["sha256:"+hexd] = data
 		}
 	}
+	return readIndex(index, version, &walker{blobs: blobs, done: map[string]bool{}})
+}
+
+// readIndex checks the layout's version and walks the images its index
+// names.
+func readIndex(index, version []byte, w *walker) (*Layout, error) {
 	var lv struct {
 		Version string `json:"imageLayoutVersion"`
 	}
@@ -123,7 +195,6 @@ func ReadLayout(r io.Reader) (*Layout, error) {
 	if err := json.Unmarshal(index, &idx); err != nil {
 		return nil, fmt.Errorf("index.json of the layout archive: %w", err)
 	}
-	w := &walker{blobs: blobs, done: map[string]bool{}}
 	l := &Layout{}
 	for i, d := range idx.Manifests {
 		name := d.Annotations[annotationContainerdName]
@@ -147,8 +218,19 @@ func ReadLayout(r io.Reader) (*Layout, error) {
 
 type walker struct {
 	blobs map[string][]byte
-	done  map[string]bool
-	out   []Blob
+	// files are the blobs of a directory layout that are not read (layers,
+	// configs): path and size; partial lets an index name manifests the
+	// layout lacks (the other platforms of a cached image, as containerd
+	// keeps a pulled one) as long as it holds one of them.
+	files   map[string]blobFile
+	partial bool
+	done    map[string]bool
+	out     []Blob
+}
+
+type blobFile struct {
+	path string
+	size int64
 }
 
 // walk adds d's blob after the blobs it references; from says where d was
@@ -158,6 +240,14 @@ func (w *walker) walk(d ociDescriptor, from string) error {
 		return nil
 	}
 	data, ok := w.blobs[d.Digest]
+	if f, isFile := w.files[d.Digest]; !ok && isFile {
+		if f.size != d.Size {
+			return fmt.Errorf("%s gives blob %s the size %d; it has %d bytes", from, d.Digest, d.Size, f.size)
+		}
+		w.done[d.Digest] = true
+		w.out = append(w.out, Blob{Descriptor: Descriptor{MediaType: d.MediaType, Digest: d.Digest, Size: d.Size}, Path: f.path, Labels: map[string]string{}})
+		return nil
+	}
 	switch {
 	case !ok:
 		return fmt.Errorf("%s names blob %s, which the layout archive does not hold", from, d.Digest)
@@ -194,7 +284,16 @@ func (w *walker) walk(d ociDescriptor, from string) error {
 	}
 	labels := map[string]string{}
 	count := map[string]int{}
+	present := 0
 	for _, c := range children {
+		if w.has(c.d.Digest) {
+			present++
+		}
+	}
+	for _, c := range children {
+		if w.partial && strings.HasSuffix(c.key, ".m.") && !w.has(c.d.Digest) && present > 0 {
+			continue // another platform's manifest, not cached
+		}
 		if err := w.walk(c.d, "blob "+d.Digest); err != nil {
 			return err
 		}
@@ -208,4 +307,10 @@ func (w *walker) walk(d ociDescriptor, from string) error {
 	w.done[d.Digest] = true
 	w.out = append(w.out, Blob{Descriptor: Descriptor{MediaType: d.MediaType, Digest: d.Digest, Size: d.Size}, Data: data, Labels: labels})
 	return nil
+}
+
+func (w *walker) has(digest string) bool {
+	_, inMem := w.blobs[digest]
+	_, inFile := w.files[digest]
+	return inMem || inFile
 }

@@ -30,6 +30,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // Record is one /dev/kmsg record: "PRI,SEQ,USEC,FLAGS;MESSAGE", followed by
@@ -77,7 +79,7 @@ type Finding struct {
 
 // Condition types the agent owns, with the reason each has while False.
 const (
-	ReadonlyFilesystem = "ReadonlyFilesystem"
+	ReadonlyFilesystem = nodecontract.ConditionReadonlyFilesystem
 )
 
 var rules = []struct {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // NICLinkDown is the condition the agent owns for the node's network
@@ -15,7 +17,7 @@ import (
 // own. While the primary NIC is down the API server cannot be reached: the
 // Event and the condition arrive once it is back, the Event with the time
 // the carrier was lost.
-const NICLinkDown = "NICLinkDown"
+const NICLinkDown = nodecontract.ConditionNICLinkDown
 
 // Link is one update about a network interface.
 type Link struct {

@@ -3,6 +3,8 @@ package health
 import (
 	"fmt"
 	"time"
+
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // Restarts of the node's own daemons. systemd restarts containerd and the
@@ -22,8 +24,8 @@ const (
 // RestartConditions are the condition types the agent owns for the daemons
 // it watches, by unit.
 var RestartConditions = map[string]string{
-	"containerd.service": "FrequentContainerdRestart",
-	"kubelet.service":    "FrequentKubeletRestart",
+	"containerd.service": nodecontract.ConditionFrequentContainerdRestart,
+	"kubelet.service":    nodecontract.ConditionFrequentKubeletRestart,
 }
 
 // Restarts turns a service's NRestarts, read now and then, into its

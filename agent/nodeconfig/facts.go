@@ -31,12 +31,19 @@ type Facts struct {
 	CPUs     int
 	MemTotal uint64
 	// BuildID is the image's build ID and ConfigDigest the digest of the
-	// user-data the instance was launched with (agent.ConfigDigest, 40 hex
+	// user-data the instance was launched with (nodecontract.UserDataLabel, 40 hex
 	// digits); drover rollout compares both with the launch template's.
 	BuildID, ConfigDigest string
 	// ACRProvider says the image ships the ACR credential provider
 	// (ACRProviderPath): the kubelet is configured to use it.
 	ACRProvider bool
+	// CachedRepositories are the repositories of the image's cached
+	// images (ImageCache.Repositories): the kubelet never makes a pod
+	// re-verify its pull credentials for them (KubeletConfig).
+	CachedRepositories []string
+	// KubeletVersion is the kubelet's Kubernetes version (v1.37.2); ""
+	// when not known.
+	KubeletVersion string
 }
 
 // Labels set from the facts; a node file may not set them (see
@@ -51,7 +58,7 @@ const (
 	// LabelBuildID is the image's build ID (the manifest's buildID).
 	LabelBuildID = "drover.dev/build-id"
 	// LabelNodeConfig is the first 40 hex digits of the digest of the
-	// user-data without its bootstrap token (agent.ConfigDigest).
+	// user-data without its bootstrap token (nodecontract.ConfigLabel).
 	LabelNodeConfig = "drover.dev/node-config"
 )
 

@@ -3,6 +3,8 @@ package nodeconfig
 import (
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -68,6 +70,12 @@ var kubeletInvariants = []kubeletInvariant{
 		"the client certificate from the bootstrap expires; without rotation the node drops out of the cluster and would need a new bootstrap token",
 		func(k *kubeletv1beta1.KubeletConfiguration) { k.RotateCertificates = true },
 		func(k *kubeletv1beta1.KubeletConfiguration) bool { return k.RotateCertificates }},
+	{"tlsCipherSuites", "drover's ECDHE AES-GCM and ChaCha20 suites (" + strings.Join(KubeletCipherSuites, ",") + ")",
+		"without it the kubelet API's TLS 1.2 takes Go's default suites, which include the CBC ones CIS ACK 4.2.10 does not permit; TLS 1.3's are all strong and not configurable",
+		func(k *kubeletv1beta1.KubeletConfiguration) { k.TLSCipherSuites = slices.Clone(KubeletCipherSuites) },
+		func(k *kubeletv1beta1.KubeletConfiguration) bool {
+			return slices.Equal(k.TLSCipherSuites, KubeletCipherSuites)
+		}},
 	{"serverTLSBootstrap", "false",
 		"drover kubelets serve with a self-signed certificate; serving-certificate CSRs are not approved automatically, so with it the kubelet API (logs, exec) would have no certificate",
 		func(k *kubeletv1beta1.KubeletConfiguration) { k.ServerTLSBootstrap = false },
@@ -80,6 +88,17 @@ var kubeletInvariants = []kubeletInvariant{
 		"a serving key named here would have to be in the user-data, which anything reaching the metadata service can read",
 		func(k *kubeletv1beta1.KubeletConfiguration) { k.TLSPrivateKeyFile = "" },
 		func(k *kubeletv1beta1.KubeletConfiguration) bool { return k.TLSPrivateKeyFile == "" }},
+}
+
+// KubeletCipherSuites are the kubelet API's TLS 1.2 cipher suites: those
+// of the CIS ACK benchmark's 4.2.10 with forward secrecy (ECDHE), leaving
+// out its two static-RSA ones. The serving certificate is P-256, so the
+// ECDSA ones are those negotiated; the RSA ones serve a pool that names an
+// RSA pair, should drover ever let it.
+var KubeletCipherSuites = []string{
+	"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+	"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+	"TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384", "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305",
 }
 
 // KubeletSysctls are the kernel settings the kubelet requires when

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/mod/semver"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -75,6 +76,26 @@ func KubeletConfig(c *Config, f Facts) ([]byte, error) {
 		NodeStatusUpdateFrequency:       metav1.Duration{Duration: NodeStatusUpdateFrequency},
 		ShutdownGracePeriod:             metav1.Duration{Duration: ShutdownGracePeriod},
 		ShutdownGracePeriodCriticalPods: metav1.Duration{Duration: ShutdownGracePeriodCriticalPods},
+		// The kubelet's own default, written out: a file that left it
+		// unset reads "0s", which CIS ACK 4.2.5 (not 0) fails when an
+		// auditor reads the file instead of /configz.
+		StreamingConnectionIdleTimeout: metav1.Duration{Duration: 4 * time.Hour},
+	}
+	if len(f.CachedRepositories) > 0 && verifiesPulledImages(f.KubeletVersion) {
+		// A cached image is on the node for every pod, as a preloaded
+		// image is under the kubelet's default policy
+		// (NeverVerifyPreloadedImages). But that default counts an image
+		// as preloaded only while the kubelet has no pull record of its
+		// image ID: once it pulled the same content under another name (a
+		// registry's other endpoint, a mirror), a pod naming the cached
+		// repository must pull again to show its credentials, and with
+		// the registry unreachable it never starts. The allowlist exempts
+		// the cached repositories whatever the kubelet pulled; every other
+		// image present on the node is verified, as the default does for
+		// images the kubelet pulled (drover preloads nothing else the
+		// kubelet runs: the sandbox image is containerd's).
+		kc.ImagePullCredentialsVerificationPolicy = kubeletv1beta1.NeverVerifyAllowlistedImages
+		kc.PreloadedImagesVerificationAllowlist = slices.Clone(f.CachedRepositories)
 	}
 	if r, ok := Reserve(f.CPUs, f.MemTotal); ok {
 		kc.KubeReserved, kc.SystemReserved, kc.EvictionHard = r.KubeReserved, r.SystemReserved, r.EvictionHard
@@ -123,6 +144,18 @@ func KubeletConfig(c *Config, f Facts) ([]byte, error) {
 const NodeStatusUpdateFrequency = 4 * time.Second
 
 func ptr[T any](v T) *T { return &v }
+
+// verifiesPulledImages says whether a kubelet of this version verifies a
+// pod's credentials for an image already on the node, and so takes
+// imagePullCredentialsVerificationPolicy: its feature gate
+// KubeletEnsureSecretPulledImages is beta and on from 1.35, alpha and off
+// before (kubernetes.io, feature gates), and drover sets no gates
+// (featureGates is drover's). With the gate off the kubelet refuses a
+// configuration that sets the policy or its allowlist, so an unknown
+// version sets neither.
+func verifiesPulledImages(version string) bool {
+	return semver.IsValid(version) && semver.Compare(semver.Canonical(version), "v1.35.0") >= 0
+}
 
 // KubeletFlags gives the kubelet's command-line flags for what the
 // configuration file cannot say, sorted. nodeIP is the address the Node

@@ -150,6 +150,7 @@ func TestBrokenKubeletInvariants(t *testing.T) {
 		"healthzBindAddress = a loopback address (127.0.0.1 or ::1)",
 		"protectKernelDefaults = true",
 		"rotateCertificates = true",
+		"tlsCipherSuites = drover's ECDHE AES-GCM and ChaCha20 suites (" + strings.Join(KubeletCipherSuites, ",") + ")",
 	}
 	if got := BrokenKubeletInvariants([]byte("kind: KubeletConfiguration\n")); !slices.Equal(got, want) {
 		t.Errorf("BrokenKubeletInvariants(empty) = %q, want %q", got, want)

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/drover-os/drover/internal/retry"
 )
 
 // Retry timing: exponential from retryBase, capped at retryCap, with "equal
@@ -19,6 +21,13 @@ const (
 	retryBase = 200 * time.Millisecond
 	retryCap  = 5 * time.Second
 )
+
+// RetryPolicy is the agent's one retry policy (its waits; how long to go
+// on is each caller's budget): the metadata client and the drift guard's
+// and health reporter's reports to the API server use it.
+func RetryPolicy() retry.Policy {
+	return retry.Policy{Base: retryBase, Max: retryCap, Jitter: retry.Equal}
+}
 
 // outcome is the result of one HTTP exchange.
 type outcome struct {
@@ -82,7 +91,7 @@ func (c *ECSClient) roundTrip(ctx context.Context, method, path, token string, t
 		return outcome{err: transportError(err, timeout)}
 	}
 	defer resp.Body.Close()
-	o := outcome{code: resp.StatusCode, status: resp.Status, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"))}
+	o := outcome{code: resp.StatusCode, status: resp.Status, retryAfter: retry.ParseRetryAfter(resp.Header.Get("Retry-After"))}
 	o.body, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		return outcome{err: fmt.Errorf("reading the answer (%s): %w", resp.Status, transportError(err, timeout))}
@@ -104,14 +113,6 @@ func transportError(err error, timeout time.Duration) error {
 		return fmt.Errorf("no answer within %s: %w", timeout, err)
 	}
 	return err
-}
-
-func parseRetryAfter(v string) time.Duration {
-	secs, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || secs <= 0 {
-		return 0
-	}
-	return time.Duration(secs) * time.Second
 }
 
 // get fetches path within budget b, with the token protocol and retries. A final
@@ -218,25 +219,10 @@ func (c *ECSClient) forgetToken(token string) {
 	}
 }
 
-// Backoff is the agent's one retry policy: the wait before attempt+1
-// (attempt counts from 1), exponential from retryBase, capped at retryCap,
-// with equal jitter from jitter in [0,1). The metadata client and the drift
-// guard's reports to the API server use it.
-func Backoff(attempt int, jitter float64) time.Duration {
-	d := retryCap
-	if attempt < 16 { // beyond that the shift would only overflow past the cap
-		d = min(retryBase<<(max(attempt, 1)-1), retryCap)
-	}
-	return d/2 + time.Duration(jitter*float64(d/2))
-}
-
-// backoff is the wait before attempt+1.
+// backoff is the wait before attempt+1 (attempt counts from 1), at least
+// the answer's Retry-After up to the cap.
 func (c *ECSClient) backoff(attempt int, o outcome) time.Duration {
-	wait := Backoff(attempt, c.rand())
-	if ra := min(o.retryAfter, retryCap); ra > wait {
-		wait = ra
-	}
-	return wait
+	return RetryPolicy().Wait(attempt-1, o.retryAfter, c.rand())
 }
 
 // pause logs a failed attempt and waits before the next one, or gives up with an

@@ -109,6 +109,8 @@ func ParseBlkid(out string) Probe {
 			p.Type = v
 		case "UUID":
 			p.UUID = v
+		case "LABEL":
+			p.Label = v
 		case "PTTYPE":
 			p.PTType = v
 		}

@@ -141,6 +141,10 @@ func TestParseBlkid(t *testing.T) {
 			Probe{Found: true, Type: "ext4", UUID: "1b2c-3d"}},
 		{"DEVNAME=/dev/vdc\nPTUUID=5a0e\nPTTYPE=gpt\n", Probe{Found: true, PTType: "gpt"}},
 		{"DEVNAME=/dev/vdd\nPTUUID=5a0e\n", Probe{Found: true}},
+		// util-linux 2.41 on an image cache disk (fsck.erofs-made images
+		// probe the same).
+		{"DEVNAME=/dev/vde\nLABEL=drover-images\nUUID=0f0f0f0f-0000-4000-8000-000000000000\nBLOCK_SIZE=4096\nTYPE=erofs\nUSAGE=filesystem\n",
+			Probe{Found: true, Type: "erofs", UUID: "0f0f0f0f-0000-4000-8000-000000000000", Label: "drover-images"}},
 	} {
 		if got := ParseBlkid(tc.out); got != tc.want {
 			t.Errorf("ParseBlkid(%q) = %+v, want %+v", tc.out, got, tc.want)

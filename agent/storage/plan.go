@@ -10,6 +10,7 @@ package storage
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/drover-os/drover/agent/nodeconfig"
@@ -33,9 +34,17 @@ type Disk struct {
 // nothing (exit status 2). Err: blkid could not tell (the disk is then
 // treated as holding something).
 type Probe struct {
-	Found              bool
-	Type, UUID, PTType string
-	Err                string
+	Found                     bool
+	Type, UUID, Label, PTType string
+	Err                       string
+}
+
+// IsImageCache says whether d is the image cache disk (drover build's
+// <name>.images.raw, nodeconfig.ImageCacheLabel): the agent imports its
+// images and never writes to it, so it is neither container storage nor
+// a disk the node leaves unused.
+func IsImageCache(d Disk) bool {
+	return d.Probe.Type == "erofs" && d.Probe.Label == nodeconfig.ImageCacheLabel
 }
 
 // Record is what the agent keeps in RecordPath across boots: the data
@@ -113,6 +122,7 @@ func size(b uint64) string {
 // storage field; rec is the record from an earlier boot (nil on the
 // first); newUUID is the UUID a new filesystem gets.
 func Plan(mode string, disks []Disk, rec *Record, newUUID string) Decision {
+	disks = slices.DeleteFunc(slices.Clone(disks), IsImageCache)
 	if mode == nodeconfig.StorageSystem {
 		return Decision{Why: "the node file says storage: system"}
 	}

@@ -22,6 +22,7 @@ var (
 	unknown = Disk{Name: "vdg", Path: "/dev/vdg", Size: 1 << 30, Probe: Probe{Err: "blkid -p /dev/vdg: exit status 8"}}
 	odd     = Disk{Name: "vdh", Path: "/dev/vdh", Size: 1 << 30, Probe: Probe{Found: true}}
 	mine    = Disk{Name: "nvme1n1", Path: "/dev/nvme1n1", Size: 2 << 30, Probe: Probe{Found: true, Type: "ext4", UUID: ours}}
+	cache   = Disk{Name: "vdi", Path: "/dev/vdi", Size: 1 << 30, Probe: Probe{Found: true, Type: "erofs", UUID: "0f0f0f0f-0000-4000-8000-000000000000", Label: nodeconfig.ImageCacheLabel}}
 	torn    = Disk{Name: "vdb", Path: "/dev/vdb", Size: 2 << 30, Probe: Probe{Found: true, Type: "ext4", UUID: ours}}
 )
 
@@ -53,6 +54,11 @@ func TestPlan(t *testing.T) {
 				"/dev/vdg could not be probed (blkid -p /dev/vdg: exit status 8): never touched",
 				"/dev/vdh holds something blkid names no type for: never touched",
 			}},
+		// The image cache disk is the agent's to import from: neither
+		// storage nor a disk to warn about.
+		{name: "one empty disk beside the image cache disk", mode: "auto", disks: []Disk{cache, empty1}, use: "/dev/vdb", format: true, uuid: fresh,
+			record: &Record{UUID: fresh, State: StateFormatting}},
+		{name: "the image cache disk alone", mode: "auto", disks: []Disk{cache}, why: "the instance has no data disk", record: &Record{State: StateSystem}},
 		{name: "two empty disks", mode: "auto", disks: []Disk{empty1, empty2}, why: "2 empty data disks (/dev/vdb /dev/vdc): which one is meant is not clear",
 			record: &Record{State: StateSystem}, unused: []string{
 				"/dev/vdb is empty, but so is another data disk: which one is meant is not clear; attach exactly one empty data disk",

@@ -5,7 +5,7 @@ import (
 	"compress/gzip"
 	"testing"
 
-	"github.com/drover-os/drover/agent/agent"
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // The node-config label must stay put when only the bootstrap token
@@ -25,7 +25,7 @@ func TestConfigDigest(t *testing.T) {
 	}
 	dig := func(b []byte) string {
 		t.Helper()
-		d, err := agent.ConfigDigest(b)
+		d, err := nodecontract.ConfigDigest(b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,10 +57,10 @@ func TestConfigDigest(t *testing.T) {
 	zw := gzip.NewWriter(&gz)
 	zw.Write(render(*s))
 	zw.Close()
-	if _, err := agent.ConfigDigest(gz.Bytes()); err != nil {
+	if _, err := nodecontract.ConfigDigest(gz.Bytes()); err != nil {
 		t.Errorf("gzip-compressed user-data: %v", err)
 	}
-	if _, err := agent.ConfigDigest([]byte("#!/bin/sh\n")); err == nil {
+	if _, err := nodecontract.ConfigDigest([]byte("#!/bin/sh\n")); err == nil {
 		t.Error("a shell script was given a digest")
 	}
 }

@@ -28,6 +28,8 @@ import (
 	"github.com/aliyun/alibabacloud-oss-go-sdk-v2/oss"
 	osscreds "github.com/aliyun/alibabacloud-oss-go-sdk-v2/oss/credentials"
 	"github.com/aliyun/credentials-go/credentials/providers"
+
+	"github.com/drover-os/drover/internal/retry"
 )
 
 // Options selects the region and, for tests and private endpoints, where
@@ -74,8 +76,14 @@ func New(o Options) (*Clients, error) {
 	sc.Domain = host
 	c.ESS = sc
 
+	// The SDK's upload CRC check is off: publish checks each upload end
+	// to end instead (the object's x-oss-hash-crc64ecma against the
+	// file's CRC-64, publish.upload). The SDK's check combines the CRCs
+	// of the parts one run sent, so it failed ("client 0") a resumed upload
+	// that had no part left to send (uploader.go, combineCRC, v1.6.1).
 	oc := oss.LoadDefaultConfig().WithRegion(o.Region).
-		WithCredentialsProvider(osscreds.CredentialsProviderFunc(chain.oss))
+		WithCredentialsProvider(osscreds.CredentialsProviderFunc(chain.oss)).
+		WithDisableUploadCRC64Check(true)
 	if ep := pick(o.OSSEndpoint, "DROVER_OSS_ENDPOINT"); ep != "" {
 		u, plain := endpoint(ep)
 		// A private endpoint (the emulator) has no bucket subdomains.
@@ -177,30 +185,32 @@ func transient(err error) bool {
 		c == "UnknownError" || c == "OperationConflict" || strings.HasPrefix(c, "IncorrectInstanceStatus.Initializing")
 }
 
-// Backoff is the wait before retry attempt n (0-based): 1 s doubling to 30 s.
-// A variable so tests run fast.
-var Backoff = func(n int) time.Duration { return min(time.Second<<min(n, 5), 30*time.Second) }
+// Policy is the Alibaba Cloud APIs' retry policy: the documented
+// transient errors retried 8 times, 1 s doubling to 30 s (1, 2, 4, 8, 16,
+// 30, 30, 30: two minutes in all, past a per-second throttling window).
+func Policy() retry.Policy {
+	return retry.Policy{Base: time.Second, Max: 30 * time.Second, Retries: 8,
+		Retryable: func(err error) (bool, time.Duration) { return transient(err), 0 }}
+}
 
-// Retries is how many times a transient error is retried.
-const Retries = 8
-
-// Retry calls fn until it succeeds, fails with a non-transient error, the
-// retries run out or ctx ends. what names the call in the error.
+// Retry calls fn under Policy: until it succeeds, fails with a
+// non-transient error, the retries run out or ctx ends. what names the
+// call in the error.
 func Retry(ctx context.Context, what string, fn func() error) error {
-	for n := 0; ; n++ {
-		err := fn()
-		if err == nil {
-			return nil
-		}
-		if !transient(err) || n >= Retries {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
-		case <-time.After(Backoff(n)):
-		}
+	return RetryWith(ctx, Policy(), what, fn)
+}
+
+// RetryWith is Retry under another policy (tests pass a fast one).
+func RetryWith(ctx context.Context, p retry.Policy, what string, fn func() error) error {
+	err := p.Do(ctx, fn, nil)
+	var ex *retry.Exhausted
+	if errors.As(err, &ex) {
+		err = ex.Err
 	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
 }
 
 // ClientToken returns a new idempotence token for one call, kept across its

@@ -168,6 +168,13 @@ func run(ctx context.Context) error {
 		Images: func(ctx context.Context, archive string, labels map[string]string) (containerd.Result, error) {
 			return containerd.ImportArchive(ctx, containerd.Socket, containerd.CRINamespace, archive, labels)
 		},
+		// The image cache: layouts in the root or on the cache disk,
+		// which the agent mounts read-only in its own namespace.
+		ImportLayout:   agent.ImportLayout,
+		KubeletVersion: agent.KubeletVersion,
+		MountReadOnly: func(dev, dir, fstype string) error {
+			return syscall.Mount(dev, dir, fstype, syscall.MS_RDONLY|syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "")
+		},
 		PowerOff: systemd.PowerOff,
 		Prefetch: func(paths ...string) { prefetch(paths, status.Uptime("/")) },
 		Kube: func(server string, ca []byte, cert string) (agent.NodeAPI, error) {

@@ -36,13 +36,13 @@ var pathInputs = map[string]struct {
 	"userdata": {flags: []string{"from", "ca-file"}},
 	"diff":     {args: true},
 	"verify":   {args: true, flags: []string{"manifest", "pub"}},
-	"publish":  {args: true, flags: []string{"manifest", "pub"}},
+	"publish":  {args: true, flags: []string{"manifest", "pub", "checkpoint-dir"}},
 	"rollout":  {flags: []string{"userdata", "kubeconfig"}},
 }
 
 // notPathFlags are the string flags that are not paths, by command.
 var notPathFlags = map[string][]string{
-	"drover":      {"mirror", "security-mirror"},
+	"drover":      {"mirror", "security-mirror", "registry-mirror"},
 	"lock":        {"toolchain"},
 	"run":         {"until", "cluster"},
 	"smoke":       {"kubernetes-version"},
@@ -51,7 +51,7 @@ var notPathFlags = map[string][]string{
 	"publish":     {"region", "bucket", "object-prefix", "image-name", "platform", "architecture", "ecs-endpoint", "oss-endpoint"},
 	// rollout's --image is an image ID (m-…) or a file: it is read in
 	// this process, so left as given.
-	"rollout": {"scaling-group", "image", "region", "ecs-endpoint", "ess-endpoint"},
+	"rollout": {"scaling-group", "image", "region", "ecs-endpoint", "ess-endpoint", "max-unavailable", "surge", "max-unhealthy"},
 	// verify reads --expect-lock and --expect-recipe in this process and
 	// names them in a mismatch as the user typed them ("from --expect-lock
 	// recipes/ecs-node.yaml.lock"); --expect-builder is an ID.

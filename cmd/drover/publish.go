@@ -1,17 +1,18 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/drover-os/drover/cloud/aliyun"
+	"github.com/drover-os/drover/cloud/event"
 	"github.com/drover-os/drover/image/verify"
 	"github.com/drover-os/drover/publish"
 )
@@ -24,6 +25,8 @@ func newPublishCmd() *cobra.Command {
 		checkProvenance          bool
 		dryRun, asJSON           bool
 		partSize                 int64
+		checkpointDir            string
+		keepObject               bool
 	)
 	cmd := &cobra.Command{
 		Use:   "publish IMAGE",
@@ -35,26 +38,44 @@ It first runs drover verify's checks on IMAGE against its manifest
 (<name>.manifest.json beside it) and refuses an image that does not match,
 before any network call. A qcow2 is checked by its digest, which needs the
 signed provenance: pass --provenance --pub KEY.pub, or publish the .raw.
+An image with cached images on a cache disk has <name>.images.raw beside
+it; its size and sha256 must be the manifest's too.
 
 Then it looks for an image of the build: one in the region tagged
 drover:build-id=<the manifest's buildID>. An Available one is reused (no
 upload, no import); one still being imported or copied (an earlier run that
 was interrupted) is waited for. Otherwise it uploads IMAGE to
-oss://BUCKET/PREFIX<image name>.<ext> (multipart), calls ImportImage with
+oss://BUCKET/PREFIX<image name>.<ext> (multipart; an upload that was
+interrupted resumes from the parts OSS holds, by the checkpoint in
+--checkpoint-dir; the object's CRC-64 must then be the file's), calls
+ImportImage with
 BootMode UEFI, OSType linux, Platform, Architecture from the manifest (x86_64
 or arm64), the format from the file name, DiskImageSize = the manifest's
 diskSize rounded up to GiB, Features.NvmeSupport=supported,
 Features.ImdsSupport=v2 and the tags drover:root-hash, drover:build-id,
 drover:name, drover:version (drover:secure-boot=signed with --secure-boot),
-and waits until the image is Available. Each --copy-to region gets a
+and waits until the image is Available; then it deletes the object (ECS
+keeps its own copy; --keep-object keeps it). Each --copy-to region gets a
 CopyImage, tagged the same way and waited for. Running it again is safe.
 
+The cache disk, when there is one, is uploaded beside the image (to
+<image name>.images.raw) and imported with it as its data disk
+(DiskDeviceMapping.2, RAW, its size rounded up to GiB): ECS keeps it as a
+snapshot of the image, and every instance created from the image, by a
+launch template or a scaling group, gets it as a data disk with nothing
+in the template; the agent finds it by label and UUID. So a new cache is
+a new image (and a rollout). A launch template DataDisk naming that
+snapshot (DescribeImages, DiskDeviceMappings, Type data) attaches it to
+instances of another image too. Both objects are deleted after import.
+
 stdout carries only the result: the image ID in --region on the first line,
-then "REGION IMAGEID" per copy; with --json one object
-{imageName, buildID, rootHash, images: [{region, imageId, action}]} where
-action is create, reuse or wait. Progress goes to stderr (with --json, one
-JSON object per event). --dry-run prints the plan, after looking up the
-existing images (read-only), and writes nothing.
+then "REGION IMAGEID" per copy; progress goes to stderr. With --json,
+stdout carries one JSON object per line, the same events as drover rollout
+--json prints (docs/events.md): the progress, then a last "done" event whose
+result is {imageName, buildID, rootHash, images: [{region, imageId, action}]}
+where action is create, reuse or wait (with --dry-run, a last "plan").
+--dry-run prints the plan, after looking up the existing images
+(read-only), and writes nothing.
 
 Credentials come from the standard Alibaba Cloud chain: the environment
 (ALIBABA_CLOUD_ACCESS_KEY_ID, ALIBABA_CLOUD_ACCESS_KEY_SECRET,
@@ -96,7 +117,7 @@ verify or publishing failed, 2 on usage errors.`,
 				return &exitError{code: 2, err: fmt.Errorf("%s is a qcow2 image, which drover verify checks only by its digest against the signed provenance: "+
 					"pass --provenance --pub KEY.pub, or publish the .raw image beside it", req.Image)}
 			}
-			log := newPublishLog(cmd.ErrOrStderr(), asJSON)
+			log := newPublishLog(cmd.OutOrStdout(), cmd.ErrOrStderr(), asJSON)
 			// The image is checked before anything talks to a cloud.
 			r, err := checkImage(ctx, req.Image, manifestPath, m, pub, verify.Expect{})
 			if err != nil {
@@ -104,35 +125,42 @@ verify or publishing failed, 2 on usage errors.`,
 			}
 			if len(r.problems) > 0 {
 				for _, p := range r.problems {
-					log.event(publish.Event{Event: "verify", Message: p.String()})
+					log.event(publish.Event{Kind: "verify", Message: p.String()})
 				}
 				return &exitError{code: 1, err: fmt.Errorf("refusing to publish %s: it does not match %s (%d problems: %s); re-copy it from the build output or rebuild it",
 					req.Image, manifestPath, len(r.problems), strings.Join(problemParts(r), ", "))}
 			}
 			var ok strings.Builder
 			verifyText(&ok, r)
-			log.event(publish.Event{Event: "verify", Message: strings.TrimSpace(strings.SplitN(ok.String(), "\n", 2)[0])})
+			log.event(publish.Event{Kind: "verify", Message: strings.TrimSpace(strings.SplitN(ok.String(), "\n", 2)[0])})
 
 			clients, err := aliyun.New(aliyun.Options{Region: plan.Region, ECSEndpoint: ecsEndpoint, OSSEndpoint: ossEndpoint})
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			pb := &publish.Publisher{Clients: clients, Events: log.event, PartSize: partSize}
+			if checkpointDir == "" {
+				cache, err := os.UserCacheDir()
+				if err != nil {
+					return &exitError{code: 2, err: fmt.Errorf("no cache directory for the upload checkpoint (%w): pass --checkpoint-dir", err)}
+				}
+				checkpointDir = filepath.Join(cache, "drover", "upload")
+			}
+			pb := &publish.Publisher{Clients: clients, Events: log.event, PartSize: partSize, CheckpointDir: checkpointDir, KeepObject: keepObject}
 			out := cmd.OutOrStdout()
 			if dryRun {
 				decisions, err := pb.Lookup(ctx, plan)
 				if err != nil {
 					// The plan is still worth printing: say what it
 					// could not know.
-					log.event(publish.Event{Event: "lookup", Message: "existing images not looked up: " + err.Error()})
+					log.event(publish.Event{Kind: "lookup", Message: "existing images not looked up: " + err.Error()})
 				}
-				return writePlan(out, plan, decisions, asJSON)
+				return writePlan(out, log, plan, decisions)
 			}
 			res, err := pb.Publish(ctx, plan)
 			if err != nil {
 				return err
 			}
-			if err := writeResult(out, res, asJSON); err != nil {
+			if err := writeResult(out, log, res); err != nil {
 				return fmt.Errorf("writing the result: %w", err)
 			}
 			return nil
@@ -153,10 +181,12 @@ verify or publishing failed, 2 on usage errors.`,
 	f.BoolVar(&checkProvenance, "provenance", false, "also check the signed provenance, as drover verify --provenance does (needed for a qcow2)")
 	f.StringVar(&pubKey, "pub", "", "public key (PEM) the provenance must be signed with (with --provenance)")
 	f.BoolVar(&dryRun, "dry-run", false, "print the plan, after looking up existing images; upload, import, copy and tag nothing")
-	f.BoolVar(&asJSON, "json", false, "print the result as JSON, and progress as one JSON object per line on stderr")
+	f.BoolVar(&asJSON, "json", false, "print progress and the result as JSON events, one per line on stdout (docs/events.md)")
 	f.StringVar(&ecsEndpoint, "ecs-endpoint", "", "ECS API endpoint, host:port or URL, for private endpoints and tests (default $DROVER_ECS_ENDPOINT, else the SDK's for --region)")
 	f.StringVar(&ossEndpoint, "oss-endpoint", "", "OSS endpoint, host:port or URL, for private endpoints and tests (default $DROVER_OSS_ENDPOINT, else the SDK's for --region)")
 	f.Int64Var(&partSize, "part-size", 0, "OSS multipart upload part size in bytes (default: the SDK's)")
+	f.StringVar(&checkpointDir, "checkpoint-dir", "", "directory of the upload checkpoint, from which an interrupted upload resumes (default <user cache dir>/drover/upload)")
+	f.BoolVar(&keepObject, "keep-object", false, "keep the uploaded object in the bucket once the image is Available (default: deleted)")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: 2, err: err} })
 	return cmd
 }
@@ -174,25 +204,34 @@ func problemParts(r verifyResult) []string {
 	return where
 }
 
-// publishLog writes progress to stderr: text lines, or JSON objects.
+// publishLog prints progress: text lines on stderr, or with --json every
+// event, the result last, as one JSON line on stdout (cloud/event), as
+// drover rollout prints its own.
 type publishLog struct {
-	w      io.Writer
-	asJSON bool
+	w    io.Writer
+	json func(publish.Event) // nil without --json
 }
 
-func newPublishLog(w io.Writer, asJSON bool) *publishLog { return &publishLog{w, asJSON} }
+func newPublishLog(stdout, stderr io.Writer, asJSON bool) *publishLog {
+	l := &publishLog{w: stderr}
+	if asJSON {
+		l.json = event.JSONLines(stdout, time.Now)
+	}
+	return l
+}
 
 func (l *publishLog) event(e publish.Event) {
-	if l.asJSON {
-		b, _ := json.Marshal(e)
-		fmt.Fprintf(l.w, "%s\n", b)
+	if l.json != nil {
+		l.json(e)
 		return
 	}
 	fmt.Fprintf(l.w, "drover publish: %s\n", e.Message)
 }
 
-func writePlan(w io.Writer, p *publish.Plan, decisions map[string]publish.Decision, asJSON bool) error {
-	if !asJSON {
+// writePlan prints the plan on w, or with --json as the last event (plan),
+// its Result the plan and what each region gets.
+func writePlan(w io.Writer, log *publishLog, p *publish.Plan, decisions map[string]publish.Decision) error {
+	if log.json == nil {
 		_, err := io.WriteString(w, p.Text(decisions))
 		return err
 	}
@@ -206,26 +245,24 @@ func writePlan(w io.Writer, p *publish.Plan, decisions map[string]publish.Decisi
 		d := decisions[r]
 		rs = append(rs, region{r, string(d.Action), d.ImageID})
 	}
-	b, err := json.MarshalIndent(struct {
+	log.event(publish.Event{Kind: event.Plan, Message: p.Text(decisions), Result: struct {
 		DryRun  bool          `json:"dryRun"`
 		Plan    *publish.Plan `json:"plan"`
 		Regions []region      `json:"regions"`
-	}{true, p, rs}, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
+	}{true, p, rs}})
+	return nil
 }
 
-func writeResult(w io.Writer, res *publish.Result, asJSON bool) error {
-	if asJSON {
-		b, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
-			return err
+// writeResult prints the image IDs on w, or with --json the last event
+// (done), its Result the images.
+func writeResult(w io.Writer, log *publishLog, res *publish.Result) error {
+	if log.json != nil {
+		var where []string
+		for _, im := range res.Images {
+			where = append(where, im.ImageID+" in "+im.Region)
 		}
-		_, err = w.Write(append(b, '\n'))
-		return err
+		log.event(publish.Event{Kind: event.Done, Message: strings.Join(where, ", "), Result: res})
+		return nil
 	}
 	var b strings.Builder
 	for i, im := range res.Images {

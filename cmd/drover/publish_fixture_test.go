@@ -122,12 +122,19 @@ func publishImage(t *testing.T) string {
 type callLog struct {
 	mu    sync.Mutex
 	lines []string
+	// on, when set, sees each line as it is logged (under the log's lock).
+	on func(line string)
 }
 
 func (l *callLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lines = append(l.lines, strings.Split(strings.TrimSpace(string(p)), "\n")...)
+	for _, line := range strings.Split(strings.TrimSpace(string(p)), "\n") {
+		l.lines = append(l.lines, line)
+		if l.on != nil {
+			l.on(line)
+		}
+	}
 	return len(p), nil
 }
 

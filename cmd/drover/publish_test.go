@@ -4,15 +4,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
+	"github.com/aliyun/alibabacloud-oss-go-sdk-v2/oss"
+	"github.com/aliyun/alibabacloud-oss-go-sdk-v2/oss/credentials"
 
+	"github.com/drover-os/drover/cloud/event"
 	"github.com/drover-os/drover/harness/ecsapi"
 	"github.com/drover-os/drover/image/build"
 )
@@ -55,10 +62,7 @@ func newCloud(t *testing.T, importDelay time.Duration) *cloud {
 // in the environment only.
 func (c *cloud) publish(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(droverBin, append([]string{"publish", "--region", pubRegion, "--bucket", pubBucket, "--poll-interval", "100ms"}, args...)...)
-	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"),
-		"ALIBABA_CLOUD_ACCESS_KEY_ID=" + pubKeyID, "ALIBABA_CLOUD_ACCESS_KEY_SECRET=" + pubSecret,
-		"DROVER_ECS_ENDPOINT=http://" + c.eps.ECS, "DROVER_OSS_ENDPOINT=http://" + c.eps.OSS}
+	cmd := c.command(t, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -68,6 +72,24 @@ func (c *cloud) publish(t *testing.T, args ...string) (stdout, stderr string, co
 		t.Fatal(err)
 	}
 	return out.String(), errb.String(), code
+}
+
+func (c *cloud) command(t *testing.T, args ...string) *exec.Cmd {
+	cmd := exec.Command(droverBin, append([]string{"publish", "--region", pubRegion, "--bucket", pubBucket, "--poll-interval", "100ms"}, args...)...)
+	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"),
+		"ALIBABA_CLOUD_ACCESS_KEY_ID=" + pubKeyID, "ALIBABA_CLOUD_ACCESS_KEY_SECRET=" + pubSecret,
+		"DROVER_ECS_ENDPOINT=http://" + c.eps.ECS, "DROVER_OSS_ENDPOINT=http://" + c.eps.OSS}
+	return cmd
+}
+
+// headObject is OSS HeadObject through the OSS SDK: nil when the object
+// is there, else the error (NoSuchKey when it is not).
+func (c *cloud) headObject(t *testing.T, key string) error {
+	t.Helper()
+	o := oss.NewClient(oss.LoadDefaultConfig().WithRegion(pubRegion).WithEndpoint(c.eps.OSS).WithDisableSSL(true).WithUsePathStyle(true).
+		WithCredentialsProvider(credentials.NewStaticCredentialsProvider(pubKeyID, pubSecret)))
+	_, err := o.HeadObject(context.Background(), &oss.HeadObjectRequest{Bucket: oss.Ptr(pubBucket), Key: oss.Ptr(key)})
+	return err
 }
 
 // images lists the emulated account's images of the test build through
@@ -148,7 +170,7 @@ func TestPublishImportsThenReuses(t *testing.T) {
 	}
 	c.srv.ThrottleNext("ImportImage", 1)
 	c.srv.ThrottleNext("DescribeImages", 1)
-	stdout, stderr, code := c.publish(t, "--copy-to", "cn-test2", "--part-size", "102400", img)
+	stdout, stderr, code := c.publish(t, "--copy-to", "cn-test2", "--part-size", "102400", "--keep-object", img)
 	if code != 0 {
 		t.Fatalf("exit %d\nstderr: %s\ncalls:\n%s", code, stderr, c.log.all())
 	}
@@ -215,26 +237,143 @@ func TestPublishImportsThenReuses(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("second run: exit %d\nstderr: %s", code, stderr)
 	}
+	// --json: every stdout line is one event (cloud/event, the type
+	// drover rollout prints), progress first, the result last.
 	var res struct {
 		Images []struct{ Region, ImageID, Action string }
 	}
-	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
-		t.Fatalf("second run's stdout is not one JSON object: %v\n%s", err, stdout)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var kinds []string
+	for i, line := range lines {
+		var e struct {
+			event.Event
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("--json stdout line %d is not an event: %v\n%s", i+1, err, line)
+		}
+		if e.Time.IsZero() || e.Message == "" {
+			t.Errorf("--json event without a time or a message: %s", line)
+		}
+		kinds = append(kinds, e.Kind)
+		if i == len(lines)-1 {
+			if e.Kind != event.Done {
+				t.Fatalf("--json last event %q, want %q: %s", e.Kind, event.Done, line)
+			}
+			if err := json.Unmarshal(e.Result, &res); err != nil {
+				t.Fatalf("--json done event's result: %v\n%s", err, line)
+			}
+		}
+	}
+	if !slices.Contains(kinds, "verify") || !slices.Contains(kinds, "found") {
+		t.Errorf("--json events %v lack the verify and found steps", kinds)
 	}
 	wantRes := []struct{ Region, ImageID, Action string }{{pubRegion, im.ImageId, "reuse"}, {"cn-test2", copies[0].ImageId, "reuse"}}
 	if len(res.Images) != 2 || res.Images[0] != wantRes[0] || res.Images[1] != wantRes[1] {
 		t.Errorf("second run's images %+v, want %+v", res.Images, wantRes)
 	}
-	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
-		if !json.Valid([]byte(line)) {
-			t.Errorf("--json stderr line is not JSON: %s", line)
-		}
+	if stderr != "" {
+		t.Errorf("--json wrote to stderr (its events go to stdout):\n%s", stderr)
 	}
 	after := strings.TrimPrefix(c.log.all(), before)
 	for _, call := range []string{"ecs ImportImage", "ecs CopyImage", "ecs TagResources", "oss PUT", "oss POST"} {
 		if strings.Contains(after, call) {
 			t.Errorf("second run made a %s call:\n%s", call, after)
 		}
+	}
+	// Without --keep-object the object goes once the image is Available,
+	// also one an earlier run left.
+	if err := c.headObject(t, object); !isOSSCode(err, "NoSuchKey") {
+		t.Errorf("HeadObject %s after the second run (no --keep-object): %v, want NoSuchKey", object, err)
+	}
+}
+
+func isOSSCode(err error, code string) bool {
+	var se *oss.ServiceError
+	return errors.As(err, &se) && se.Code == code
+}
+
+// TestPublishResumesUpload: a publish killed once OSS holds the upload's
+// first two parts; the next run (same --checkpoint-dir) resumes the upload
+// — ListParts, then only the parts OSS lacks — and imports an object that
+// is the image byte for byte, then deletes the object.
+func TestPublishResumesUpload(t *testing.T) {
+	c := newCloud(t, 100*time.Millisecond)
+	img := publishImage(t)
+	size := int64(len(mustRead(t, img)))
+	const part = 102400
+	total := int((size + part - 1) / part)
+	if total < 5 {
+		t.Fatalf("the test image has %d parts of %d bytes, want at least 5", total, part)
+	}
+	object := "drover/ecs-node-20260102.030405-" + pubBuildID + ".raw"
+	cp := t.TempDir()
+	args := []string{"--part-size", strconv.Itoa(part), "--checkpoint-dir", cp, img}
+	cmd := c.command(t, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	putPart := "oss PUT /" + pubBucket + "/" + object + " 200 "
+	done := map[string]bool{}
+	var once sync.Once
+	killed := make(chan struct{})
+	c.log.mu.Lock()
+	c.log.on = func(line string) {
+		if strings.HasPrefix(line, putPart) {
+			done[line[strings.LastIndex(line, " part ")+1:]] = true
+		}
+		if done["part 1"] && done["part 2"] {
+			once.Do(func() { _ = cmd.Process.Kill(); close(killed) })
+		}
+	}
+	c.log.mu.Unlock()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-killed:
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatalf("no parts 1 and 2 uploaded\n%s\n%s", out.String(), c.log.all())
+	}
+	_ = cmd.Wait()
+	c.log.mu.Lock()
+	c.log.on = nil
+	c.log.mu.Unlock()
+	if n := c.log.count("ecs ImportImage"); n != 0 {
+		t.Fatalf("the killed run imported already (%d ImportImage): kill it sooner", n)
+	}
+	before := len(strings.Split(c.log.all(), "\n"))
+
+	stdout, stderr, code := c.publish(t, args...)
+	if code != 0 {
+		t.Fatalf("resumed run: exit %d\n%s\n%s", code, stderr, c.log.all())
+	}
+	// The killed run's uploads still in flight (its parallel parts after
+	// 1 and 2) may reach the log after before was taken: what the resumed
+	// run must not do is send parts 1 and 2 again, which OSS held, nor
+	// every part.
+	lines := strings.Split(c.log.all(), "\n")[before:]
+	second := strings.Join(lines, "\n")
+	parts, resent := 0, []string{}
+	for _, l := range lines {
+		if strings.HasPrefix(l, putPart) {
+			parts++
+			if strings.HasSuffix(l, " part 1") || strings.HasSuffix(l, " part 2") {
+				resent = append(resent, l)
+			}
+		}
+	}
+	if len(resent) > 0 || parts >= total || !strings.Contains(second, "oss GET /"+pubBucket+"/"+object+" 200") ||
+		strings.Count(second, "oss POST /"+pubBucket+"/"+object) != 1 {
+		t.Errorf("resumed run: %d part uploads of %d, parts OSS held sent again %q (want none), one ListParts and only the complete POST:\n%s",
+			parts, total, resent, second)
+	}
+	ims := c.images(t, pubRegion)
+	if len(ims) != 1 || stdout != ims[0].ImageId+"\n" || ims[0].Status != "Available" {
+		t.Fatalf("stdout %q, %d images of the build", stdout, len(ims))
+	}
+	if err := c.headObject(t, object); !isOSSCode(err, "NoSuchKey") {
+		t.Errorf("HeadObject %s after the image is Available: %v, want NoSuchKey (deleted)", object, err)
 	}
 }
 
@@ -312,6 +451,31 @@ func TestPublishImportAnswerLost(t *testing.T) {
 	ims := c.images(t, pubRegion)
 	if len(ims) != 1 || stdout != ims[0].ImageId+"\n" {
 		t.Fatalf("stdout %q, images of the build %+v: want the one import's ImageId", stdout, ims)
+	}
+}
+
+// TestPublishCopyAnswerLost: ECS starts the copy and the answer is lost
+// (503). CopyImage takes no ClientToken; drover's retry finds the started
+// copy by its build tag instead of copying again: one image in the copy
+// region, and that is the one printed.
+func TestPublishCopyAnswerLost(t *testing.T) {
+	c := newCloud(t, 100*time.Millisecond)
+	c.srv.LoseAnswerNext("CopyImage", 1)
+	img := publishImage(t)
+	stdout, stderr, code := c.publish(t, "--copy-to", "cn-test2", img)
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr: %s\ncalls:\n%s", code, stderr, c.log.all())
+	}
+	if n := c.log.count("ecs CopyImage 503 ServiceUnavailable"); n != 1 {
+		t.Fatalf("%d CopyImage answers lost, want the 1 planted:\n%s", n, c.log.all())
+	}
+	copies, ims := c.images(t, "cn-test2"), c.images(t, pubRegion)
+	if len(copies) != 1 || len(ims) != 1 || stdout != ims[0].ImageId+"\ncn-test2 "+copies[0].ImageId+"\n" {
+		var ids []string
+		for _, im := range copies {
+			ids = append(ids, im.ImageId+" "+im.Status)
+		}
+		t.Fatalf("stdout %q, copies of the build in cn-test2 %v: want the one copy's ImageId", stdout, ids)
 	}
 }
 

@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,20 +17,22 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/drover-os/drover/agent/agent"
 	"github.com/drover-os/drover/agent/userdata"
 	"github.com/drover-os/drover/cloud/aliyun"
+	"github.com/drover-os/drover/cloud/event"
+	"github.com/drover-os/drover/nodecontract"
 	"github.com/drover-os/drover/rollout"
 )
 
 type rolloutFlags struct {
 	group, image, userData, kubeconfig, region string
 	ecsEndpoint, essEndpoint                   string
-	maxUnavailable, surge                      int
+	maxUnavailable, surge, maxUnhealthy        string
 	readyTimeout, drainTimeout, after, poll    time.Duration
+	minReady                                   time.Duration
 	lockTTL                                    time.Duration
 	resume, dryRun, asJSON, repair, keep       bool
-	breakLock                                  bool
+	breakLock, force, pauseAfterFirst          bool
 }
 
 func newRolloutCmd(g *globals) *cobra.Command {
@@ -95,19 +97,23 @@ $KUBECONFIG, ~/.kube/config or the pod's service account. See docs/rollout.md.`,
 	fl.StringVar(&f.userData, "userdata", "", "the pool's user-data: a YAML spec (as drover userdata --from) or an Ignition JSON file")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default $KUBECONFIG, ~/.kube/config, else in-cluster)")
 	fl.StringVar(&f.region, "region", os.Getenv("ALIBABA_CLOUD_REGION_ID"), "region ID (default $ALIBABA_CLOUD_REGION_ID)")
-	fl.IntVar(&f.maxUnavailable, "max-unavailable", 1, "old Nodes drained at once (repair: Nodes unavailable at once)")
-	fl.IntVar(&f.surge, "surge", 1, "instances launched above the group's size at once")
+	fl.StringVar(&f.maxUnavailable, "max-unavailable", "1", "old Nodes drained at once (repair: Nodes unavailable at once): a number, or a percentage of the group's size rounded down (at least 1)")
+	fl.StringVar(&f.surge, "surge", "1", "instances launched above the group's size at once: a number, or a percentage of the group's size rounded up")
 	fl.DurationVar(&f.readyTimeout, "ready-timeout", 15*time.Minute, "how long a new instance has to become a Ready Node")
+	fl.DurationVar(&f.minReady, "min-ready", 0, "soak: a new Node counts as Ready only once it has been Ready this long (within --ready-timeout), so one that fails soon after joining stops the rollout before an old Node goes")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Minute, "how long one Node's drain may take (evictions a PodDisruptionBudget refuses are retried)")
 	fl.BoolVar(&f.resume, "resume", false, "continue a rollout in flight (without --image/--userdata: to the version the group launches from)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the plan; call nothing that writes")
-	fl.BoolVar(&f.asJSON, "json", false, "print one JSON event per line on stdout")
+	fl.BoolVar(&f.asJSON, "json", false, "print one JSON event per line on stdout, as drover publish --json does (docs/events.md)")
 	fl.BoolVar(&f.keep, "keep-failed", false, "leave a new instance that did not become Ready in the group, for inspection")
 	fl.BoolVar(&f.repair, "repair", false, "replace the instances whose Node is NotReady or unhealthy for longer than --after")
+	fl.StringVar(&f.maxUnhealthy, "max-unhealthy", "", "with --repair: replace nothing when more Nodes than this are unhealthy, a number or a percentage of the judged ones (a cluster-wide problem is not fixed by replacing nodes); default: no limit")
 	fl.DurationVar(&f.after, "after", 10*time.Minute, "with --repair: how long a Node must have been NotReady or unhealthy")
 	fl.StringVar(&f.ecsEndpoint, "ecs-endpoint", "", "ECS API endpoint (default $DROVER_ECS_ENDPOINT, else the region's)")
 	fl.StringVar(&f.essEndpoint, "ess-endpoint", "", "ESS API endpoint (default $DROVER_ESS_ENDPOINT, else the region's)")
 	fl.DurationVar(&f.poll, "poll-interval", 10*time.Second, "pause between two looks at the group and the cluster")
+	fl.BoolVar(&f.pauseAfterFirst, "pause-after-first", false, "stop (exit 0) once the first batch of old instances is replaced, for a pipeline to check the new Nodes; go on with --resume")
+	fl.BoolVar(&f.force, "force", false, "drain Nodes that run pods no controller owns (bare pods) too: evicted, they are gone for good")
 	fl.BoolVar(&f.breakLock, "break-lock", false, "remove another run's lock on the group first: only when that run is dead (killed, its runner gone)")
 	fl.DurationVar(&f.lockTTL, "lock-ttl", rollout.DefaultLockTTL, "how long the group's lock lasts unrenewed")
 	for _, h := range []string{"ecs-endpoint", "ess-endpoint", "poll-interval", "lock-ttl"} {
@@ -133,8 +139,29 @@ func runRollout(ctx context.Context, f *rolloutFlags, stdout, log io.Writer) err
 		return usage("pass both --image and --userdata, or neither with --resume")
 	case f.poll <= 0:
 		return usage("--poll-interval must be positive")
+	case f.minReady < 0 || (f.minReady > 0 && f.minReady >= f.readyTimeout):
+		return usage("--min-ready %s must be below --ready-timeout %s: the soak counts within it", f.minReady, f.readyTimeout)
 	case f.lockTTL < 3*time.Second:
 		return usage("--lock-ttl must be at least 3s")
+	}
+	o := rollout.Options{PauseAfterFirst: f.pauseAfterFirst}
+	var err error
+	if o.MaxUnavailable, o.MaxUnavailablePercent, err = countOrPercent("--max-unavailable", f.maxUnavailable); err != nil {
+		return err
+	}
+	if o.Surge, o.SurgePercent, err = countOrPercent("--surge", f.surge); err != nil {
+		return err
+	}
+	if f.maxUnhealthy != "" {
+		if !f.repair {
+			return usage("--max-unhealthy is for --repair")
+		}
+		if o.MaxUnhealthy, o.MaxUnhealthyPercent, err = countOrPercent("--max-unhealthy", f.maxUnhealthy); err != nil {
+			return err
+		}
+	}
+	if err := o.Check(); err != nil && !f.repair {
+		return usage("%v", err)
 	}
 	clients, err := aliyun.New(aliyun.Options{Region: f.region, ECSEndpoint: f.ecsEndpoint, ESSEndpoint: f.essEndpoint})
 	if err != nil {
@@ -146,10 +173,9 @@ func runRollout(ctx context.Context, f *rolloutFlags, stdout, log io.Writer) err
 	}
 	cloud := rollout.NewAliyun(clients)
 	cloud.ActivityWait = min(f.poll, cloud.ActivityWait)
-	env := &rollout.Env{Cloud: cloud, Cluster: &rollout.Kube{Client: kc, Poll: min(f.poll, 5*time.Second)}, Region: clients.Region,
-		Event: eventPrinter(f.asJSON, stdout, log), Poll: f.poll, ReadyTimeout: f.readyTimeout, DrainTimeout: f.drainTimeout,
+	env := &rollout.Env{Cloud: cloud, Cluster: &rollout.Kube{Client: kc, Poll: min(f.poll, 5*time.Second), Force: f.force}, Region: clients.Region,
+		Event: eventPrinter(f.asJSON, stdout, log), Poll: f.poll, ReadyTimeout: f.readyTimeout, DrainTimeout: f.drainTimeout, MinReady: f.minReady,
 		KeepFailed: f.keep, DryRun: f.dryRun, Owner: lockOwner(), RunID: rollout.NewRunID(), LockTTL: f.lockTTL, BreakLock: f.breakLock}
-	o := rollout.Options{MaxUnavailable: f.maxUnavailable, Surge: f.surge}
 	if f.repair {
 		return env.Repair(ctx, f.group, f.after, o)
 	}
@@ -177,7 +203,7 @@ func desiredFromFlags(ctx context.Context, cloud *rollout.Aliyun, image, udPath 
 	if err != nil {
 		return rollout.Desired{}, err
 	}
-	digest, err := agent.ConfigDigest(ud)
+	digest, err := nodecontract.ConfigDigest(ud)
 	if err != nil {
 		return rollout.Desired{}, fmt.Errorf("--userdata %s: %w", udPath, err)
 	}
@@ -240,7 +266,7 @@ func desiredFromGroup(ctx context.Context, env *rollout.Env, group string) (roll
 		if !ok {
 			return rollout.Desired{}, usage("scaling group %s launches from version %d, which drover did not make (%q): pass --image and --userdata", group, v.Number, v.Description)
 		}
-		digest, err := agent.ConfigDigest(v.UserData)
+		digest, err := nodecontract.ConfigDigest(v.UserData)
 		if err != nil {
 			return rollout.Desired{}, fmt.Errorf("launch template %s version %d: %w", v.TemplateID, v.Number, err)
 		}
@@ -284,18 +310,19 @@ func kubeClient(path string) (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
-// eventPrinter prints events: JSON lines on stdout, or plan lines on
-// stdout and progress on log.
+// eventPrinter prints events: JSON lines on stdout (cloud/event, as
+// drover publish prints its own), or plan lines on stdout and progress on
+// log.
 func eventPrinter(asJSON bool, stdout, log io.Writer) func(rollout.Event) {
+	if asJSON {
+		return event.JSONLines(stdout, time.Now)
+	}
 	var mu sync.Mutex
-	enc := json.NewEncoder(stdout)
 	return func(e rollout.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
-		case asJSON:
-			_ = enc.Encode(e)
-		case e.Kind == rollout.EventPlan || e.Kind == rollout.EventDone:
+		case e.Kind == rollout.EventPlan || e.Kind == rollout.EventDone || e.Kind == rollout.EventPaused:
 			fmt.Fprintln(stdout, e.Message)
 		default:
 			who := e.Instance
@@ -308,4 +335,20 @@ func eventPrinter(asJSON bool, stdout, log io.Writer) func(rollout.Event) {
 			fmt.Fprintf(log, "%s %s %s%s\n", e.Time.Format("15:04:05"), e.Kind, who, e.Message)
 		}
 	}
+}
+
+// countOrPercent reads a limit given as a count ("2") or a percentage of
+// the group's size ("25%").
+func countOrPercent(flag, v string) (n, percent int, err error) {
+	s, pct := strings.CutSuffix(strings.TrimSpace(v), "%")
+	x, perr := strconv.Atoi(s)
+	switch {
+	case perr != nil || x < 0:
+		return 0, 0, usage("%s %q: want a number (2) or a percentage of the group's size (25%%)", flag, v)
+	case pct && (x < 1 || x > 100):
+		return 0, 0, usage("%s %q: a percentage must be within 1%%..100%%", flag, v)
+	case pct:
+		return 0, x, nil
+	}
+	return x, 0, nil
 }

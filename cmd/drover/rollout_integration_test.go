@@ -36,6 +36,7 @@ import (
 	"github.com/drover-os/drover/harness/cluster"
 	"github.com/drover-os/drover/harness/ecsapi"
 	"github.com/drover-os/drover/harness/standin"
+	"github.com/drover-os/drover/nodecontract"
 )
 
 const (
@@ -98,7 +99,11 @@ func TestRollout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.srv = ecsapi.New(ecsapi.Config{AccessKeyID: roKeyID, AccessKeySecret: roSecret, Region: roRegion, Launcher: e.standins})
+	// ESS's retry of a failed launch after 1 s, not the emulator's
+	// conservative 30 s: a scenario that leaves a group wanting more
+	// instances than launch (StockOut) then shows it within seconds.
+	e.srv = ecsapi.New(ecsapi.Config{AccessKeyID: roKeyID, AccessKeySecret: roSecret, Region: roRegion, Launcher: e.standins,
+		LaunchRetry: time.Second})
 	t.Cleanup(e.srv.Close) // before the cluster stops: the stand-ins stop first
 	if e.eps, err = e.srv.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -129,6 +134,14 @@ func TestRollout(t *testing.T) {
 		t.Run("KilledBeforeMaxSize", func(t *testing.T) { t.Parallel(); e.killedBeforeMaxSize(t) })
 		t.Run("NoDesiredCapacity", func(t *testing.T) { t.Parallel(); e.noDesiredCapacity(t) })
 		t.Run("StockOut", func(t *testing.T) { t.Parallel(); e.stockOut(t) })
+		t.Run("Zones", func(t *testing.T) { t.Parallel(); e.zones(t) })
+		t.Run("TemplateCopy", func(t *testing.T) { t.Parallel(); e.templateCopy(t) })
+		t.Run("LifecycleHooks", func(t *testing.T) { t.Parallel(); e.lifecycleHooks(t) })
+		t.Run("KilledRepair", func(t *testing.T) { t.Parallel(); e.killedRepair(t) })
+		t.Run("PDBBlocks", func(t *testing.T) { t.Parallel(); e.pdbBlocks(t) })
+		t.Run("MaxUnhealthy", func(t *testing.T) { t.Parallel(); e.maxUnhealthy(t) })
+		t.Run("Surge50", func(t *testing.T) { t.Parallel(); e.surge50(t) })
+		t.Run("KilledAtEachStep", func(t *testing.T) { t.Parallel(); e.killedAtEachStep(t) })
 	})
 }
 
@@ -212,12 +225,22 @@ func (e *rolloutEnv) newScenario(t *testing.T, name string) (*scenario, []string
 // a desired capacity) from g; it waits for size Ready Nodes.
 func (e *rolloutEnv) newScenarioWith(t *testing.T, name string, g ecsapi.ScalingGroup, size int) (*scenario, []string) {
 	t.Helper()
+	return e.newScenarioTemplate(t, name, g, size, nil)
+}
+
+// newScenarioTemplate is newScenarioWith whose launch template request
+// edit completes (nil: none).
+func (e *rolloutEnv) newScenarioTemplate(t *testing.T, name string, g ecsapi.ScalingGroup, size int, edit func(*ecs.CreateLaunchTemplateRequest)) (*scenario, []string) {
+	t.Helper()
 	s := &scenario{e: e, name: strings.ToLower(name), dir: t.TempDir()}
 	s.pool = filepath.Join(s.dir, "pool.yaml")
 	ud := s.writePool(t, s.spec("a", e.cluster.BootstrapToken()))
 	req := ecs.CreateCreateLaunchTemplateRequest()
 	req.LaunchTemplateName, req.ImageId, req.InstanceType = "pool-"+s.name, e.imageA, "ecs.g7.large"
 	req.UserData = base64.StdEncoding.EncodeToString(ud)
+	if edit != nil {
+		edit(req)
+	}
 	resp, err := e.ecs.CreateLaunchTemplate(req)
 	if err != nil {
 		t.Fatal(err)
@@ -226,10 +249,11 @@ func (e *rolloutEnv) newScenarioWith(t *testing.T, name string, g ecsapi.Scaling
 	g.Name, g.LaunchTemplateID, g.LaunchTemplateVersion = s.name, s.template, "1"
 	s.group = e.srv.AddScalingGroup(g)
 	var ids []string
-	waitFor(t, fmt.Sprintf("%d Ready Nodes of group %s", size, s.group), 2*time.Minute, func() error {
+	waitFor(t, fmt.Sprintf("%d Ready Nodes of group %s", size, s.group), 2*time.Minute+time.Duration(size)*time.Second, func() error {
 		ids = nil
+		nodes := s.nodesByInstance(t) // one List a look: a group may hold 50
 		for _, in := range s.instances(t) {
-			n := s.node(t, in.InstanceId)
+			n := nodes[in.InstanceId]
 			if n == nil || !ready(n) {
 				var console []byte
 				if si := e.standins.Instance(in.InstanceId); si != nil {
@@ -285,14 +309,21 @@ func (s *scenario) instances(t *testing.T) []ess.ScalingInstance {
 	return ins
 }
 
+// tryInstances pages through DescribeScalingInstances (at most 50 a page).
 func (s *scenario) tryInstances() ([]ess.ScalingInstance, error) {
-	req := ess.CreateDescribeScalingInstancesRequest()
-	req.ScalingGroupId, req.PageSize = s.group, requests.NewInteger(50)
-	resp, err := s.e.ess.DescribeScalingInstances(req)
-	if err != nil {
-		return nil, err
+	var out []ess.ScalingInstance
+	for page := 1; ; page++ {
+		req := ess.CreateDescribeScalingInstancesRequest()
+		req.ScalingGroupId, req.PageSize, req.PageNumber = s.group, requests.NewInteger(50), requests.NewInteger(page)
+		resp, err := s.e.ess.DescribeScalingInstances(req)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, resp.ScalingInstances.ScalingInstance...)
+		if len(resp.ScalingInstances.ScalingInstance) == 0 || len(out) >= resp.TotalCount {
+			return out, nil
+		}
 	}
-	return resp.ScalingInstances.ScalingInstance, nil
 }
 
 func (s *scenario) instanceIDs(t *testing.T) []string {
@@ -351,6 +382,19 @@ func (s *scenario) node(t *testing.T, id string) *corev1.Node {
 	return nil
 }
 
+// nodesByInstance are the Nodes of the group by the instance ID their
+// providerID names.
+func (s *scenario) nodesByInstance(t *testing.T) map[string]*corev1.Node {
+	t.Helper()
+	out := map[string]*corev1.Node{}
+	for _, n := range s.nodes(t) {
+		if id, ok := strings.CutPrefix(n.Spec.ProviderID, nodeconfig.ProviderID(nodeconfig.Facts{RegionID: roRegion})); ok {
+			out[id] = &n
+		}
+	}
+	return out
+}
+
 // nodes are the Nodes of the scenario's group, by the pool's label.
 func (s *scenario) nodes(t *testing.T) []corev1.Node {
 	t.Helper()
@@ -386,7 +430,7 @@ func readyStatus(n *corev1.Node) corev1.ConditionStatus {
 // schedulable Nodes carrying the build and the config digest of ud.
 func (s *scenario) serving(t *testing.T, ids []string, build string, ud []byte) {
 	t.Helper()
-	digest, err := agent.ConfigDigest(ud)
+	label, err := nodecontract.UserDataLabel(ud)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,57 +448,78 @@ func (s *scenario) serving(t *testing.T, ids []string, build string, ud []byte) 
 			t.Errorf("instance %s has no Node", id)
 		case !ready(n) || n.Spec.Unschedulable:
 			t.Errorf("Node %s: Ready %s, unschedulable %v; want Ready and schedulable", n.Name, readyStatus(n), n.Spec.Unschedulable)
-		case n.Labels[nodeconfig.LabelBuildID] != build || n.Labels[nodeconfig.LabelNodeConfig] != digest[:40]:
-			t.Errorf("Node %s: build %q config %q, want %q %q", n.Name, n.Labels[nodeconfig.LabelBuildID], n.Labels[nodeconfig.LabelNodeConfig], build, digest[:40])
+		case n.Labels[nodeconfig.LabelBuildID] != build || n.Labels[nodeconfig.LabelNodeConfig] != label:
+			t.Errorf("Node %s: build %q config %q, want %q %q", n.Name, n.Labels[nodeconfig.LabelBuildID], n.Labels[nodeconfig.LabelNodeConfig], build, label)
 		}
 	}
 }
 
-// sampler watches the group from the API server and the emulator every
-// 200 ms while a rollout runs.
-// (minServing and maxIns are read after finish.)
+// sampler watches a scenario's group while a rollout runs: the fewest
+// Ready schedulable Nodes and the most instances (read after finish). It
+// looks after every call on its group the emulator answers (the hook runs
+// before the answer is sent, so each state the rollout acts on is seen,
+// however loaded the machine) and every 50 ms besides, for changes only
+// Kubernetes sees (a cordon).
 type sampler struct {
-	minServing, maxIns, samples int
+	mu                          sync.Mutex
+	minServing, maxIns, atCalls int
 	errs                        []error
+	remove                      func()
 	stop                        chan struct{}
 	done                        chan struct{}
 }
 
 func (s *scenario) sample() *sampler {
 	sm := &sampler{minServing: 1 << 30, stop: make(chan struct{}), done: make(chan struct{})}
+	look := func(atCall bool) {
+		sm.mu.Lock()
+		defer sm.mu.Unlock()
+		ns, err := s.tryNodes()
+		if err != nil {
+			sm.errs = append(sm.errs, err)
+			return
+		}
+		serving := 0
+		for _, n := range ns {
+			if ready(&n) && !n.Spec.Unschedulable {
+				serving++
+			}
+		}
+		sm.minServing, sm.maxIns = min(sm.minServing, serving), max(sm.maxIns, s.e.srv.Members(s.group))
+		if atCall {
+			sm.atCalls++
+		}
+	}
+	sm.remove = s.e.srv.AfterCall(func(c ecsapi.Call) {
+		if c.Params.Get("ScalingGroupId") == s.group { // scenarios run in parallel
+			look(true)
+		}
+	})
 	go func() {
 		defer close(sm.done)
 		for {
-			ns, nerr := s.tryNodes()
-			ins, ierr := s.tryInstances()
-			if nerr != nil || ierr != nil {
-				sm.errs = append(sm.errs, nerr, ierr)
-			} else {
-				serving := 0
-				for _, n := range ns {
-					if ready(&n) && !n.Spec.Unschedulable {
-						serving++
-					}
-				}
-				sm.minServing, sm.maxIns = min(sm.minServing, serving), max(sm.maxIns, len(ins))
-				sm.samples++
-			}
+			look(false)
 			select {
 			case <-sm.stop:
 				return
-			case <-time.After(200 * time.Millisecond):
+			case <-time.After(50 * time.Millisecond):
 			}
 		}
 	}()
 	return sm
 }
 
+// finish stops the sampler; it fails the test if no call of the rollout
+// was seen (the figures would then say nothing) or a look failed.
 func (sm *sampler) finish(t *testing.T) {
 	t.Helper()
+	sm.remove()
 	close(sm.stop)
 	<-sm.done
-	if len(sm.errs) > 0 || sm.samples < 5 {
-		t.Fatalf("sampling the group: %d samples, errors %v", sm.samples, sm.errs)
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	if len(sm.errs) > 0 || sm.atCalls == 0 {
+		t.Fatalf("sampling the group: %d looks at emulator calls, errors %v", sm.atCalls, sm.errs)
 	}
 }
 

@@ -164,16 +164,11 @@ func (e *rolloutEnv) locked(t *testing.T) {
 func (e *rolloutEnv) killedBeforeMaxSize(t *testing.T) {
 	s, old := e.newScenarioWith(t, "killed", ecsapi.ScalingGroup{MinSize: 2, MaxSize: 2, DesiredCapacity: 2}, 2)
 	args := []string{"--image", e.imageB, "--userdata", s.pool, "--ready-timeout", "60s"}
-	cmd := s.command(t, args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
 	var mu sync.Mutex
 	removed := map[string]bool{}
-	killed := make(chan struct{})
-	var once sync.Once
-	defer e.srv.AfterCall(func(c ecsapi.Call) {
+	out := s.killAfter(t, args, "no RemoveInstances of both old instances", func(c ecsapi.Call) bool {
 		if c.Product != "ess" || c.Action != "RemoveInstances" || c.Params.Get("ScalingGroupId") != s.group {
-			return
+			return false
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -182,21 +177,9 @@ func (e *rolloutEnv) killedBeforeMaxSize(t *testing.T) {
 				removed[v[0]] = true
 			}
 		}
-		if removed[old[0]] && removed[old[1]] {
-			once.Do(func() { _ = cmd.Process.Kill(); close(killed) })
-		}
-	})()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-killed:
-	case <-time.After(2 * time.Minute):
-		_ = cmd.Process.Kill()
-		t.Fatalf("no RemoveInstances of both old instances\n%s", out.String())
-	}
-	_ = cmd.Wait()
-	t.Logf("killed drover rollout after its last RemoveInstances; its output:\n%s", out.String())
+		return removed[old[0]] && removed[old[1]]
+	})
+	t.Logf("killed drover rollout after its last RemoveInstances; its output:\n%s", out)
 	s.waitIdle(t)
 	if g := s.scalingGroup(t); g.MaxSize != 3 {
 		t.Fatalf("setup: MaxSize %d after the kill, want the surge's 3", g.MaxSize)
@@ -273,6 +256,10 @@ func (e *rolloutEnv) stockOut(t *testing.T) {
 	if ids := s.instanceIDs(t); strings.Join(ids, " ") != strings.Join(old, " ") {
 		t.Errorf("instances %v, want the old %v untouched", ids, old)
 	}
+	// What stops ESS's retries is the desired capacity back at the
+	// instances' number (checked above); TestRollout's emulator retries a
+	// failed launch after 1 s, so a group still wanting more instances
+	// shows a new activity within these 2 s.
 	acts := len(s.activities(t))
 	time.Sleep(2 * time.Second)
 	if n := len(s.activities(t)); n != acts {
@@ -344,4 +331,101 @@ func (s *scenario) lockTags(t *testing.T) map[string]string {
 		}
 	}
 	return out
+}
+
+// killAfter runs drover rollout with args and kills it right after the
+// emulator answered the first call match accepts (match may be called
+// from several goroutines at once); after two minutes without one it
+// kills it and fails with what. It returns the killed run's output.
+func (s *scenario) killAfter(t *testing.T, args []string, what string, match func(c ecsapi.Call) bool) string {
+	t.Helper()
+	cmd := s.command(t, args...)
+	var out bytes.Buffer // one writer for both: exec writes it from one goroutine at a time
+	cmd.Stdout, cmd.Stderr = &out, &out
+	killed := make(chan struct{})
+	var once sync.Once
+	defer s.e.srv.AfterCall(func(c ecsapi.Call) {
+		if match(c) {
+			once.Do(func() { _ = cmd.Process.Kill(); close(killed) })
+		}
+	})()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-killed:
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("%s\n%s", what, out.String())
+	}
+	_ = cmd.Wait()
+	return out.String()
+}
+
+// killedAtEachStep: a rollout of a group at its MaxSize (so the surge
+// raises it) is killed right after each step the emulator sees, one group
+// per step: the new launch template version made, the group switched to
+// it, the surge recorded (tag drover:surge), MaxSize raised, the scale-out,
+// the first of two removals (KilledBeforeMaxSize kills after the last).
+// Each time --resume (--break-lock: the killed run's lock is still there)
+// finishes the rollout: every old instance removed once, two new ones
+// serving, MaxSize back at 2 and no drover tag left.
+func (e *rolloutEnv) killedAtEachStep(t *testing.T) {
+	for _, step := range []struct {
+		name string
+		at   func(s *scenario, c ecsapi.Call) bool
+	}{
+		{"NewVersion", func(s *scenario, c ecsapi.Call) bool {
+			return c.Action == "CreateLaunchTemplateVersion" && c.Params.Get("LaunchTemplateId") == s.template
+		}},
+		{"Switched", func(s *scenario, c ecsapi.Call) bool {
+			return c.Action == "ModifyScalingGroup" && c.Params.Get("LaunchTemplateVersion") != ""
+		}},
+		{"SurgeRecorded", func(s *scenario, c ecsapi.Call) bool {
+			return c.Action == "TagResources" && c.Params.Get("Tag.1.Key") == "drover:surge"
+		}},
+		{"MaxSizeRaised", func(s *scenario, c ecsapi.Call) bool {
+			return c.Action == "ModifyScalingGroup" && c.Params.Get("MaxSize") == "3"
+		}},
+		{"ScaledOut", func(s *scenario, c ecsapi.Call) bool { return c.Action == "ScaleWithAdjustment" }},
+		{"FirstRemoval", func(s *scenario, c ecsapi.Call) bool { return c.Action == "RemoveInstances" }},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			t.Parallel()
+			s, old := e.newScenarioWith(t, "killed-"+strings.ToLower(step.name), ecsapi.ScalingGroup{MinSize: 2, MaxSize: 2, DesiredCapacity: 2}, 2)
+			ud, err := userdata.Render(s.spec("a", e.cluster.BootstrapToken()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"--image", e.imageB, "--userdata", s.pool, "--ready-timeout", "60s"}
+			out := s.killAfter(t, args, "the rollout never took the step "+step.name, func(c ecsapi.Call) bool {
+				return (c.Params.Get("ScalingGroupId") == s.group || c.Params.Get("ResourceId.1") == s.group || c.Product == "ecs") && step.at(s, c)
+			})
+			t.Logf("killed drover rollout after the step %s; its output:\n%s", step.name, out)
+			s.waitIdle(t)
+
+			stdout, stderr, code := s.rollout(t, append(args, "--resume", "--break-lock")...)
+			if code != 0 {
+				t.Fatalf("--resume after a kill at %s: exit %d, want 0\n%s%s", step.name, code, stdout, stderr)
+			}
+			destroyed := map[string]int{}
+			for _, a := range s.activities(t) {
+				for _, id := range a.DestroyedInstances.DestroyedInstance {
+					destroyed[id]++
+				}
+			}
+			if len(destroyed) != 2 || destroyed[old[0]] != 1 || destroyed[old[1]] != 1 {
+				t.Errorf("removed %v, want each old instance %v once and nothing else", destroyed, old)
+			}
+			now := s.instanceIDs(t)
+			if len(now) != 2 || contains(now, old[0]) || contains(now, old[1]) {
+				t.Errorf("instances %v after --resume, want 2 new ones", now)
+			}
+			s.serving(t, now, roBuildB, ud)
+			if g := s.scalingGroup(t); g.MaxSize != 2 || g.MinSize != 2 || g.DesiredCapacity != 2 || len(s.droverTags(t)) != 0 {
+				t.Errorf("after --resume: MaxSize %d, MinSize %d, desired %d, drover tags %v; want 2, 2, 2 and none", g.MaxSize, g.MinSize, g.DesiredCapacity, s.droverTags(t))
+			}
+		})
+	}
 }

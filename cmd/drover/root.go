@@ -16,6 +16,7 @@ import (
 	"github.com/drover-os/drover/image/cache"
 	"github.com/drover-os/drover/image/debian"
 	"github.com/drover-os/drover/image/gomod"
+	"github.com/drover-os/drover/image/ociimages"
 	"github.com/drover-os/drover/image/sources"
 )
 
@@ -126,6 +127,8 @@ type globals struct {
 	keyring  string
 	quiet    bool
 	parallel int
+	// registryMirrors are --registry-mirror HOST=URL entries.
+	registryMirrors []string
 }
 
 func newRootCmd() *cobra.Command {
@@ -162,6 +165,7 @@ $XDG_CACHE_HOME/drover (or --cache).`,
 	pf.StringVar(&g.mirror, "mirror", "", "Debian archive root URL (default $DROVER_MIRROR, else the build host's apt sources)")
 	pf.StringVar(&g.security, "security-mirror", "", "Debian security archive root URL, for the recipe's -security suite (default $DROVER_SECURITY_MIRROR, else the build host's apt sources' -security entry)")
 	pf.StringVar(&g.keyring, "keyring", "", "OpenPGP keyring the Debian InRelease must be signed by, for a private mirror (default: the recipe's debian.keyring, else the keys committed in recipes/keys; the lock records which)")
+	pf.StringArrayVar(&g.registryMirrors, "registry-mirror", nil, "HOST=URL: fetch the recipe's cached images of registry HOST from URL (repeatable; default $DROVER_REGISTRY_MIRRORS, comma-separated; a host without one is asked itself)")
 	pf.BoolVarP(&g.quiet, "quiet", "q", false, "print only errors")
 	pf.IntVar(&g.parallel, "parallel", 4, "parallel downloads")
 	root.AddCommand(newLockCmd(g), newFetchCmd(g), newSourcesCmd(g), newBuildCmd(g), newRunCmd(g), newValidateCmd(), newUserdataCmd(), newRelayCmd(), newDiffCmd(), newVerifyCmd(), newPublishCmd(), newSmokeCmd(g), newConformanceCmd(g), newMirrorCmd(g), newOutdatedCmd(g), newRolloutCmd(g))
@@ -198,6 +202,9 @@ func (g *globals) options(needMirror bool) (sources.Options, error) {
 		Progress: !g.quiet && term.IsTerminal(int(os.Stderr.Fd())),
 		Parallel: g.parallel,
 		Go:       gomod.Env{Log: g.log(), WorkDir: os.TempDir()},
+	}
+	if o.RegistryMirrors, err = ociimages.ParseMirrors(append([]string{os.Getenv("DROVER_REGISTRY_MIRRORS")}, g.registryMirrors...)); err != nil {
+		return o, err
 	}
 	if needMirror {
 		m, err := debian.ResolveMirror(g.mirror, os.Getenv, os.DirFS("/"))

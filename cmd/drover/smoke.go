@@ -40,7 +40,10 @@ under QEMU with SMBIOS "Alibaba Cloud ECS"; and checks:
   the local registry runs to completion; the kubelet listens on :10250 and
   nothing else on a non-loopback TCP or UDP socket (an offender is named with
   its process), there is no sshd, / and /usr are read-only and the bootstrap
-  kubeconfig is gone.
+  kubeconfig is gone; the CIS ACK 1.0 worker-node checks (docs/cis.md), judged
+  on the running kubelet's command line and /configz and the real modes and
+  owners of its files, each pass or do not apply (a failing check fails the
+  smoke, naming its ID).
   --metadata-errors, --metadata-delay, --metadata-token-ttl: the metadata
   service fails, delays requests and expires a token during the first boot;
   the report counts each and requires every configured fault to have happened.
@@ -53,6 +56,15 @@ under QEMU with SMBIOS "Alibaba Cloud ECS"; and checks:
   --conformance: on the first boot, about ten of Kubernetes' own e2e
   [NodeConformance] specs (pods, probes, volumes, exec, logs) must pass; the
   full set is drover conformance.
+  An image with cached images (a recipe's images:, listed in its manifest):
+  the cache disk image beside it (<name>.images.raw) is attached as the last
+  data disk, the node file mirrors each cached image's registry host to the
+  local registry, and once the agent reports DroverImageCache=True (and a pod
+  of the first one's content under the registry's own name has run, and the
+  kubelet's pull record of its image ID, read on the node, names that pull) a
+  pod of each cached image must run while that registry refuses every request
+  and sees none, containerd holding each pinned at its digest; a pod of an
+  image the node does not hold shows the registry's refusal (503).
 
 It prints each check and the boot timeline (guest seconds since boot), writes
 JUnit XML with --junit, keeps the serial logs in the work directory, and exits 1
@@ -186,5 +198,14 @@ func imageVersions(image string) (smoke.Versions, error) {
 	}
 	v.Sandbox, v.SandboxDigest = m.Sandbox.Name, m.Sandbox.Digest
 	v.BuildID = m.BuildID
+	if c := m.CachedImages; c != nil {
+		for _, im := range c.Images {
+			name, _, _ := strings.Cut(im.Ref, "@")
+			v.Cached = append(v.Cached, smoke.CachedImage{Name: name, Digest: im.Digest, Location: im.Location})
+		}
+		if c.Disk != nil {
+			v.CacheDisk = filepath.Join(filepath.Dir(image), c.Disk.File)
+		}
+	}
 	return v, nil
 }

@@ -267,6 +267,15 @@ func (c *Cluster) CreatePod(ctx context.Context, ns string, podJSON []byte) erro
 	return nil
 }
 
+// DeletePod deletes pod ns/name at once (grace period 0): a pod the check
+// is done with must not go on pulling.
+func (c *Cluster) DeletePod(ctx context.Context, ns, name string) error {
+	if err := c.client.do(ctx, http.MethodDelete, podsPath(ns)+"/"+url.PathEscape(name)+"?gracePeriodSeconds=0", nil, nil); err != nil {
+		return fmt.Errorf("deleting pod %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
 // Pod returns pod ns/name; a missing pod is an error that matches
 // ErrNotFound.
 func (c *Cluster) Pod(ctx context.Context, ns, name string) (*Pod, error) {
@@ -311,4 +320,14 @@ func (c *Cluster) Events(ctx context.Context, ns, kind, name string) ([]Event, e
 
 func podsPath(ns string) string {
 	return "/api/v1/namespaces/" + url.PathEscape(ns) + "/pods"
+}
+
+// CreateOrReplace creates obj (a JSON-encodable API object) in collection
+// (an API path such as /api/v1/namespaces/default/serviceaccounts), or
+// replaces the object of that name if it exists.
+func (c *Cluster) CreateOrReplace(ctx context.Context, collection, name string, obj any) error {
+	if err := c.client.createOrReplace(ctx, collection, name, obj); err != nil {
+		return fmt.Errorf("creating %s/%s: %w", collection, name, err)
+	}
+	return nil
 }

@@ -4,8 +4,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -20,11 +21,19 @@ type image struct {
 	platform, format   string
 	nvme, imds         string
 	bucket, object     string
-	sizeGiB            int
-	copied             bool
-	tags               []tag
-	created, readyAt   time.Time
-	failed             bool
+	// disk is the image's own copy of the object (ECS keeps an
+	// imported image in its snapshot, so deleting the object once the
+	// image is Available leaves it bootable).
+	disk    string
+	sizeGiB int
+	// dataDisks are DiskDeviceMapping.2… in order: ECS keeps each as a
+	// snapshot of the image, and an instance created from the image gets
+	// a data disk of each.
+	dataDisks        []dataDisk
+	copied           bool
+	tags             []tag
+	created, readyAt time.Time
+	failed           bool
 	// owner is the ImageOwnerAlias of an image not imported by the
 	// account (AddSystemImage); "" means self.
 	owner string
@@ -52,32 +61,11 @@ func (im *image) progress(now time.Time) string {
 }
 
 func (c *call) importImage() (obj, *apiError) {
-	maps := indexed(c.p, "DiskDeviceMapping")
-	if len(maps) == 0 || maps[0]["OSSBucket"] == "" {
-		return nil, errMissing("DiskDeviceMapping.1.OSSBucket")
+	maps, e := c.mappings()
+	if e != nil {
+		return nil, e
 	}
 	dm := maps[0]
-	if dm["OSSObject"] == "" {
-		return nil, errMissing("DiskDeviceMapping.1.OSSObject")
-	}
-	format := strings.ToUpper(dm["Format"])
-	switch format {
-	case "", "RAW", "QCOW2", "VHD", "VMDK":
-	default:
-		return nil, errf(400, "InvalidImageFormat.Malformed", "The specified Image Format is wrongly formed.")
-	}
-	sizeStr := dm["DiskImageSize"]
-	if sizeStr == "" {
-		sizeStr = dm["DiskImSize"] // the older spelling the SDK still carries
-	}
-	size := 40
-	if sizeStr != "" {
-		n, err := strconv.Atoi(sizeStr)
-		if err != nil || n < 1 || n > 2048 {
-			return nil, errf(400, "InvalidImageSize", "The specified \"DiskDeviceMapping.n.DiskImageSize\" beyond the permitted range.")
-		}
-		size = n
-	}
 	arch := c.p.Get("Architecture")
 	switch arch {
 	case "":
@@ -111,8 +99,10 @@ func (c *call) importImage() (obj, *apiError) {
 		return nil, e
 	}
 	s := c.s
-	if !s.objectExists(dm["OSSBucket"], dm["OSSObject"]) {
-		return nil, errf(400, "InvalidOSSObject.NotFound", "The specified OSS object does not exist in this region.")
+	for _, m := range maps {
+		if !s.objectExists(m.bucket, m.object) {
+			return nil, errf(400, "InvalidOSSObject.NotFound", "The specified OSS object does not exist in this region.")
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -127,12 +117,27 @@ func (c *call) importImage() (obj, *apiError) {
 	im := &image{
 		id: newID("m-", 20), taskID: newID("t-", 20), region: c.region,
 		name: name, desc: c.p.Get("Description"),
-		arch: arch, bootMode: boot, platform: c.p.Get("Platform"), format: format,
-		nvme: nvme, imds: imds, bucket: dm["OSSBucket"], object: dm["OSSObject"],
-		sizeGiB: size, tags: tags, created: c.now, readyAt: c.now.Add(s.cfg.ImportDelay),
+		arch: arch, bootMode: boot, platform: c.p.Get("Platform"), format: dm.format,
+		nvme: nvme, imds: imds, bucket: dm.bucket, object: dm.object,
+		sizeGiB: dm.sizeGiB, tags: tags, created: c.now, readyAt: c.now.Add(s.cfg.ImportDelay),
 	}
 	if im.name == "" {
 		im.name = im.id
+	}
+	im.disk = filepath.Join(s.dir, "images", im.id)
+	if err := os.MkdirAll(filepath.Dir(im.disk), 0o755); err != nil {
+		return nil, errf(500, "InternalError", "%s", err.Error())
+	}
+	if err := os.Link(s.objectPath(im.bucket, im.object), im.disk); err != nil {
+		return nil, errf(500, "InternalError", "%s", err.Error())
+	}
+	for i, m := range maps[1:] {
+		d := dataDisk{device: m.device, sizeGiB: m.sizeGiB, format: m.format, bucket: m.bucket, object: m.object,
+			snapshotID: newID("s-", 20), file: fmt.Sprintf("%s.data%d", im.disk, i+2)}
+		if err := os.Link(s.objectPath(m.bucket, m.object), d.file); err != nil {
+			return nil, errf(500, "InternalError", "%s", err.Error())
+		}
+		im.dataDisks = append(im.dataDisks, d)
 	}
 	if s.failImport > 0 {
 		s.failImport--
@@ -214,13 +219,9 @@ func (im *image) json(now time.Time) obj {
 		"IsSupportCloudinit": true, "IsSupportIoOptimized": true, "Usage": "none",
 		"Size": im.sizeGiB, "CreationTime": ecsTime(im.created), "ImageFamily": "", "ImageVersion": "",
 		"ProductCode": "", "ResourceGroupId": "",
-		"Features": features,
-		"Tags":     obj{"Tag": tags},
-		"DiskDeviceMappings": obj{"DiskDeviceMapping": []obj{{
-			"Device": "/dev/xvda", "Type": "system", "Size": strconv.Itoa(im.sizeGiB),
-			"Format": im.format, "ImportOSSBucket": im.bucket, "ImportOSSObject": im.object,
-			"Progress": im.progress(now), "SnapshotId": "",
-		}}},
+		"Features":           features,
+		"Tags":               obj{"Tag": tags},
+		"DiskDeviceMappings": obj{"DiskDeviceMapping": im.mappingsJSON(now)},
 	}
 }
 
@@ -251,6 +252,12 @@ func (c *call) copyImage() (obj, *apiError) {
 	cp.id, cp.taskID, cp.region = newID("m-", 20), newID("t-", 20), dest
 	cp.copied, cp.tags, cp.failed = true, tags, false
 	cp.created, cp.readyAt = c.now, c.now.Add(s.cfg.ImportDelay)
+	// The copy has snapshots of its own in its region, of the same bytes.
+	cp.dataDisks = nil
+	for _, d := range src.dataDisks {
+		d.snapshotID = newID("s-", 20)
+		cp.dataDisks = append(cp.dataDisks, d)
+	}
 	if n := c.p.Get("DestinationImageName"); n != "" {
 		cp.name = n
 	}

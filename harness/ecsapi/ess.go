@@ -18,6 +18,10 @@ type ScalingGroup struct {
 	Name string
 	// RegionID defaults to Config.Region, ZoneID to RegionID+"-a".
 	RegionID, ZoneID string
+	// VSwitches are the group's vSwitches in priority order (VSwitchIds);
+	// empty: one in ZoneID. MultiAZPolicy places launches among their
+	// zones (ess_zones.go).
+	VSwitches []VSwitch
 	// InstanceType is used when the launch template version sets none.
 	InstanceType          string
 	LaunchTemplateID      string
@@ -32,7 +36,7 @@ type ScalingGroup struct {
 	// within MinSize..MaxSize and refuses a scaling activity while another
 	// is in progress.
 	NoDesiredCapacity bool
-	MultiAZPolicy     string // default PRIORITY
+	MultiAZPolicy     string // PRIORITY (default) or BALANCE
 }
 
 // Lifecycle states of scaling instances, as DescribeScalingInstances names
@@ -56,9 +60,19 @@ const (
 	Attached    = "Attached"
 )
 
-// launchRetryDelay is how long a group waits after a failed launch before
-// ESS tries again.
-const launchRetryDelay = 100 * time.Millisecond
+// DefaultLaunchRetry is how long a group whose launch failed waits before
+// ESS tries again to reach its desired capacity (Config.LaunchRetry).
+// ESS documents that it tries again — a group with an expected number of
+// instances keeps it "automatically", where one without makes you "manually
+// retry failed scaling activities" (help/en/auto-scaling/user-guide/
+// expected-number-of-instances) — and that it gives up only after 30 days
+// of consecutive failures (help/en/auto-scaling/product-overview/limits),
+// but not how soon it tries again: not documented. Half a minute is the
+// conservative choice: a client that waits for the group sees a failed
+// activity and its reason long before a retry, never a retry storm (a
+// tenth of a second here once logged thousands of failed launches a
+// minute while a launch could not succeed).
+const DefaultLaunchRetry = 30 * time.Second
 
 type group struct {
 	ScalingGroup
@@ -88,6 +102,7 @@ type member struct {
 
 type instance struct {
 	id, region, zone, itype   string
+	vswitch                   string
 	imageID, hostname, status string
 	seq                       int
 	created                   time.Time
@@ -258,11 +273,27 @@ func (a *activity) done(now time.Time) {
 func (s *Server) launchBatch(g *group, n int, cause string, now time.Time) *activity {
 	a := g.newActivity(fmt.Sprintf("Add %q ECS instance(s)", strconv.Itoa(n)), cause, now, n)
 	for range n {
-		in := &instance{id: newID("i-", 20), region: g.RegionID, zone: g.ZoneID, status: "Pending",
+		// Each launch is placed by the group's MultiAZPolicy among the
+		// zones in stock, counting the ones this batch placed already.
+		vs, ok, out := s.place(g)
+		in := &instance{id: newID("i-", 20), region: g.RegionID, zone: vs.ZoneID, vswitch: vs.ID, status: "Pending",
 			seq: len(s.instances), created: now}
 		s.instances[in.id] = in
 		m := &member{inst: in, state: Pending, activityID: a.id, creation: AutoCreated}
-		if s.quota > 0 && s.regionInstances(g.RegionID) > s.quota {
+		// The launch template version is the group's now: an instance
+		// being created already names it in DescribeScalingInstances
+		// (LaunchTemplateId/Version, "used to create the instance"), and
+		// it launches from that version even if the group moves on.
+		if lt := s.templates[g.LaunchTemplateID]; lt != nil {
+			if v := lt.resolveVersion(g.LaunchTemplateVersion); v != nil {
+				m.ltID, m.ltVer = lt.id, strconv.FormatInt(v.number, 10)
+			}
+		}
+		switch {
+		case !ok:
+			in.zone = out[0]
+			m.failWith = errNoStockIn(out)
+		case s.quota > 0 && s.regionInstances(g.RegionID) > s.quota:
 			m.failWith = errElasticQuota()
 		}
 		g.members = append(g.members, m)
@@ -283,7 +314,8 @@ func (s *Server) launch(g *group, m *member, a *activity) {
 	case m.failWith != nil:
 		err = m.failWith
 	case s.noStock[m.inst.zone]:
-		err = errNoStock()
+		// Out of stock since it was placed.
+		err = errNoStockIn([]string{m.inst.zone})
 	case s.failLaunch > 0:
 		s.failLaunch--
 		err = errors.New("the launch failed (injected by FailLaunch)")
@@ -324,7 +356,7 @@ func (s *Server) launch(g *group, m *member, a *activity) {
 			a.message = le.statusMessage(m.inst.zone)
 			a.errorCode, a.errorMessage = le.code, le.msg
 		}
-		g.retryAt = now.Add(launchRetryDelay)
+		g.retryAt = now.Add(s.launchRetry())
 		s.logf("ess %s: %s", g.ID, a.message)
 	} else {
 		m.inst.status = "Running"
@@ -343,16 +375,28 @@ func (s *Server) launch(g *group, m *member, a *activity) {
 	s.poke()
 }
 
-// specFor resolves the group's launch template version now, as ESS does for
-// every launch, and fills in the instance. The caller holds s.mu.
-func (s *Server) specFor(g *group, m *member) (InstanceSpec, error) {
-	lt := s.templates[g.LaunchTemplateID]
-	if lt == nil {
-		return InstanceSpec{}, fmt.Errorf("launch template %s does not exist", g.LaunchTemplateID)
+func (s *Server) launchRetry() time.Duration {
+	if s.cfg.LaunchRetry > 0 {
+		return s.cfg.LaunchRetry
 	}
-	v := lt.resolveVersion(g.LaunchTemplateVersion)
+	return DefaultLaunchRetry
+}
+
+// specFor reads the launch template version the launch was asked with
+// (launchBatch; the group's as it is now when it had none) and fills in the
+// instance. The caller holds s.mu.
+func (s *Server) specFor(g *group, m *member) (InstanceSpec, error) {
+	ltID, ver := g.LaunchTemplateID, g.LaunchTemplateVersion
+	if m.ltID != "" {
+		ltID, ver = m.ltID, m.ltVer
+	}
+	lt := s.templates[ltID]
+	if lt == nil {
+		return InstanceSpec{}, fmt.Errorf("launch template %s does not exist", ltID)
+	}
+	v := lt.resolveVersion(ver)
 	if v == nil {
-		return InstanceSpec{}, fmt.Errorf("launch template %s has no version %q", lt.id, g.LaunchTemplateVersion)
+		return InstanceSpec{}, fmt.Errorf("launch template %s has no version %q", lt.id, ver)
 	}
 	m.ltID, m.ltVer = lt.id, strconv.FormatInt(v.number, 10)
 	im := s.images[v.data["ImageId"]]
@@ -366,13 +410,12 @@ func (s *Server) specFor(g *group, m *member) (InstanceSpec, error) {
 	in := m.inst
 	in.imageID = im.id
 	in.itype = firstOf(v.data["InstanceType"], g.InstanceType, "ecs.g7.large")
-	if z := v.data["ZoneId"]; z != "" {
-		in.zone = z
-	}
+	// The template's ZoneId and VSwitchId do not count: ESS launches into
+	// the group's vSwitches (place).
 	in.hostname = firstOf(v.data["HostName"], "iZ"+strings.TrimPrefix(in.id, "i-")+"Z")
 	return InstanceSpec{
 		InstanceID: in.id, RegionID: in.region, ZoneID: in.zone, InstanceType: in.itype,
-		ImageID: im.id, ImageObject: s.objectPath(im.bucket, im.object), UserData: ud, Hostname: in.hostname,
+		ImageID: im.id, ImageObject: im.disk, DataDisks: im.dataDiskFiles(), UserData: ud, Hostname: in.hostname,
 	}, nil
 }
 

@@ -41,6 +41,7 @@ func (c *call) describeScalingGroups() (obj, *apiError) {
 			"StandbyCapacity": count[Standby], "ProtectedCapacity": count[Protected], "StoppedCapacity": 0,
 			"DefaultCooldown": 300, "CreationTime": essTime(g.created), "ModificationTime": essTime(g.modified),
 			"RemovalPolicies": obj{"RemovalPolicy": []string{"OldestScalingConfiguration", "OldestInstance"}},
+			"VSwitchId":       g.vswitchIDs()[0], "VSwitchIds": obj{"VSwitchId": g.vswitchIDs()},
 		}
 		if g.NoDesiredCapacity {
 			// DescribeScalingGroups: DesiredCapacity is returned only
@@ -211,7 +212,13 @@ func (c *call) scaleWithAdjustment() (obj, *apiError) {
 		// StatusCode), not a silent success.
 		a = g.newActivity("Adjust by "+strconv.Itoa(n), "a user requested an adjustment", c.now, 0)
 		a.status = "Rejected"
-		a.message = fmt.Sprintf("The scaling group already has %d instance(s), at its bound (MinSize %d, MaxSize %d): the adjustment by %d changes nothing.", have, g.MinSize, g.MaxSize, n)
+		// The message is the one ESS documents for a Rejected activity
+		// whose instances would leave MinSize..MaxSize ("Troubleshoot
+		// scaling activity exceptions", help/en/auto-scaling/user-guide/
+		// troubleshoot-scaling-activity-exceptions); the bounds go in
+		// Cause (not documented).
+		a.message = "To execute the specified scaling rule, the total capacity will not change."
+		a.cause = fmt.Sprintf("a user requested an adjustment by %d; the group has %d instance(s), MinSize %d, MaxSize %d", n, have, g.MinSize, g.MaxSize)
 	}
 	return obj{"ScalingActivityId": a.id, "ActivityType": "CapacityChange"}, nil
 }

@@ -19,10 +19,10 @@ import "fmt"
 //   - that ErrorCode/ErrorMessage are the ECS error's code and message:
 //     they are here;
 //   - how soon ESS tries again to reach the desired capacity after a failed
-//     launch: launchRetryDelay, each try a scaling activity of its own that
-//     fails again while the cause lasts (a desired-capacity group "keeps"
-//     its expected number of instances, help/en/auto-scaling/user-guide/
-//     expected-number-of-instances);
+//     launch: DefaultLaunchRetry (ess.go), each try a scaling activity of its
+//     own that fails again while the cause lasts (a desired-capacity group
+//     "keeps" its expected number of instances, help/en/auto-scaling/
+//     user-guide/expected-number-of-instances);
 //   - which requests ESS answers with a Rejected activity rather than an
 //     error: here ScaleWithAdjustment that cannot change the capacity (the
 //     group is at MaxSize or MinSize already) — its desired capacity stays.
@@ -40,22 +40,25 @@ const (
 )
 
 // launchError is an ECS error that fails a launch.
-type launchError struct{ code, msg string }
+type launchError struct {
+	code, msg string
+	zones     []string // the zones a NoStock launch found sold out
+}
 
 func (e *launchError) Error() string { return e.code + ": " + e.msg }
 
 // statusMessage is the activity's StatusMessage for a launch in zone that
 // ECS refused (the wording is the emulator's; see above).
 func (e *launchError) statusMessage(zone string) string {
-	return fmt.Sprintf("Fail to create ECS instance in zone %s: Code=%s, Message=%s", zone, e.code, e.msg)
+	return fmt.Sprintf("Fail to create ECS instance in zone %s: Code=%s, Message=%s", e.zoneList(zone), e.code, e.msg)
 }
 
 func errNoStock() *launchError {
-	return &launchError{NoStock, "The requested resource is sold out in the specified zone; try other types of resources or other regions and zones."}
+	return &launchError{code: NoStock, msg: "The requested resource is sold out in the specified zone; try other types of resources or other regions and zones."}
 }
 
 func errElasticQuota() *launchError {
-	return &launchError{ElasticQuota, "The quota of instances in the region is exceeded; apply for a quota increase in Quota Center."}
+	return &launchError{code: ElasticQuota, msg: "The quota of instances in the region is exceeded; apply for a quota increase in Quota Center."}
 }
 
 // StockOut makes every launch in zone fail with OperationDenied.NoStock

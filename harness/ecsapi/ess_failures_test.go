@@ -1,10 +1,13 @@
 package ecsapi
 
 import (
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/requests"
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ess"
 )
 
@@ -92,10 +95,61 @@ func TestFailedScalingActivities(t *testing.T) {
 
 	// At MaxSize: nothing to launch, the request is rejected.
 	a = settled(t, e, scaleOut(t, e, group, 1))
-	if a.StatusCode != "Rejected" || !strings.Contains(a.StatusMessage, "MaxSize 4") {
+	if a.StatusCode != "Rejected" || a.StatusMessage != "To execute the specified scaling rule, the total capacity will not change." || !strings.Contains(a.Cause, "MaxSize 4") {
 		t.Fatalf("activity of a scale-out at MaxSize: %+v", a)
 	}
 	if g, _ := describeGroup(t, e, group); g.DesiredCapacity != 4 {
 		t.Fatalf("desired capacity %d after a rejected scale-out, want 4", g.DesiredCapacity)
+	}
+}
+
+// A launch that cannot succeed (the image's disk gone, as in a CI run
+// whose emulator lost it) fails its scaling activity with the reason in
+// StatusMessage, and ESS does not try again before DefaultLaunchRetry: one
+// Failed activity, not a retry storm (a tenth of a second between tries
+// once logged thousands of failed launches a minute). The retry itself is
+// TestFailedLaunchIsRetried's, with a short LaunchRetry.
+func TestLaunchRetry(t *testing.T) {
+	e := newEnv(t, Config{Launcher: &fakeLauncher{}}) // the default LaunchRetry
+	e.srv.CreateBucket("images")
+	put(t, e, "images", "a.raw", "A")
+	img, err := e.ecs.ImportImage(importReq("images", "a.raw", "A"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv.mu.Lock()
+	disk := e.srv.images[img.ImageId].disk
+	e.srv.mu.Unlock()
+	if err := os.Remove(disk); err != nil {
+		t.Fatal(err)
+	}
+	ct := ecs.CreateCreateLaunchTemplateRequest()
+	ct.LaunchTemplateName, ct.ImageId = "pool", img.ImageId
+	lt, err := e.ecs.CreateLaunchTemplate(ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := e.srv.AddScalingGroup(ScalingGroup{LaunchTemplateID: lt.LaunchTemplateId, MinSize: 0, MaxSize: 2, DesiredCapacity: 1})
+	activities := func() []ess.ScalingActivity {
+		da := ess.CreateDescribeScalingActivitiesRequest()
+		da.ScalingGroupId = group
+		resp, err := e.ess.DescribeScalingActivities(da)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.ScalingActivities.ScalingActivity
+	}
+	eventually(t, "a Failed scaling activity", func() bool {
+		l := activities()
+		return len(l) > 0 && l[0].StatusCode == "Failed"
+	})
+	start := time.Now()
+	time.Sleep(3 * time.Second)
+	l := activities()
+	if len(l) != 1 || l[0].StatusCode != "Failed" || !strings.Contains(l[0].StatusMessage, "no such file") {
+		t.Fatalf("%s after the first failed launch, activities (newest first) %+v; want the one Failed, saying why (the image's disk is missing)", time.Since(start).Round(time.Second), l)
+	}
+	if g, _ := describeGroup(t, e, group); g.DesiredCapacity != 1 || len(scalingInstances(t, e, group, "")) != 0 {
+		t.Fatalf("desired capacity %d, %d instances; want 1 kept (ESS tries again later) and none", g.DesiredCapacity, len(scalingInstances(t, e, group, "")))
 	}
 }

@@ -218,7 +218,7 @@ func (s *Server) RunInstance(ctx context.Context, templateID, version string) (s
 	in.seq = len(s.instances)
 	s.instances[in.id] = in
 	spec := InstanceSpec{InstanceID: in.id, RegionID: in.region, ZoneID: in.zone, InstanceType: in.itype,
-		ImageID: im.id, ImageObject: s.objectPath(im.bucket, im.object), UserData: ud, Hostname: in.hostname}
+		ImageID: im.id, ImageObject: im.disk, DataDisks: im.dataDiskFiles(), UserData: ud, Hostname: in.hostname}
 	launcher := s.cfg.Launcher
 	s.mu.Unlock()
 	if launcher == nil {

@@ -68,7 +68,7 @@ func TestStandbyAndProtected(t *testing.T) {
 	if _, err := e.ess.SetInstancesProtection(sp); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * launchRetryDelay) // a converging group would launch replacements now
+	time.Sleep(convergeWait) // a converging group would launch replacements now
 	if got := states(t, e, group); len(got) != 3 || got[standby] != Standby || got[protected] != Protected || got[plain] != InService {
 		t.Fatalf("states %v", got)
 	}
@@ -106,7 +106,7 @@ func TestStandbyAndProtected(t *testing.T) {
 	}
 	eventually(t, "the InService instance removed", func() bool { _, ok := states(t, e, group)[plain]; return !ok })
 	waitIdle(t, e, group)
-	time.Sleep(3 * launchRetryDelay)
+	time.Sleep(convergeWait)
 	if got := states(t, e, group); len(got) != 2 || got[standby] != Standby || got[protected] != Protected {
 		t.Fatalf("after the scale-in: %v", got)
 	}
@@ -173,7 +173,7 @@ func TestAttachInstances(t *testing.T) {
 	if g, _ := describeGroup(t, e, group); g.DesiredCapacity != 3 {
 		t.Fatalf("desired capacity %d after attaching one to 2, want 3", g.DesiredCapacity)
 	}
-	time.Sleep(3 * launchRetryDelay)
+	time.Sleep(convergeWait)
 	if n := len(scalingInstances(t, e, group, "")); n != 3 {
 		t.Fatalf("%d instances, want 3 (no scale-in)", n)
 	}

@@ -16,7 +16,7 @@ import (
 // group on version 1.
 func groupEnv(t *testing.T, l Launcher, desired int) (e *env, group, ltID, imageB string) {
 	t.Helper()
-	e = newEnv(t, Config{Launcher: l})
+	e = newEnv(t, Config{Launcher: l, LaunchRetry: testLaunchRetry})
 	e.srv.CreateBucket("images")
 	put(t, e, "images", "a.raw", "image-A")
 	put(t, e, "images", "b.raw", "image-B")
@@ -252,7 +252,7 @@ func TestScalingErrors(t *testing.T) {
 
 func TestFailedLaunchIsRetried(t *testing.T) {
 	l := &fakeLauncher{}
-	e := newEnv(t, Config{Launcher: l})
+	e := newEnv(t, Config{Launcher: l, LaunchRetry: testLaunchRetry})
 	e.srv.FailLaunch(1)
 	e.srv.CreateBucket("images")
 	put(t, e, "images", "a.raw", "A")
@@ -280,8 +280,40 @@ func TestFailedLaunchIsRetried(t *testing.T) {
 		!strings.Contains(list[1].StatusMessage, "FailLaunch") {
 		t.Fatalf("activities (newest first): %+v", list)
 	}
-	time.Sleep(2 * launchRetryDelay)
+	time.Sleep(2 * testLaunchRetry)
 	if n := len(scalingInstances(t, e, group, "")); n != 1 {
 		t.Fatalf("%d instances for a desired capacity of 1", n)
+	}
+}
+
+// An instance names the launch template version it is created from from
+// the moment it is in the group (Pending), and launches from that version
+// although the group is switched to another before the launch starts: a
+// client never sees an instance of its group without a version (rollout
+// would take it for an old one).
+func TestLaunchKeepsItsVersion(t *testing.T) {
+	l := &fakeLauncher{}
+	e, group, ltID, _ := groupEnv(t, l, 1)
+	eventually(t, "one InService instance", func() bool { return len(scalingInstances(t, e, group, InService)) == 1 })
+	waitIdle(t, e, group)
+	e.srv.mu.Lock()
+	g := e.srv.groups[group]
+	e.srv.launchBatch(g, 1, "a test asked", time.Now())
+	g.DesiredCapacity++
+	m := g.members[len(g.members)-1]
+	id, asked := m.inst.id, m.ltID+":"+m.ltVer // what DescribeScalingInstances answers now
+	g.LaunchTemplateVersion = "2"              // before the launch goroutine runs: it waits for mu
+	e.srv.mu.Unlock()
+	if asked != ltID+":1" {
+		t.Fatalf("a Pending instance names launch template %q, want %s:1", asked, ltID)
+	}
+	eventually(t, "the new instance InService", func() bool { return len(scalingInstances(t, e, group, InService)) == 2 })
+	for _, in := range scalingInstances(t, e, group, InService) {
+		if in.InstanceId == id && in.LaunchTemplateVersion != "1" {
+			t.Errorf("instance %s: version %q, want 1 (the one it was created from)", id, in.LaunchTemplateVersion)
+		}
+	}
+	if b := l.instance(id).Console(); !strings.Contains(string(b), "image-A") {
+		t.Errorf("instance %s booted %q, want image A (version 1)", id, b)
 	}
 }

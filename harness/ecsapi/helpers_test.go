@@ -35,7 +35,7 @@ type env struct {
 func newEnv(t *testing.T, cfg Config) *env {
 	t.Helper()
 	cfg.AccessKeyID, cfg.AccessKeySecret, cfg.Region = testKeyID, testSecret, testRegion
-	if testing.Verbose() {
+	if testing.Verbose() && cfg.Log == nil {
 		cfg.Log = os.Stderr
 	}
 	srv := New(cfg)
@@ -104,6 +104,14 @@ func wantOSSCode(t *testing.T, err error, code string) {
 		t.Fatalf("want OSS error code %s, got %s (%s)", code, se.Code, se.Message)
 	}
 }
+
+// testLaunchRetry is the LaunchRetry of the tests that watch ESS try a
+// failed launch again (TestLaunchRetry checks the default's pace).
+const testLaunchRetry = 100 * time.Millisecond
+
+// convergeWait is long enough for the emulator's converge loop (a 50 ms
+// tick) to have acted: a group that would launch or remove has started.
+const convergeWait = 300 * time.Millisecond
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()

@@ -17,6 +17,11 @@ type InstanceSpec struct {
 	// ImageObject is the local file holding the bytes the image was imported
 	// from (the OSS object), so a launcher can boot exactly what was published.
 	ImageObject string
+	// DataDisks are the local files of the image's data disks (its
+	// DiskDeviceMapping.2… at import, the snapshots ECS keeps), in mapping
+	// order: an instance created from the image gets a data disk of each.
+	// They are the emulator's: a launcher attaches copies.
+	DataDisks []string
 	// UserData is the launch template's user-data, base64-decoded.
 	UserData []byte
 	Hostname string

@@ -47,7 +47,7 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, id, num stri
 	if up == nil {
 		return errNoSuchUpload
 	}
-	tmp, o, e := s.receive(r.Body)
+	tmp, o, e := s.receive(r)
 	if e != nil {
 		return e
 	}
@@ -66,6 +66,69 @@ func (s *Server) uploadPart(w http.ResponseWriter, r *http.Request, id, num stri
 	w.Header().Set("x-oss-hash-crc64ecma", strconv.FormatUint(o.crc, 10))
 	w.WriteHeader(http.StatusOK)
 	return nil
+}
+
+// listParts answers ListParts (OSS API reference, ListParts): the parts
+// uploaded so far in part-number order, after part-number-marker, at most
+// max-parts (default 1000, at most 1000) a page. A resumed upload (the OSS
+// SDK's uploader with a checkpoint) reads them to skip what is there.
+func (s *Server) listParts(w http.ResponseWriter, r *http.Request, bkt, key, id string) *ossError {
+	q := r.URL.Query()
+	limit := 1000
+	if v := q.Get("max-parts"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return ossErr(400, "InvalidArgument", "max-parts must be an integer between 1 and 1000.")
+		}
+		limit = n
+	}
+	marker, _ := strconv.Atoi(q.Get("part-number-marker"))
+	s.mu.Lock()
+	up := s.uploads[id]
+	var nums []int
+	parts := map[int]object{}
+	if up != nil {
+		for n, o := range up.parts {
+			if n > marker {
+				nums = append(nums, n)
+				parts[n] = *o
+			}
+		}
+	}
+	s.mu.Unlock()
+	if up == nil || up.bucket != bkt || up.key != key {
+		return errNoSuchUpload
+	}
+	sort.Ints(nums)
+	type part struct {
+		PartNumber    int
+		LastModified  string
+		ETag          string
+		HashCrc64ecma uint64
+		Size          int64
+	}
+	res := struct {
+		XMLName              xml.Name `xml:"ListPartsResult"`
+		Bucket               string
+		Key                  string
+		UploadId             string
+		PartNumberMarker     int
+		NextPartNumberMarker int
+		MaxParts             int
+		IsTruncated          bool
+		EncodingType         string `xml:",omitempty"`
+		Part                 []part
+	}{Bucket: bkt, Key: encodeKey(r, key), UploadId: id, PartNumberMarker: marker, MaxParts: limit, EncodingType: encodingType(r)}
+	for i, n := range nums {
+		if i == limit {
+			res.IsTruncated = true
+			break
+		}
+		o := parts[n]
+		res.Part = append(res.Part, part{PartNumber: n, LastModified: o.modified.UTC().Format("2006-01-02T15:04:05.000Z"), ETag: o.etag, HashCrc64ecma: o.crc, Size: o.size})
+		res.NextPartNumberMarker = n
+	}
+	return writeXML(w, res)
 }
 
 func (s *Server) completeUpload(w http.ResponseWriter, r *http.Request, bkt, key, id string) *ossError {

@@ -3,11 +3,14 @@ package ecsapi
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
+	"testing/iotest"
+	"time"
 
 	"github.com/aliyun/alibabacloud-oss-go-sdk-v2/oss"
 )
@@ -104,6 +107,24 @@ func TestOSSAbortAndPartRules(t *testing.T) {
 		}
 		parts = append(parts, oss.UploadPart{PartNumber: int32(i + 1), ETag: p.ETag})
 	}
+	// ListParts pages through the parts so far, in order.
+	lp, err := e.oss.ListParts(ctx, &oss.ListPartsRequest{Bucket: oss.Ptr("images"), Key: key, UploadId: init.UploadId, MaxParts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lp.Parts) != 1 || lp.Parts[0].PartNumber != 1 || lp.Parts[0].Size != 1000 || oss.ToString(lp.Parts[0].ETag) != oss.ToString(parts[0].ETag) ||
+		!lp.IsTruncated || lp.NextPartNumberMarker != 1 {
+		t.Fatalf("ListParts max-parts 1: %+v", lp)
+	}
+	lp, err = e.oss.ListParts(ctx, &oss.ListPartsRequest{Bucket: oss.Ptr("images"), Key: key, UploadId: init.UploadId, PartNumberMarker: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lp.Parts) != 1 || lp.Parts[0].PartNumber != 2 || lp.Parts[0].Size != 2000 || lp.IsTruncated {
+		t.Fatalf("ListParts after part 1: %+v", lp)
+	}
+	_, err = e.oss.ListParts(ctx, &oss.ListPartsRequest{Bucket: oss.Ptr("images"), Key: key, UploadId: oss.Ptr("NOSUCHUPLOAD")})
+	wantOSSCode(t, err, "NoSuchUpload")
 	_, err = e.oss.CompleteMultipartUpload(ctx, &oss.CompleteMultipartUploadRequest{Bucket: oss.Ptr("images"), Key: key,
 		UploadId: init.UploadId, CompleteMultipartUpload: &oss.CompleteMultipartUpload{Parts: parts}})
 	wantOSSCode(t, err, "EntityTooSmall")
@@ -121,3 +142,52 @@ func TestOSSAbortAndPartRules(t *testing.T) {
 		t.Fatalf("ObjectPath content %q (%v)", b, err)
 	}
 }
+
+// A part whose body ends before its Content-Length (the client cut off
+// mid-part) is refused and never listed: a resumed upload asks ListParts
+// what is there and would otherwise skip a truncated part.
+func TestOSSTruncatedPartNotKept(t *testing.T) {
+	logged := make(chan string, 16)
+	e := newEnv(t, Config{Log: lineFunc(func(l string) { logged <- l })})
+	e.srv.CreateBucket("images")
+	ctx := context.Background()
+	key := oss.Ptr("k")
+	init, err := e.oss.InitiateMultipartUpload(ctx, &oss.InitiateMultipartUploadRequest{Bucket: oss.Ptr("images"), Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := io.MultiReader(bytes.NewReader(diskBytes(200<<10)), iotest.ErrReader(errors.New("connection lost")))
+	_, err = e.oss.UploadPart(ctx, &oss.UploadPartRequest{Bucket: oss.Ptr("images"), Key: key,
+		UploadId: init.UploadId, PartNumber: 1, ContentLength: oss.Ptr(int64(400 << 10)), Body: cut})
+	if err == nil {
+		t.Fatal("UploadPart of a body cut off after 200 KiB of 400 KiB succeeded")
+	}
+	// The emulator's line for the part's PUT says the server is done with it.
+	for deadline := time.After(10 * time.Second); ; {
+		select {
+		case l := <-logged:
+			if !strings.Contains(l, "oss PUT") || !strings.HasSuffix(strings.TrimSpace(l), " part 1") {
+				continue
+			}
+			if !strings.Contains(l, " 400 ") {
+				t.Errorf("the cut-off part was answered %q, want 400", l)
+			}
+		case <-deadline:
+			t.Fatal("the emulator never answered the cut-off part's PUT")
+		}
+		break
+	}
+	lp, err := e.oss.ListParts(ctx, &oss.ListPartsRequest{Bucket: oss.Ptr("images"), Key: key, UploadId: init.UploadId})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lp.Parts) != 0 {
+		t.Fatalf("ListParts after a cut-off part: %+v, want none", lp.Parts)
+	}
+}
+
+// lineFunc is an io.Writer calling f with each write (the emulator writes
+// one line at a time).
+type lineFunc func(string)
+
+func (f lineFunc) Write(p []byte) (int, error) { f(string(p)); return len(p), nil }

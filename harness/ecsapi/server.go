@@ -66,6 +66,12 @@ type Config struct {
 	// HeartbeatTimeout lasts (default a second), so that a test can see
 	// the documented minimum of 30 s run out in less.
 	HookSecond time.Duration
+	// LaunchRetry is how long a group whose launch failed waits before
+	// trying again (default DefaultLaunchRetry: ESS does not document it).
+	LaunchRetry time.Duration
+	// Listen are the addresses (host:port) the three services listen on;
+	// an empty one is 127.0.0.1 with a free port.
+	Listen Endpoints
 }
 
 // Endpoints are the listening addresses (host:port) of the three services.
@@ -143,10 +149,14 @@ func (s *Server) Start(ctx context.Context) (Endpoints, error) {
 	}
 	var eps Endpoints
 	for _, e := range []struct {
-		addr *string
-		h    http.Handler
-	}{{&eps.ECS, s.ECSHandler()}, {&eps.ESS, s.ESSHandler()}, {&eps.OSS, s.OSSHandler()}} {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		addr   *string
+		listen string
+		h      http.Handler
+	}{{&eps.ECS, s.cfg.Listen.ECS, s.ECSHandler()}, {&eps.ESS, s.cfg.Listen.ESS, s.ESSHandler()}, {&eps.OSS, s.cfg.Listen.OSS, s.OSSHandler()}} {
+		if e.listen == "" {
+			e.listen = "127.0.0.1:0"
+		}
+		ln, err := net.Listen("tcp", e.listen)
 		if err != nil {
 			s.Close()
 			return Endpoints{}, fmt.Errorf("listening for the emulated API: %w", err)

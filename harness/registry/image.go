@@ -36,10 +36,14 @@ var Epoch = oci.Epoch
 var programs embed.FS
 
 // programsModule is the go.mod of the throwaway module the programs are built
-// in; the repository's own module is not needed for std-only programs.
-const programsModule = "module drover.invalid/programs\n\ngo 1.26\n"
+// in: the programs use the standard library only, so drover's own module
+// (and its dependencies) is not needed. Its path is the directory's import
+// path in drover's module, so a package shared by the programs (cisevidence)
+// has one import path in both modules and drover's own code can import it.
+const programsModule = "module github.com/drover-os/drover/harness/registry/programs\n\ngo 1.26\n"
 
-// programNames lists the embedded programs, sorted.
+// programNames lists the embedded programs (the directories with a
+// main.go; the others are packages they share), sorted.
 func programNames() ([]string, error) {
 	entries, err := programs.ReadDir("programs")
 	if err != nil {
@@ -47,7 +51,10 @@ func programNames() ([]string, error) {
 	}
 	var names []string
 	for _, e := range entries {
-		if e.IsDir() {
+		if !e.IsDir() {
+			continue
+		}
+		if _, err := fs.Stat(programs, "programs/"+e.Name()+"/main.go"); err == nil {
 			names = append(names, e.Name())
 		}
 	}

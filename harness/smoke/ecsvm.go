@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -73,6 +74,10 @@ func (l *VMLauncher) Launch(ctx context.Context, spec ecsapi.InstanceSpec) (ecsa
 	}
 	go srv.Serve(ln)
 	cfg := l.env.VMConfig(spec.ImageObject, filepath.Join(l.dir, spec.InstanceID), false)
+	if cfg.DataDisks, err = instanceDataDisks(spec, cfg.StateDir); err != nil {
+		srv.Close()
+		return nil, err
+	}
 	cfg.GuestFwd = map[string]string{MetadataAddr: l.env.opts.Drover + " relay " + ln.Addr().String()}
 	// Several instances run at once on a small host. One vCPU each: three
 	// VMs of two vCPUs oversubscribe two host cores anyway, and with one
@@ -95,8 +100,31 @@ func (l *VMLauncher) Launch(ctx context.Context, spec ecsapi.InstanceSpec) (ecsa
 	l.mu.Lock()
 	l.all[spec.InstanceID] = in
 	l.mu.Unlock()
-	l.env.logf("instance %s: booting %s (image %s) as QEMU VM, serial log %s", spec.InstanceID, filepath.Base(spec.ImageObject), spec.ImageID, cfg.SerialLog())
+	l.env.logf("instance %s: booting %s (image %s, %d data disks) as QEMU VM, serial log %s", spec.InstanceID, filepath.Base(spec.ImageObject), spec.ImageID, len(cfg.DataDisks), cfg.SerialLog())
 	return in, nil
+}
+
+// instanceDataDisks copies the image's data disks (the emulator's files of
+// its DiskDeviceMapping.2…) into the instance's directory, sparse, in
+// mapping order: on ECS each instance gets disks of its own made from the
+// image's snapshots, so the guest must not write the emulator's files or
+// another instance's. They are attached after the system disk.
+func instanceDataDisks(spec ecsapi.InstanceSpec, dir string) ([]string, error) {
+	if len(spec.DataDisks) == 0 {
+		return nil, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var out []string
+	for i, src := range spec.DataDisks {
+		dst, err := copyCacheDisk(src, dir)
+		if err != nil {
+			return nil, fmt.Errorf("instance %s: data disk %d of image %s: %w", spec.InstanceID, i+1, spec.ImageID, err)
+		}
+		out = append(out, dst)
+	}
+	return out, nil
 }
 
 // Console is the serial console, what GetInstanceConsoleOutput returns.

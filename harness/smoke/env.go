@@ -72,6 +72,9 @@ type Env struct {
 	acrLn  net.Listener
 	acrSrv *http.Server
 	sntp   *sntpServer // nil: another NTP server answers on the host
+	// cacheHosts are the cached images' registry hosts, mirrored to the
+	// harness registry in the node file (cachedimages.go).
+	cacheHosts []string
 	// Images maps the harness image references to their digests.
 	Images map[string]string
 }
@@ -165,6 +168,16 @@ func (e *Env) GuestRegistry() string {
 	return fmt.Sprintf("%s:%d", HostFromVM, e.Registry.Port())
 }
 
+// mirrors are the node file's registry mirrors: the harness registry
+// speaks plain http, and it is the mirror of the cached images' hosts.
+func (e *Env) mirrors() map[string][]string {
+	m := map[string][]string{e.GuestRegistry(): {"http://" + e.GuestRegistry()}}
+	for _, h := range e.cacheHosts {
+		m[h] = []string{"http://" + e.GuestRegistry()}
+	}
+	return m
+}
+
 // cniConfig is a single-node bridge network for the smoke test (a real
 // cluster installs its CNI as a DaemonSet).
 const cniConfig = `{
@@ -202,7 +215,7 @@ func (e *Env) UserDataSpec() (*userdata.Spec, error) {
 		// Images are referenced at the harness registry itself; the
 		// mirror entry tells containerd it speaks plain http.
 		// The sandbox image is the default: the one the image ships.
-		Mirrors: map[string][]string{e.GuestRegistry(): {"http://" + e.GuestRegistry()}},
+		Mirrors: e.mirrors(),
 		Files:   map[string]string{"/etc/cni/net.d/10-drover-smoke.conflist": cniConfig},
 		// The harness registry is also an ACR Enterprise instance's
 		// (custom) domain, whose private repositories need a login the

@@ -9,12 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/drover-os/drover/agent/agent"
 	"github.com/drover-os/drover/agent/nodeconfig"
 	"github.com/drover-os/drover/harness/cluster"
 	"github.com/drover-os/drover/harness/ecsmeta"
 	"github.com/drover-os/drover/harness/qemu"
 	"github.com/drover-os/drover/harness/timeline"
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // Check is one pass/fail result (a JUnit test case).
@@ -225,12 +225,12 @@ func JudgeIdentity(n *cluster.Node, buildID string, userData []byte) (string, er
 	if buildID == "" {
 		return "", errors.New("no build ID to compare with: the image manifest records none")
 	}
-	d, err := agent.ConfigDigest(userData)
+	d, err := nodecontract.UserDataLabel(userData)
 	if err != nil {
 		return "", fmt.Errorf("digest of the user-data served: %w", err)
 	}
 	var probs []string
-	for k, v := range map[string]string{nodeconfig.LabelBuildID: buildID, nodeconfig.LabelNodeConfig: d[:40]} {
+	for k, v := range map[string]string{nodeconfig.LabelBuildID: buildID, nodeconfig.LabelNodeConfig: d} {
 		if n.Labels[k] != v {
 			probs = append(probs, fmt.Sprintf("label %s=%q, want %q", k, n.Labels[k], v))
 		}
@@ -239,7 +239,7 @@ func JudgeIdentity(n *cluster.Node, buildID string, userData []byte) (string, er
 		slices.Sort(probs)
 		return "", fmt.Errorf("node %s: %s", n.Name, strings.Join(probs, "; "))
 	}
-	return fmt.Sprintf("%s=%s, %s=%s", nodeconfig.LabelBuildID, buildID, nodeconfig.LabelNodeConfig, d[:40]), nil
+	return fmt.Sprintf("%s=%s, %s=%s", nodeconfig.LabelBuildID, buildID, nodeconfig.LabelNodeConfig, d), nil
 }
 
 // CheckVersions compares the Node's status.nodeInfo, as the API server
@@ -285,10 +285,15 @@ func JudgeVersions(n *cluster.Node, server string, want Versions) (string, error
 // RunPod runs a pod pinned to the node to completion and returns its
 // termination message.
 func (e *Env) RunPod(ctx context.Context, in *Instance, name, image string, args []string, host bool) (string, error) {
+	return e.runPodSpec(ctx, in, name, podSpec(in.NodeName, e.GuestRegistry()+"/"+image, args, host))
+}
+
+// runPodSpec runs a pod of spec in the default namespace as RunPod does.
+func (e *Env) runPodSpec(ctx context.Context, in *Instance, name string, spec map[string]any) (string, error) {
 	pod := map[string]any{
 		"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"name": name, "namespace": "default"},
-		"spec":     podSpec(in.NodeName, e.GuestRegistry()+"/"+image, args, host),
+		"spec":     spec,
 	}
 	body, _ := json.Marshal(pod)
 	if err := e.Cluster.CreatePod(ctx, "default", body); err != nil {

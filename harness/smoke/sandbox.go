@@ -75,12 +75,9 @@ func JudgeSandboxShipped(want Versions, images [][]string, probeMsg string, reqs
 	if !listed {
 		probs = append(probs, fmt.Sprintf("the Node's status.images has no %s (%d images listed)", want.Sandbox, len(images)))
 	}
-	var pr struct {
-		Images []nodeImage
-		Error  string
-	}
-	if err := json.Unmarshal([]byte(probeMsg), &pr); err != nil {
-		return "", fmt.Errorf("the images probe answered %q: %v", probeMsg, err)
+	pr, err := parseImagesProbe(probeMsg)
+	if err != nil {
+		return "", err
 	}
 	if pr.Error != "" {
 		probs = append(probs, "containerd's images on the node: "+pr.Error)
@@ -133,4 +130,19 @@ func JudgeOffline(reqs []registry.Request) (string, error) {
 		return "", fmt.Errorf("the node asked the refusing registry %d times: %s", len(reqs), strings.Join(seen, ", "))
 	}
 	return "pod Succeeded while the registry refused every request; it saw none", nil
+}
+
+// imagesProbe is the probe's answer to "images": containerd's images on
+// the node, or why it could not list them.
+type imagesProbe struct {
+	Images []nodeImage
+	Error  string
+}
+
+func parseImagesProbe(msg string) (imagesProbe, error) {
+	var pr imagesProbe
+	if err := json.Unmarshal([]byte(msg), &pr); err != nil {
+		return pr, fmt.Errorf("the images probe answered %q: %v", msg, err)
+	}
+	return pr, nil
 }

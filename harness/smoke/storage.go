@@ -35,15 +35,22 @@ type dataDisks struct {
 	Empty, Full string
 	// FullSHA256 and FullUUID are the formatted disk's before the boot.
 	FullSHA256, FullUUID string
+	// Cache is the image's cache disk (a copy), "" when it has none:
+	// always attached last.
+	Cache string
 }
 
 // order is the disks in the order attached: the empty one first, or last
 // (reversed, for the reboot: device names change, UUIDs do not).
 func (d *dataDisks) order(reversed bool) []string {
+	o := []string{d.Empty, d.Full}
 	if reversed {
-		return []string{d.Full, d.Empty}
+		o = []string{d.Full, d.Empty}
 	}
-	return []string{d.Empty, d.Full}
+	if d.Cache != "" {
+		o = append(o, d.Cache)
+	}
+	return o
 }
 
 // prepareDataDisks makes the two disks in dir: a sparse empty raw file and

@@ -52,6 +52,12 @@ type Versions struct {
 	// BuildID is the image's build ID, which the Node's
 	// drover.dev/build-id label must carry.
 	BuildID string
+	// Cached are the recipe's cached workload images (none: no image
+	// cache check); CacheDisk is the cache disk image's file, "" when
+	// none ships on one. The main instance's boots attach it as its last
+	// data disk.
+	Cached    []CachedImage
+	CacheDisk string
 }
 
 // RuntimeVersion is the containerRuntimeVersion a Node running containerd
@@ -67,6 +73,7 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	if p.JoinTimeout == 0 {
 		p.JoinTimeout = 25 * time.Minute
 	}
+	e.cacheHosts = cachedHosts(p.Want.Cached)
 	ud := p.UserData
 	if ud == nil {
 		var err error
@@ -87,6 +94,9 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	// Two data disks: an empty one for container storage, and one holding
 	// ext4 that the node must leave alone (storage.go).
 	disks, err := prepareDataDisks(ctx, filepath.Join(e.opts.WorkDir, "vm-join-data"))
+	if err == nil && p.Want.CacheDisk != "" {
+		disks.Cache, err = copyCacheDisk(p.Want.CacheDisk, filepath.Join(e.opts.WorkDir, "vm-join-data"))
+	}
 	var in *Instance
 	if err == nil {
 		in, err = e.bootWith(ctx, p.Image, filepath.Join(e.opts.WorkDir, "vm-join"), p.NVMe, meta, p.Metadata.emulator(), disks.order(false))
@@ -138,6 +148,7 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 	// checks below; checkPressureCleared looks again at the end.
 	pressure := e.checkMemoryPressure(ctx, r, in)
 	e.checkSandboxImage(ctx, r, in, p.Want)
+	e.checkCachedImages(ctx, r, in, p.Want)
 	var first *ProbeResult
 	step("node hardening (TCP/UDP sockets, sshd, read-only /, bootstrap kubeconfig)", func(ctx context.Context) (string, error) {
 		pr, err := e.Probe(ctx, in, "probe-1")
@@ -158,6 +169,7 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 		boots = e.checkUserUnits(ctx, r, in, "first boot", "probe-evidence-1", nil)
 	}
 	e.checkSecurity(ctx, r, in, "probe-security")
+	e.checkCIS(ctx, r, in, "probe-cis")
 	if units {
 		e.checkDrift(ctx, r, in)
 	}

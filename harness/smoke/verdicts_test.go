@@ -4,13 +4,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/drover-os/drover/agent/agent"
 	"github.com/drover-os/drover/agent/nodeconfig"
 	"github.com/drover-os/drover/agent/status"
 	"github.com/drover-os/drover/agent/userdata"
 	"github.com/drover-os/drover/harness/cluster"
 	"github.com/drover-os/drover/harness/ecsmeta"
 	"github.com/drover-os/drover/internal/secretscan"
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // Each smoke verdict is a function of what was observed; each table lists
@@ -175,14 +175,14 @@ func TestJudgeIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := agent.ConfigDigest(ud)
+	d, err := nodecontract.ConfigDigest(ud)
 	if err != nil {
 		t.Fatal(err)
 	}
 	good := func() *cluster.Node {
 		n, _ := goodNode()
 		n.Labels[nodeconfig.LabelBuildID] = "0123456789abcdef"
-		n.Labels[nodeconfig.LabelNodeConfig] = d[:40]
+		n.Labels[nodeconfig.LabelNodeConfig] = nodecontract.ConfigLabel(d)
 		return n
 	}
 	if _, err := JudgeIdentity(good(), "0123456789abcdef", ud); err != nil {

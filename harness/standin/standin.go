@@ -32,6 +32,7 @@ import (
 	"github.com/drover-os/drover/agent/ignition"
 	"github.com/drover-os/drover/agent/nodeconfig"
 	"github.com/drover-os/drover/harness/ecsapi"
+	"github.com/drover-os/drover/nodecontract"
 )
 
 // Config is how stand-ins reach the cluster and what they know of images.
@@ -62,6 +63,11 @@ func New(cfg Config) (*Launcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stand-in kubeconfig %s: %w", cfg.Kubeconfig, err)
 	}
+	// One client speaks for every stand-in, where each kubelet has its
+	// own: client-go's default limit (5 requests a second) would delay
+	// the heartbeats of a 50-instance group past the node monitor's grace
+	// period. The API server's own flow control still applies.
+	rc.QPS = -1
 	kc, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, err
@@ -177,13 +183,13 @@ func (in *Instance) labels() (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("user-data refused: %w", err)
 	}
-	d, err := agent.ConfigDigest(ud)
+	d, err := nodecontract.UserDataLabel(ud)
 	if err != nil {
 		return nil, err
 	}
 	// The labels the agent renders into the kubelet's --node-labels.
 	f := nodeconfig.Facts{InstanceID: in.Spec.InstanceID, RegionID: in.Spec.RegionID, ZoneID: in.Spec.ZoneID,
-		InstanceType: in.Spec.InstanceType, ConfigDigest: d[:40]}
+		InstanceType: in.Spec.InstanceType, ConfigDigest: d}
 	if in.l.cfg.BuildID != nil {
 		f.BuildID = in.l.cfg.BuildID(in.Spec.ImageID)
 	}

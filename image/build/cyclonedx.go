@@ -133,6 +133,15 @@ func cycloneDX(m *Manifest) ([]byte, error) {
 			ExternalReferences: &[]cdx.ExternalReference{{Type: cdx.ERTypeDistribution, URL: u.URL}}})
 		dependsOn(imageRef, ref)
 	}
+	if ci := m.CachedImages; ci != nil {
+		for _, c := range ci.Images {
+			ref := "oci:" + c.Ref
+			comps = append(comps, cdx.Component{BOMRef: ref, Type: cdx.ComponentTypeContainer, Name: c.Ref[:strings.LastIndex(c.Ref, "@")],
+				Version: c.Digest, PackageURL: ociPURL(c), Hashes: sha(strings.TrimPrefix(c.Digest, "sha256:")),
+				Properties: props("drover:platform", c.Platform, "drover:manifest", c.Manifest, "drover:location", c.Location)})
+			dependsOn(imageRef, ref)
+		}
+	}
 	var graph []cdx.Dependency
 	for _, ref := range order {
 		on := deps[ref]

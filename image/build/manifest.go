@@ -52,6 +52,9 @@ type Manifest struct {
 	URLs     []lock.URL        `json:"urls"`
 	Own      []OwnFile         `json:"drover"`
 	Sandbox  *SandboxImage     `json:"sandbox,omitempty"`
+	// Images are the recipe's cached workload images (images.go); nil
+	// when it caches none.
+	CachedImages *CachedImages `json:"cachedImages,omitempty"`
 	// CNI is what ships of the CNI plugins the packages install; nil when
 	// no package installs any.
 	CNI           *CNIPlugins `json:"cni,omitempty"`

@@ -93,6 +93,9 @@ func (b *builder) writeManifest(d *diskResult) error {
 	for _, im := range m.Images {
 		subjects = append(subjects, Subject{im.File, im.SHA256})
 	}
+	if m.CachedImages != nil && m.CachedImages.Disk != nil {
+		subjects = append(subjects, Subject{m.CachedImages.Disk.File, m.CachedImages.Disk.SHA256})
+	}
 	spdxDoc, err := sbom(m)
 	if err != nil {
 		return err

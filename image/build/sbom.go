@@ -426,6 +426,29 @@ func sbom(m *Manifest) ([]byte, error) {
 			PackageChecksums: sha256sum(u.SHA256), PrimaryPackagePurpose: "FILE"})
 		rel(image, "CONTAINS", x)
 	}
+	if ci := m.CachedImages; ci != nil {
+		// A cached image on the cache disk is part of what the build
+		// ships, not of the node image's root: the disk is a package the
+		// document describes too, and it contains them.
+		var disk common.ElementID
+		if ci.Disk != nil {
+			disk = add(&spdx.Package{PackageName: ci.Disk.File, PackageSPDXIdentifier: id("cachedisk", ci.Disk.File), PackageFileName: ci.Disk.File,
+				PackageChecksums: sha256sum(ci.Disk.SHA256), PrimaryPackagePurpose: "FILE",
+				PackageComment: "drover image cache disk: erofs labelled " + ci.Disk.Label + ", UUID " + ci.Disk.UUID + ", an OCI image layout of the images it contains"})
+			rel("DOCUMENT", "DESCRIBES", disk)
+		}
+		for _, c := range ci.Images {
+			x := add(&spdx.Package{PackageName: c.Ref[:strings.LastIndex(c.Ref, "@")], PackageSPDXIdentifier: id("oci", c.Ref),
+				PackageVersion: c.Digest, PackageChecksums: sha256sum(strings.TrimPrefix(c.Digest, "sha256:")), PrimaryPackagePurpose: "CONTAINER",
+				PackageExternalReferences: purl(ociPURL(c)),
+				PackageComment:            fmt.Sprintf("cached workload image, %s manifest %s, %d bytes, in the %s", c.Platform, c.Manifest, c.Size, c.Location)})
+			if c.Location == "disk" && disk != "" {
+				rel(disk, "CONTAINS", x)
+			} else {
+				rel(image, "CONTAINS", x)
+			}
+		}
+	}
 	for _, ref := range slices.Sorted(maps.Keys(refs)) {
 		doc.OtherLicenses = append(doc.OtherLicenses, &spdx.OtherLicense{LicenseIdentifier: ref, LicenseName: refs[ref],
 			ExtractedText: fmt.Sprintf("Debian license short name %q (DEP-5): its text is in /usr/share/doc/<package>/copyright of each package that states it.", refs[ref])})

@@ -54,6 +54,14 @@ func sbomManifest() *Manifest {
 			Deps:      []string{"github.com/coreos/ignition/v2@v2.24.0 h1:TVcsSWiYvhXihD8Mss3CTRuKaNZM2OIfpoKiudIhrKo="},
 			OwnSource: OwnSource{Built: "source", Source: &gomod.Source{Module: "github.com/drover-os/drover", Commit: agentRev}}}},
 		URLs: []lock.URL{{Name: "crictl", SHA256: strings.Repeat("f", 64), Size: 3, URL: "https://example.invalid/crictl.tar.gz"}},
+		CachedImages: &CachedImages{Root: "/usr/lib/drover/image-cache",
+			Images: []CachedImage{
+				{Ref: "registry.example.test/team/web:v1.2@sha256:" + strings.Repeat("5", 64), Platform: "linux/amd64", Digest: "sha256:" + strings.Repeat("5", 64),
+					Manifest: "sha256:" + strings.Repeat("6", 64), Location: "root", Size: 4096, Layers: []string{"sha256:" + strings.Repeat("7", 64)}},
+				{Ref: "registry.example.test:5000/ml/model@sha256:" + strings.Repeat("8", 64), Platform: "linux/amd64", Digest: "sha256:" + strings.Repeat("8", 64),
+					Manifest: "sha256:" + strings.Repeat("8", 64), Location: "disk", Size: 1 << 30},
+			},
+			Disk: &CacheDisk{File: "ecs-node.images.raw", Label: "drover-images", UUID: "0f0f0f0f-0000-4000-8000-000000000000", Size: 1 << 30, SHA256: strings.Repeat("9", 64), Index: strings.Repeat("0", 64)}},
 	}
 }
 

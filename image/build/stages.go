@@ -31,8 +31,12 @@ var stages = []stage{
 		for _, d := range p.Lock.Debs {
 			debBytes += d.Size
 		}
-		return fmt.Sprintf("%d packages (%s) and %d URL components into the verified cache, once every deb line is in the signed Packages index of the InRelease the lock pins for its suite",
-			len(p.Lock.Debs), bytesize.Format(debBytes), len(p.Lock.URLs))
+		var imageBytes int64
+		for _, im := range p.Lock.Images {
+			imageBytes += im.Size
+		}
+		return fmt.Sprintf("%d packages (%s), %d URL components and %d cached images (%s) into the verified cache, once every deb line is in the signed Packages index of the InRelease the lock pins for its suite",
+			len(p.Lock.Debs), bytesize.Format(debBytes), len(p.Lock.URLs), len(p.Lock.Images), bytesize.Format(imageBytes))
 	}, run: func(b *builder, ctx context.Context) (err error) {
 		if b.fetched, err = sources.Fetch(ctx, b.p.Recipe, b.p.Lock, b.o.Sources); err != nil {
 			return err
@@ -73,6 +77,20 @@ var stages = []stage{
 		}
 		return "the pod sandbox image from cmd/drover-pause, its index digest " + p.Recipe.Sandbox.Digest + " or the build fails"
 	}, run: func(b *builder, ctx context.Context) error { return b.sandboxImage(ctx) }},
+	{name: "cached images", plan: func(p *Plan) string {
+		if len(p.Recipe.Images) == 0 {
+			return "none (no images)"
+		}
+		var root, disk int
+		for _, im := range p.Recipe.Images {
+			if im.Location == "disk" {
+				disk++
+			} else {
+				root++
+			}
+		}
+		return fmt.Sprintf("%d workload images from the verified cache as an OCI layout in the root (%s), %d on the cache disk image %s", root, "/usr/lib/drover/image-cache", disk, DiskImageFile(p.Recipe.Name))
+	}, run: func(b *builder, _ context.Context) error { return b.cachedImages() }},
 	{name: "release check", plan: func(*Plan) string {
 		return "with --release only: refuse a builder or drover binary from an unknown or modified source, before anything is written"
 	}, run: func(b *builder, _ context.Context) error { return b.man.checkRelease() },

@@ -103,7 +103,7 @@ func TestStagesRunInOrderAndStopAtTheFirstFailure(t *testing.T) {
 			done = append(done, m[1])
 		}
 	}
-	if strings.Join(started, ",") != "fetch,assemble,cni plugins,package facts,go components,drover binaries,credential providers,sandbox image,add files,remove paths,finalize" || strings.Join(done, ",") != "fetch,assemble,cni plugins,package facts,go components,drover binaries,credential providers,sandbox image,add files,remove paths" {
+	if strings.Join(started, ",") != "fetch,assemble,cni plugins,package facts,go components,drover binaries,credential providers,sandbox image,cached images,add files,remove paths,finalize" || strings.Join(done, ",") != "fetch,assemble,cni plugins,package facts,go components,drover binaries,credential providers,sandbox image,cached images,add files,remove paths" {
 		t.Errorf("started %q, done %q\nlog:\n%s", started, done, log.String())
 	}
 	if !strings.Contains(log.String(), "build: 1 packages assembled: ") {

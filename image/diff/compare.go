@@ -92,21 +92,26 @@ func compareURLs(old, new []lockURL) []URLChange {
 	key := func(u lockURL) string { return u.Name }
 	om, nm := byName(old, key), byName(new, key)
 	side := func(u lockURL) *URLSide { return &URLSide{URL: u.URL, SHA256: u.SHA256, Size: u.Size} }
-	out := []URLChange{}
+	return changedSides(om, nm, side, func(name string, o, n *URLSide) URLChange { return URLChange{Name: name, Old: o, New: n} })
+}
+
+// changedSides compares two keyed sets whose items reduce to a comparable
+// side: one change per key added, removed or with another side (nil Old
+// or New for a side that is missing), in key order.
+func changedSides[T any, S comparable, C any](om, nm map[string]T, side func(T) *S, change func(name string, o, n *S) C) []C {
+	out := []C{}
 	for _, name := range unionKeys(om, nm) {
-		o, inOld := om[name]
-		n, inNew := nm[name]
-		c := URLChange{Name: name}
-		if inOld {
-			c.Old = side(o)
+		var was, is *S
+		if o, ok := om[name]; ok {
+			was = side(o)
 		}
-		if inNew {
-			c.New = side(n)
+		if n, ok := nm[name]; ok {
+			is = side(n)
 		}
-		if inOld && inNew && *c.Old == *c.New {
+		if was != nil && is != nil && *was == *is {
 			continue
 		}
-		out = append(out, c)
+		out = append(out, change(name, was, is))
 	}
 	return out
 }

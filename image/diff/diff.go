@@ -37,6 +37,13 @@ type Diff struct {
 	Packages []PackageChange `json:"packages"`
 	Go       []GoChange      `json:"go"`
 	URLs     []URLChange     `json:"urls"`
+	// Images are the cached workload images added, removed or changed
+	// (another digest under the same name); ImageFiles count the root's
+	// image cache files that changed with them; CacheDisk is the cache
+	// disk image's file and sha256.
+	Images     []ImageChange `json:"images"`
+	ImageFiles FileCounts    `json:"imageFiles"`
+	CacheDisk  *Change       `json:"cacheDisk"`
 	// Fixes say, per changed Debian source package and Go module, what
 	// the new version fixes (or a downgrade loses), from the changelogs
 	// and release notes the manifests record.
@@ -191,6 +198,8 @@ func Compare(old, new *build.Manifest) *Diff {
 	d.Packages = comparePackages(old.Packages, new.Packages)
 	d.Go = compareGo(old.Go, new.Go)
 	d.URLs = compareURLs(old.URLs, new.URLs)
+	d.Images = compareImages(old, new)
+	d.CacheDisk = changed("", cacheDisk(old), cacheDisk(new))
 	d.Fixes = compareFixes(old, new)
 	d.Kernel = changed("", old.Kernel, new.Kernel)
 	d.Cmdline = changed("", withoutRootHash(old.Cmdline), withoutRootHash(new.Cmdline))
@@ -215,7 +224,7 @@ func Compare(old, new *build.Manifest) *Diff {
 // Equal reports whether the two manifests describe the same image.
 func (d *Diff) Equal() bool {
 	return len(d.Inputs) == 0 && d.Arch == nil && len(d.Packages) == 0 && len(d.Go) == 0 && len(d.URLs) == 0 &&
-		d.Kernel == nil && d.Cmdline == nil && d.RootHash == nil && d.Units.empty() && d.InitrdModules.empty() &&
+		len(d.Images) == 0 && d.CacheDisk == nil && d.Kernel == nil && d.Cmdline == nil && d.RootHash == nil && d.Units.empty() && d.InitrdModules.empty() &&
 		d.Excluded.empty() && d.Removed.empty() && d.Setuid.empty() &&
 		len(d.ESP) == 0 && len(d.Files) == 0 && len(d.Partitions) == 0 && d.RootFS == nil && d.Disk == nil
 }

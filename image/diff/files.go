@@ -66,6 +66,9 @@ func (d *Diff) groupFiles(all []FileChange) []FileChange {
 	for i := range d.URLs {
 		counts["url:"+d.URLs[i].Name] = &d.URLs[i].Files
 	}
+	if len(d.Images) > 0 {
+		counts[imageOwner] = &d.ImageFiles
+	}
 	out := []FileChange{}
 	for _, fc := range all {
 		owner := fc.From

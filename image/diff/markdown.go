@@ -78,6 +78,17 @@ func (d *Diff) Markdown(w io.Writer) error {
 		}
 		table(&b, []string{"component", "old", "new", "files"}, rows)
 	}
+	if len(d.Images) > 0 || d.CacheDisk != nil {
+		section("Cached images")
+		rows := [][]string{}
+		for _, c := range d.Images {
+			rows = append(rows, []string{code(c.Name), imageCell(c.Old), imageCell(c.New)})
+		}
+		if d.CacheDisk != nil {
+			rows = append(rows, []string{"cache disk", code(short(d.CacheDisk.Old)), code(short(d.CacheDisk.New))})
+		}
+		table(&b, []string{"image", "old", "new"}, rows)
+	}
 	if len(d.Fixes) > 0 {
 		section("What the new versions fix")
 		d.fixesMarkdown(&b)

@@ -41,6 +41,13 @@ func (d *Diff) Text(w io.Writer) error {
 		mark, text := u.describe()
 		line("url", mark, text)
 	}
+	for _, c := range d.Images {
+		mark, text := c.describe()
+		line("image", mark, text)
+	}
+	if d.CacheDisk != nil {
+		line("cache disk", "~", arrow(orNone(d.CacheDisk.Old), orNone(d.CacheDisk.New)))
+	}
 	for _, f := range d.Fixes {
 		line(f.label(), f.mark(), f.describe())
 		for _, l := range f.detailLines() {
@@ -129,6 +136,8 @@ func (d *Diff) Summary() string {
 	count(pr, "package removed", "packages removed")
 	count(len(d.Go), "Go component changed", "Go components changed")
 	count(len(d.URLs), "URL component changed", "URL components changed")
+	count(len(d.Images), "cached image changed", "cached images changed")
+	flag(d.CacheDisk != nil, "cache disk changed")
 	parts = append(parts, d.fixSummary()...)
 	flag(d.Kernel != nil, "kernel changed")
 	flag(d.Cmdline != nil, "command line changed")
@@ -149,6 +158,7 @@ func (d *Diff) Summary() string {
 	for _, u := range d.URLs {
 		grouped = grouped.add(u.Files)
 	}
+	grouped = grouped.add(d.ImageFiles)
 	if n := len(d.Files) + grouped.total(); n > 0 {
 		text := fmt.Sprintf("%d files changed", n)
 		if n == 1 {
@@ -325,6 +335,14 @@ func mark(change string) string {
 }
 
 func arrow(old, new string) string { return short(old) + " → " + short(new) }
+
+// orNone is s, or "none" for a side without the thing (no cache disk).
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
 
 func quote(s string) string { return fmt.Sprintf("%q", s) }
 

@@ -25,7 +25,7 @@ func BenchmarkWarmFetch(b *testing.B) {
 		}
 		items = append(items, it)
 	}
-	f := &Fetcher{Cache: c, HTTP: srv.Client()}
+	f := &Fetcher{Retry: fast(4), Cache: c, HTTP: srv.Client()}
 	b.SetBytes(n * size)
 	b.ResetTimer()
 	for b.Loop() {

@@ -37,7 +37,7 @@ func (f *Fetcher) fetchItem(ctx context.Context, it Item, rep *reporter) (string
 		}
 	}
 	d := &download{f: f, it: it, rep: rep, partial: f.Cache.PartialPath(it.SHA256)}
-	err = retry(ctx, f.retries(), rep.logf, "fetching "+it.Name, func() error { return d.attempt(ctx) })
+	err = withRetry(ctx, f.policy(), rep.logf, "fetching "+it.Name, func() error { return d.attempt(ctx) })
 	if err != nil {
 		// Keep a partial worth resuming, not an empty file from a refused request.
 		if fi, serr := os.Stat(d.partial); serr == nil && fi.Size() == 0 {

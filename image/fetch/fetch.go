@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	"github.com/drover-os/drover/image/cache"
+	"github.com/drover-os/drover/internal/retry"
 )
 
 // Item is one file to fetch.
@@ -28,12 +29,12 @@ type Item struct {
 }
 
 // Fetcher downloads Items into Cache. The zero values of Parallel and
-// Retries mean the defaults.
+// Retry mean the defaults.
 type Fetcher struct {
 	Cache    *cache.Cache
 	HTTP     *http.Client // nil: http.DefaultClient
 	Parallel int          // concurrent downloads; 0 means 4
-	Retries  int          // retries after the first attempt; 0 means 4, negative means none
+	Retry    retry.Policy // when to retry a download; zero: Policy()
 	Log      io.Writer    // nil: silent
 	// Progress shows a progress bar on Log when Log is a terminal;
 	// otherwise (or when false) Fetch writes one line per finished download.
@@ -47,14 +48,11 @@ func (f *Fetcher) parallel() int {
 	return 4
 }
 
-func (f *Fetcher) retries() int {
-	switch {
-	case f.Retries > 0:
-		return f.Retries
-	case f.Retries < 0:
-		return 0
+func (f *Fetcher) policy() retry.Policy {
+	if f.Retry.Base == 0 {
+		return Policy()
 	}
-	return defaultRetries
+	return f.Retry
 }
 
 // FetchOne fetches a single file and returns its path in the cache (the

@@ -21,7 +21,7 @@ func TestFetchParallel(t *testing.T) {
 		want[it.SHA256] = data
 	}
 	var log syncBuffer
-	f := &Fetcher{Cache: openCache(t, t.TempDir()), HTTP: srv.Client(), Log: &log, Progress: true}
+	f := &Fetcher{Retry: fast(4), Cache: openCache(t, t.TempDir()), HTTP: srv.Client(), Log: &log, Progress: true}
 	paths, err := f.Fetch(context.Background(), items)
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +79,7 @@ func TestFetchCorruptEntry(t *testing.T) {
 	}
 
 	var log syncBuffer
-	f := &Fetcher{Cache: c, HTTP: srv.Client(), Log: &log}
+	f := &Fetcher{Retry: fast(4), Cache: c, HTTP: srv.Client(), Log: &log}
 	got, err := f.FetchOne(context.Background(), it.Name, it.URL, it.SHA256, it.Size)
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func TestFetchRetriesServerErrors(t *testing.T) {
 		return false
 	}
 	var log syncBuffer
-	f := &Fetcher{Cache: openCache(t, t.TempDir()), HTTP: srv.Client(), Log: &log}
+	f := &Fetcher{Retry: fast(4), Cache: openCache(t, t.TempDir()), HTTP: srv.Client(), Log: &log}
 	if _, err := f.Fetch(context.Background(), []Item{it}); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestFetchGivesUpAfterRetries(t *testing.T) {
 		w.WriteHeader(http.StatusTooManyRequests)
 		return true
 	}
-	f := &Fetcher{Cache: openCache(t, t.TempDir()), HTTP: srv.Client(), Retries: 2}
+	f := &Fetcher{Cache: openCache(t, t.TempDir()), HTTP: srv.Client(), Retry: fast(2)}
 	_, err := f.Fetch(context.Background(), []Item{it})
 	wantContains(t, err, "fetching a.deb: ", "429 Too Many Requests", "gave up after 3 attempts")
 	if n := srv.hitCount("a.deb"); n != 3 {
@@ -136,7 +136,7 @@ func TestFetch404(t *testing.T) {
 	srv := newFileServer(t)
 	it := Item{Name: "gone_1.0_amd64.deb", URL: srv.URL + "/pool/gone_1.0_amd64.deb", SHA256: sum([]byte("x")), Size: 1}
 	c := openCache(t, t.TempDir())
-	f := &Fetcher{Cache: c, HTTP: srv.Client()}
+	f := &Fetcher{Retry: fast(4), Cache: c, HTTP: srv.Client()}
 	_, err := f.Fetch(context.Background(), []Item{it})
 	wantContains(t, err, "fetching gone_1.0_amd64.deb: "+it.URL+" returned 404 Not Found; the lock may be stale (run drover lock)")
 	var se *StatusError
@@ -155,7 +155,7 @@ func TestFetchSHAMismatch(t *testing.T) {
 	it := srv.add("b.deb", served)
 	it.SHA256 = sum([]byte("what the lock expected"))
 	c := openCache(t, t.TempDir())
-	f := &Fetcher{Cache: c, HTTP: srv.Client()}
+	f := &Fetcher{Retry: fast(4), Cache: c, HTTP: srv.Client()}
 	_, err := f.Fetch(context.Background(), []Item{it})
 	wantContains(t, err, "fetching b.deb from "+it.URL+": sha256 mismatch: want "+it.SHA256+", got "+sum(served))
 	if n := srv.hitCount("b.deb"); n != 1 {
@@ -170,7 +170,7 @@ func TestFetchOversize(t *testing.T) {
 	it := srv.add("c.deb", content(4, 5000))
 	it.Size = 4000
 	c := openCache(t, t.TempDir())
-	f := &Fetcher{Cache: c, HTTP: srv.Client()}
+	f := &Fetcher{Retry: fast(4), Cache: c, HTTP: srv.Client()}
 	_, err := f.Fetch(context.Background(), []Item{it})
 	wantContains(t, err, "fetching c.deb from "+it.URL+": the server sent more than the 4000 bytes")
 	assertNoFiles(t, c.TempDir())
@@ -186,7 +186,7 @@ func TestFetchJoinsAllErrors(t *testing.T) {
 		{Name: "badsha.deb", URL: srv.URL + "/x", SHA256: "XYZ"},
 		{Name: "ftp.deb", URL: "ftp://example.invalid/x", SHA256: sum([]byte("3"))},
 	}
-	f := &Fetcher{Cache: openCache(t, t.TempDir()), HTTP: srv.Client()}
+	f := &Fetcher{Retry: fast(4), Cache: openCache(t, t.TempDir()), HTTP: srv.Client()}
 	paths, err := f.Fetch(context.Background(), items)
 	wantContains(t, err, "missing1.deb", "missing2.deb", "badsha.deb", "ftp.deb: ", "only http and https")
 	if paths[good.SHA256] == "" || len(paths) != 1 {
@@ -199,7 +199,7 @@ func TestFetchDuplicateSHA(t *testing.T) {
 	it := srv.add("d.deb", content(6, 100))
 	dup := it
 	dup.Name = "d-again.deb"
-	f := &Fetcher{Cache: openCache(t, t.TempDir()), HTTP: srv.Client()}
+	f := &Fetcher{Retry: fast(4), Cache: openCache(t, t.TempDir()), HTTP: srv.Client()}
 	paths, err := f.Fetch(context.Background(), []Item{it, dup})
 	if err != nil || len(paths) != 1 || srv.hitCount("d.deb") != 1 {
 		t.Errorf("paths=%v err=%v hits=%d; want one download", paths, err, srv.hitCount("d.deb"))
@@ -214,7 +214,7 @@ func TestFetchCancelled(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	f := &Fetcher{Cache: openCache(t, t.TempDir()), HTTP: srv.Client()}
+	f := &Fetcher{Retry: fast(4), Cache: openCache(t, t.TempDir()), HTTP: srv.Client()}
 	_, err := f.Fetch(ctx, items)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
@@ -242,7 +242,7 @@ func TestFetchCancelMidDownload(t *testing.T) {
 		return true
 	}
 	c := openCache(t, t.TempDir())
-	f := &Fetcher{Cache: c, HTTP: srv.Client()}
+	f := &Fetcher{Retry: fast(4), Cache: c, HTTP: srv.Client()}
 	_, err := f.Fetch(ctx, []Item{it})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
@@ -276,7 +276,7 @@ func TestTwoFetchersShareCache(t *testing.T) {
 				errs[g] = err
 				return
 			}
-			f := &Fetcher{Cache: c, HTTP: srv.Client(), Parallel: 3}
+			f := &Fetcher{Retry: fast(4), Cache: c, HTTP: srv.Client(), Parallel: 3}
 			results[g], errs[g] = f.Fetch(context.Background(), items)
 		}()
 	}

@@ -16,16 +16,22 @@ import (
 	"time"
 
 	"github.com/drover-os/drover/image/cache"
+	"github.com/drover-os/drover/internal/retry"
 )
 
 func TestMain(m *testing.M) {
-	// Keep retry waits short; the policy itself is exercised, not the clock.
-	backoffBase = time.Millisecond
-	backoffMax = 10 * time.Millisecond
 	if os.Getenv(childEnv) != "" {
 		os.Exit(childMain())
 	}
 	os.Exit(m.Run())
+}
+
+// fast is Policy with short waits and n retries: the tests exercise the
+// policy, not the clock.
+func fast(n int) retry.Policy {
+	p := Policy()
+	p.Base, p.Max, p.Retries = time.Millisecond, 10*time.Millisecond, n
+	return p
 }
 
 func sum(b []byte) string {

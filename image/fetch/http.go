@@ -8,25 +8,35 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/drover-os/drover/internal/retry"
 )
 
-// Retry policy. Variables, not constants, so tests can shrink the waits.
-var (
-	backoffBase  = 500 * time.Millisecond
-	backoffMax   = 30 * time.Second
-	stallTimeout = 60 * time.Second // no byte for this long: drop the connection and retry
-)
+// stallTimeout: no byte for this long, drop the connection and retry. A
+// variable so a test can shrink it.
+var stallTimeout = 60 * time.Second
 
-const (
-	defaultRetries = 4
-	getLimit       = 128 << 20 // Get is for small files; anything bigger is a mistake
-)
+const getLimit = 128 << 20 // Get is for small files; anything bigger is a mistake
+
+// Policy is the downloads' retry policy: a broken, stalled or refused
+// (5xx, 429, 408) transfer is retried 4 times, waits from 500 ms doubling
+// to 30 s with up to half again at random, so several drover processes
+// hitting one mirror spread out, and at least the server's Retry-After.
+func Policy() retry.Policy {
+	return retry.Policy{Base: 500 * time.Millisecond, Max: 30 * time.Second, Jitter: retry.AddHalf, Retries: 4,
+		Retryable: func(err error) (bool, time.Duration) {
+			var re *retryableError
+			if errors.As(err, &re) {
+				return true, re.after
+			}
+			return false, 0
+		}}
+}
 
 // StatusError is an HTTP answer other than the one asked for.
 type StatusError struct {
@@ -61,50 +71,28 @@ func (e *rangeNotSatisfiable) Error() string {
 	return fmt.Sprintf("range not satisfiable (length %d)", e.total)
 }
 
-// retry runs fn until it succeeds, fails with an error not marked
-// retryable, or has been retried retries times. Waits grow exponentially
-// with jitter, so several drover processes hitting one mirror spread out.
-func retry(ctx context.Context, retries int, logf func(string, ...any), what string, fn func() error) error {
-	for attempt := 0; ; attempt++ {
-		err := fn()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			if errors.Is(err, ctx.Err()) {
-				return err
-			}
-			return fmt.Errorf("%s: %w", what, ctx.Err())
-		}
-		var re *retryableError
-		if !errors.As(err, &re) {
-			return err
-		}
-		if attempt >= retries {
-			if attempt == 0 {
-				return err
-			}
-			return fmt.Errorf("%w (gave up after %d attempts)", err, attempt+1)
-		}
-		d := backoff(attempt, re.after)
+// withRetry runs fn under p until it succeeds, fails with an error not marked
+// retryable, or has been retried p.Retries times; logf hears of each retry.
+func withRetry(ctx context.Context, p retry.Policy, logf func(string, ...any), what string, fn func() error) error {
+	err := p.Do(ctx, fn, func(n int, err error, wait time.Duration) {
 		if logf != nil {
-			logf("%s: %v; retrying in %s (attempt %d of %d)", what, err, d.Round(time.Millisecond), attempt+2, retries+1)
+			logf("%s: %v; retrying in %s (attempt %d of %d)", what, err, wait.Round(time.Millisecond), n+2, p.Retries+1)
 		}
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%s: %w (after: %w)", what, ctx.Err(), err)
-		case <-t.C:
+	})
+	var in *retry.Interrupted
+	var ex *retry.Exhausted
+	switch {
+	case errors.As(err, &in):
+		if errors.Is(in.Last, in.Cause) {
+			return in.Last
 		}
+		return fmt.Errorf("%s: %w (after: %w)", what, in.Cause, in.Last)
+	case errors.As(err, &ex) && ex.Attempts > 1:
+		return fmt.Errorf("%w (gave up after %d attempts)", ex.Err, ex.Attempts)
+	case errors.As(err, &ex):
+		return ex.Err
 	}
-}
-
-func backoff(attempt int, after time.Duration) time.Duration {
-	d := backoffBase << min(attempt, 16)
-	d += rand.N(d/2 + 1)
-	d = max(d, after)
-	return min(d, backoffMax)
+	return err
 }
 
 // stream is one GET response body that turns stalls and broken
@@ -173,7 +161,7 @@ func openStream(ctx context.Context, client *http.Client, rawURL string, offset 
 	serr := &StatusError{URL: rawURL, StatusCode: resp.StatusCode, Status: resp.Status}
 	switch c := resp.StatusCode; {
 	case c >= 500, c == http.StatusTooManyRequests, c == http.StatusRequestTimeout:
-		return nil, &retryableError{err: serr, after: retryAfter(resp.Header.Get("Retry-After"))}
+		return nil, &retryableError{err: serr, after: retry.ParseRetryAfter(resp.Header.Get("Retry-After"))}
 	}
 	return nil, serr
 }
@@ -237,19 +225,12 @@ func contentRangeStart(h string) (int64, bool) {
 	return n, err == nil
 }
 
-func retryAfter(h string) time.Duration {
-	if secs, err := strconv.Atoi(h); err == nil && secs > 0 {
-		return time.Duration(secs) * time.Second
-	}
-	return 0
-}
-
 // Get fetches a small resource that has no known sha256 yet (an InRelease
 // file, which is then checked by its signature), with the same retry policy
-// as Fetch.
-func Get(ctx context.Context, client *http.Client, rawURL string) ([]byte, error) {
+// as Fetch (p: Policy(), unless a test passes a faster one).
+func Get(ctx context.Context, client *http.Client, p retry.Policy, rawURL string) ([]byte, error) {
 	var data []byte
-	err := retry(ctx, defaultRetries, nil, "GET "+rawURL, func() error {
+	err := withRetry(ctx, p, nil, "GET "+rawURL, func() error {
 		s, err := openStream(ctx, client, rawURL, 0)
 		if err != nil {
 			return err
@@ -272,10 +253,10 @@ func Get(ctx context.Context, client *http.Client, rawURL string) ([]byte, error
 // Download streams rawURL into w and returns the sha256 and length of what
 // was written, for inputs whose digest is only learnt at lock time. Broken
 // transfers resume where w left off (w never sees a byte twice).
-func Download(ctx context.Context, client *http.Client, rawURL string, w io.Writer) (sha string, n int64, err error) {
+func Download(ctx context.Context, client *http.Client, p retry.Policy, rawURL string, w io.Writer) (sha string, n int64, err error) {
 	h := sha256.New()
 	out := io.MultiWriter(w, h)
-	err = retry(ctx, defaultRetries, nil, "GET "+rawURL, func() error {
+	err = withRetry(ctx, p, nil, "GET "+rawURL, func() error {
 		s, err := openStream(ctx, client, rawURL, n)
 		var rns *rangeNotSatisfiable
 		if errors.As(err, &rns) {

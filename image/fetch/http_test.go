@@ -19,7 +19,7 @@ func TestGetRetries(t *testing.T) {
 		}
 		return false
 	}
-	got, err := Get(context.Background(), srv.Client(), srv.URL+"/InRelease")
+	got, err := Get(context.Background(), srv.Client(), fast(4), srv.URL+"/InRelease")
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("Get = %q, %v", got, err)
 	}
@@ -30,7 +30,7 @@ func TestGetRetries(t *testing.T) {
 
 func TestGet404(t *testing.T) {
 	srv := newFileServer(t)
-	_, err := Get(context.Background(), srv.Client(), srv.URL+"/dists/nope/InRelease")
+	_, err := Get(context.Background(), srv.Client(), fast(4), srv.URL+"/dists/nope/InRelease")
 	wantContains(t, err, srv.URL+"/dists/nope/InRelease returned 404 Not Found")
 	if n := srv.hitCount("dists/nope/InRelease"); n != 1 {
 		t.Errorf("404 retried: %d requests", n)
@@ -43,7 +43,7 @@ func TestDownloadResumes(t *testing.T) {
 	srv.add("tool.tar.gz", data)
 	srv.hook = dropAfterHalf(data)
 	var out bytes.Buffer
-	sha, n, err := Download(context.Background(), srv.Client(), srv.URL+"/tool.tar.gz", &out)
+	sha, n, err := Download(context.Background(), srv.Client(), fast(4), srv.URL+"/tool.tar.gz", &out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestDownloadRangeIgnored(t *testing.T) {
 		return true
 	}
 	var out bytes.Buffer
-	sha, n, err := Download(context.Background(), srv.Client(), srv.URL+"/tool.tar.gz", &out)
+	sha, n, err := Download(context.Background(), srv.Client(), fast(4), srv.URL+"/tool.tar.gz", &out)
 	if err != nil {
 		t.Fatal(err)
 	}

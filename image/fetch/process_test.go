@@ -48,7 +48,7 @@ func childMain() int {
 	}
 	items := procItemList(os.Getenv(childURLEnv))
 	var log strings.Builder
-	f := &Fetcher{Cache: c, HTTP: http.DefaultClient, Parallel: 3, Log: &log}
+	f := &Fetcher{Retry: fast(4), Cache: c, HTTP: http.DefaultClient, Parallel: 3, Log: &log}
 	paths, err := f.Fetch(context.Background(), items)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -94,7 +94,7 @@ func TestTwoProcessesShareCache(t *testing.T) {
 
 	c := openCache(t, dir)
 	var log syncBuffer
-	f := &Fetcher{Cache: c, HTTP: srv.Client(), Parallel: 3, Log: &log}
+	f := &Fetcher{Retry: fast(4), Cache: c, HTTP: srv.Client(), Parallel: 3, Log: &log}
 	items := procItemList(srv.URL)
 	fmt.Fprintln(stdin, "go")
 	paths, ferr := f.Fetch(context.Background(), items)

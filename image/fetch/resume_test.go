@@ -31,7 +31,7 @@ func TestFetchResumesWithRange(t *testing.T) {
 	it := srv.add("big.deb", data)
 	srv.hook = dropAfterHalf(data)
 	var log syncBuffer
-	f := &Fetcher{Cache: openCache(t, t.TempDir()), HTTP: srv.Client(), Log: &log}
+	f := &Fetcher{Retry: fast(4), Cache: openCache(t, t.TempDir()), HTTP: srv.Client(), Log: &log}
 	path, err := f.FetchOne(context.Background(), it.Name, it.URL, it.SHA256, it.Size)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func TestFetchResumesAcrossRuns(t *testing.T) {
 	srv := newFileServer(t)
 	data := content(11, 10000)
 	it := srv.add("e.deb", data)
-	f := &Fetcher{Cache: openCache(t, t.TempDir()), HTTP: srv.Client()}
+	f := &Fetcher{Retry: fast(4), Cache: openCache(t, t.TempDir()), HTTP: srv.Client()}
 	writePartial(t, f, it.SHA256, data[:3000])
 	path, err := f.FetchOne(context.Background(), it.Name, it.URL, it.SHA256, it.Size)
 	if err != nil {
@@ -80,7 +80,7 @@ func TestFetchRangeIgnored(t *testing.T) {
 		return true
 	}
 	var log syncBuffer
-	f := &Fetcher{Cache: openCache(t, t.TempDir()), HTTP: srv.Client(), Log: &log}
+	f := &Fetcher{Retry: fast(4), Cache: openCache(t, t.TempDir()), HTTP: srv.Client(), Log: &log}
 	writePartial(t, f, it.SHA256, data[:3000])
 	path, err := f.FetchOne(context.Background(), it.Name, it.URL, it.SHA256, it.Size)
 	if err != nil {
@@ -96,7 +96,7 @@ func TestFetchBadPartialStartsOver(t *testing.T) {
 	srv := newFileServer(t)
 	data := content(13, 10000)
 	it := srv.add("g.deb", data)
-	f := &Fetcher{Cache: openCache(t, t.TempDir()), HTTP: srv.Client()}
+	f := &Fetcher{Retry: fast(4), Cache: openCache(t, t.TempDir()), HTTP: srv.Client()}
 	writePartial(t, f, it.SHA256, bytes.Repeat([]byte{'z'}, 3000)) // not a prefix of data
 	path, err := f.FetchOne(context.Background(), it.Name, it.URL, it.SHA256, it.Size)
 	if err != nil {
@@ -112,7 +112,7 @@ func TestFetchCompletePartialNeedsNoNetwork(t *testing.T) {
 	srv := newFileServer(t)
 	data := content(14, 10000)
 	it := srv.add("h.deb", data)
-	f := &Fetcher{Cache: openCache(t, t.TempDir()), HTTP: srv.Client()}
+	f := &Fetcher{Retry: fast(4), Cache: openCache(t, t.TempDir()), HTTP: srv.Client()}
 	writePartial(t, f, it.SHA256, data) // downloaded, then interrupted before the rename
 	path, err := f.FetchOne(context.Background(), it.Name, it.URL, it.SHA256, it.Size)
 	if err != nil {
@@ -128,7 +128,7 @@ func TestFetchOverlongPartialStartsOver(t *testing.T) {
 	srv := newFileServer(t)
 	data := content(15, 10000)
 	it := srv.add("i.deb", data)
-	f := &Fetcher{Cache: openCache(t, t.TempDir()), HTTP: srv.Client()}
+	f := &Fetcher{Retry: fast(4), Cache: openCache(t, t.TempDir()), HTTP: srv.Client()}
 	writePartial(t, f, it.SHA256, append(append([]byte(nil), data...), 'x'))
 	path, err := f.FetchOne(context.Background(), it.Name, it.URL, it.SHA256, it.Size)
 	if err != nil {
@@ -158,7 +158,7 @@ func TestFetchStalledConnection(t *testing.T) {
 		return true
 	}
 	var log syncBuffer
-	f := &Fetcher{Cache: openCache(t, t.TempDir()), HTTP: srv.Client(), Log: &log}
+	f := &Fetcher{Retry: fast(4), Cache: openCache(t, t.TempDir()), HTTP: srv.Client(), Log: &log}
 	path, err := f.FetchOne(context.Background(), it.Name, it.URL, it.SHA256, it.Size)
 	if err != nil {
 		t.Fatal(err)

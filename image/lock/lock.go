@@ -14,6 +14,7 @@
 //	gomod <name> <go.mod line>
 //	gosum <name> <go.sum line>
 //	url <name> <sha256> <size> <url>
+//	image <host/repo[:tag]@digest> <platform> <platform manifest digest> <bytes>
 package lock
 
 import (
@@ -49,6 +50,16 @@ type Lock struct {
 	Debs      []Deb
 	Go        []Go
 	URLs      []URL
+	Images    []Image
+}
+
+// Image pins one cached workload image: the recipe's reference (whose
+// digest is an index's or a manifest's), the platform taken of an index,
+// and that platform's manifest digest, which pins its config and layers;
+// Size is the manifest, config and layers together, what the node ships.
+type Image struct {
+	Ref, Platform, Manifest string
+	Size                    int64
 }
 
 // Suite pins one signed Debian Release.
@@ -146,6 +157,11 @@ func (l *Lock) Format(header string) []byte {
 	for _, u := range urls {
 		fmt.Fprintf(&b, "url %s %s %d %s\n", u.Name, u.SHA256, u.Size, u.URL)
 	}
+	images := append([]Image(nil), l.Images...)
+	sort.Slice(images, func(i, j int) bool { return images[i].Ref < images[j].Ref })
+	for _, im := range images {
+		fmt.Fprintf(&b, "image %s %s %s %d\n", im.Ref, im.Platform, im.Manifest, im.Size)
+	}
 	return b.Bytes()
 }
 
@@ -194,7 +210,7 @@ func Parse(path string, data []byte) (*Lock, error) {
 		bad := func(format string, args ...any) error {
 			return fmt.Errorf("%s:%d: %s; the lock is damaged: run `drover lock` again", path, n, fmt.Sprintf(format, args...))
 		}
-		want := map[string]int{"lock": 2, "inputs": 2, "epoch": 3, "toolchain": 2, "suite": 4, "signer": 4, "deb": 8, "go": 5, "url": 5}
+		want := map[string]int{"lock": 2, "inputs": 2, "epoch": 3, "toolchain": 2, "suite": 4, "signer": 4, "deb": 8, "go": 5, "url": 5, "image": 5}
 		if format1 {
 			want["deb"] = 7
 		}
@@ -289,6 +305,15 @@ func Parse(path string, data []byte) (*Lock, error) {
 				return nil, bad("size %q is not a number", f[3])
 			}
 			l.URLs = append(l.URLs, URL{Name: f[1], SHA256: f[2], Size: size, URL: f[4]})
+		case "image":
+			size, err := strconv.ParseInt(f[4], 10, 64)
+			if err != nil || size <= 0 {
+				return nil, bad("size %q is not a positive number", f[4])
+			}
+			if !strings.Contains(f[1], "@sha256:") || !strings.HasPrefix(f[3], "sha256:") {
+				return nil, bad("image line wants <ref>@sha256:… <platform> sha256:… <bytes>")
+			}
+			l.Images = append(l.Images, Image{Ref: f[1], Platform: f[2], Manifest: f[3], Size: size})
 		default:
 			return nil, bad("unknown line kind %q", f[0])
 		}

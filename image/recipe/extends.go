@@ -26,7 +26,7 @@ import (
 // An overlay cannot remove anything from its base.
 
 // keyedLists are the top-level lists whose entries have an identity.
-var keyedLists = map[string]string{"go": "name", "urls": "name", "files": "path", "exclude": "package", "remove": "glob"}
+var keyedLists = map[string]string{"go": "name", "urls": "name", "files": "path", "exclude": "package", "remove": "glob", "images": "ref"}
 
 // maxExtends bounds a chain of overlays; a longer one is surely a mistake.
 const maxExtends = 8

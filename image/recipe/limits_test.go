@@ -36,7 +36,7 @@ func TestProblemsInStableOrder(t *testing.T) {
 // TestEmptyKeyNamed: an empty key is still named in the error.
 func TestEmptyKeyNamed(t *testing.T) {
 	_, err := Parse("r.yaml", []byte("name: x\n\"\": 1\n"))
-	want := `r.yaml:2: "": unknown field (known: extends, name, arch, epoch, debian, kernel, packages, prefer, go, urls, files, units, cmdline, image, sandbox, credentialProviders, secureBoot, cni, exclude, remove)`
+	want := `r.yaml:2: "": unknown field (known: extends, name, arch, epoch, debian, kernel, packages, prefer, go, urls, files, units, cmdline, image, sandbox, credentialProviders, secureBoot, cni, images, exclude, remove)`
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v\nwant %s", err, want)
 	}

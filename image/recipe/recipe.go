@@ -46,6 +46,9 @@ type Recipe struct {
 	// (the signing key itself is the build's --secure-boot-key).
 	SecureBoot SecureBoot `yaml:"secureBoot"`
 	CNI        CNI        `yaml:"cni"`
+	// Images are the workload images the node ships in its image cache
+	// (images.go).
+	Images []CachedImage `yaml:"images"`
 	// Exclude keeps packages of the dependency closure out of the image;
 	// Remove deletes paths after installation. See docs/recipes.md.
 	Exclude []Exclude `yaml:"exclude"`
@@ -349,6 +352,11 @@ func (r *Recipe) applyDefaults() {
 			r.URLs[i].Mode = 0o755
 		}
 	}
+	for i := range r.Images {
+		if r.Images[i].Location == "" {
+			r.Images[i].Location = LocationRoot
+		}
+	}
 	for i := range r.Files {
 		if r.Files[i].Mode == 0 {
 			r.Files[i].Mode = 0o644
@@ -364,7 +372,7 @@ func (r *Recipe) Roots() []string {
 
 // InputsDigest is the sha256 of everything in the recipe that decides what
 // the lock resolves: arch, suites, components, keyring, packages, kernel, Go
-// and URL components. A lock records it; a different digest means the lock
+// and URL components, cached images (reference and platform). A lock records it; a different digest means the lock
 // is stale. Files, units, cmdline and image options do not need a re-lock.
 func (r *Recipe) InputsDigest() string {
 	type goIn struct {
@@ -373,6 +381,8 @@ func (r *Recipe) InputsDigest() string {
 		Release                  string `json:",omitempty"`
 	}
 	type urlIn struct{ URL, SHA256 string }
+	// Where an image ships is not resolved: only what is fetched.
+	type imageIn struct{ Ref, Platform string }
 	in := struct {
 		Arch, Kernel string
 		Suites       []string
@@ -380,12 +390,16 @@ func (r *Recipe) InputsDigest() string {
 		Packages     []string
 		Go           []goIn
 		URLs         []urlIn
+		Images       []imageIn `json:",omitempty"`
 	}{Arch: r.Arch, Suites: r.Debian.Suites, Kernel: r.Kernel, Components: r.Debian.Components, Packages: r.Packages}
 	for _, g := range r.Go {
 		in.Go = append(in.Go, goIn{g.Module, g.Version, g.Package, g.Replace, g.Ldflags, g.Tags, g.Release})
 	}
 	for _, u := range r.URLs {
 		in.URLs = append(in.URLs, urlIn{u.URL, u.SHA256})
+	}
+	for _, im := range r.Images {
+		in.Images = append(in.Images, imageIn{im.Ref, r.ImagePlatform(im)})
 	}
 	b, _ := json.Marshal(in) // plain structs of strings: cannot fail
 	sum := sha256.Sum256(b)

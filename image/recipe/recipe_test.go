@@ -36,7 +36,7 @@ func TestDefaults(t *testing.T) {
 func TestErrors(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"unknown field", "name: x\npackges: [a]\n",
-			"r.yaml:2: packges: unknown field (known: extends, name, arch, epoch, debian, kernel, packages, prefer, go, urls, files, units, cmdline, image, sandbox, credentialProviders, secureBoot, cni, exclude, remove)"},
+			"r.yaml:2: packges: unknown field (known: extends, name, arch, epoch, debian, kernel, packages, prefer, go, urls, files, units, cmdline, image, sandbox, credentialProviders, secureBoot, cni, images, exclude, remove)"},
 		{"unknown nested field", "name: x\ndebian:\n  suite: trixie\n  mirror: foo\n",
 			"r.yaml:4: debian.mirror: unknown field (known: suites, suite, components, keyring)"},
 		{"wrong type list", "name: x\npackages: systemd\n",

@@ -87,6 +87,7 @@ func (r *Recipe) validate(t *tree) []error {
 	v.credentialProviders()
 	v.secureBoot()
 	v.cni()
+	v.images()
 	v.exclude()
 	v.remove()
 	return v.errs

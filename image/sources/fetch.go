@@ -8,6 +8,7 @@ import (
 
 	"github.com/drover-os/drover/image/fetch"
 	"github.com/drover-os/drover/image/lock"
+	"github.com/drover-os/drover/image/ociimages"
 	"github.com/drover-os/drover/image/recipe"
 )
 
@@ -19,6 +20,9 @@ type Fetched struct {
 	// Keyrings are the trust roots the suites' signatures were checked
 	// against, one per suite in lock order.
 	Keyrings []*TrustRoot
+	// Images are the cached images the lock pins, every blob verified in
+	// the cache.
+	Images []*ociimages.Image
 }
 
 // Fetch downloads (or re-verifies in the cache) every .deb and URL file the
@@ -58,6 +62,12 @@ func Fetch(ctx context.Context, r *recipe.Recipe, l *lock.Lock, o Options) (*Fet
 	for _, u := range l.URLs {
 		f.URLs[u.Name] = paths[u.SHA256]
 		f.Bytes += u.Size
+	}
+	if f.Images, err = ociimages.Fetch(ctx, l, o.images()); err != nil {
+		return nil, err
+	}
+	for _, im := range l.Images {
+		f.Bytes += im.Size
 	}
 	return f, nil
 }

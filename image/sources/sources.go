@@ -15,6 +15,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/drover-os/drover/image/ociimages"
+
 	"github.com/drover-os/drover/image/cache"
 	"github.com/drover-os/drover/image/debian"
 	"github.com/drover-os/drover/image/fetch"
@@ -49,6 +51,14 @@ type Options struct {
 	// AllowOlderRelease accepts a fresh Release dated before the one the
 	// lock records for its suite (--allow-older-release); refused otherwise.
 	AllowOlderRelease bool
+	// RegistryMirrors say where the build host fetches the recipe's
+	// cached images from (--registry-mirror, DROVER_REGISTRY_MIRRORS); a
+	// host without one is asked itself.
+	RegistryMirrors ociimages.Mirrors
+}
+
+func (o *Options) images() ociimages.Options {
+	return ociimages.Options{Cache: o.Cache, Mirrors: o.RegistryMirrors, Log: o.Log}
 }
 
 func (o *Options) logf(format string, args ...any) {
@@ -225,6 +235,9 @@ func Lock(ctx context.Context, r *recipe.Recipe, prev *lock.Lock, o Options) (*R
 		return nil, err
 	}
 	if l.URLs, err = lockURLs(ctx, r, o); err != nil {
+		return nil, err
+	}
+	if l.Images, err = ociimages.Lock(ctx, r, o.images()); err != nil {
 		return nil, err
 	}
 	l.Epoch = epoch(r, prev, l, suites)

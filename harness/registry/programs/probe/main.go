@@ -42,6 +42,10 @@
 //	probe kill-containerd N
 //	                      SIGKILL containerd's main process N times, each time once systemd
 //	                      has restarted it (a new MainPID, active); report the PIDs killed
+//	probe cis             what the CIS benchmark's node checks audit (harness/cis): the
+//	                      kubelet's command line and unit files, the modes and owners of the
+//	                      files they and its loaded configuration name, /configz (with the
+//	                      pod's service account token), the TLS 1.2 suites 10250 accepts
 //	probe images          containerd's image records in the CRI's namespace (name, target
 //	                      digest, labels), asked of its images service on the node's socket
 //	probe post-journal URL  POSTs this boot's whole journal (journalctl -o export) and every file in
@@ -74,6 +78,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -192,6 +197,14 @@ func main() {
 			code = 1
 		}
 		out, _ = json.Marshal(res)
+	case "cis":
+		// What the CIS benchmark's node checks audit (harness/cis).
+		r := cisEvidence()
+		out, _ = json.Marshal(r)
+		if len(out) > terminationLimit {
+			out = []byte(fmt.Sprintf(`{"errors":["the cis report is %d bytes, more than a termination message holds"]}`, len(out)))
+			code = 1
+		}
 	case "images":
 		// containerd's own list of the CRI's images (name, digest,
 		// labels), from its images service on the node.
@@ -274,7 +287,7 @@ func main() {
 		}
 		out, _ = json.Marshal(res)
 	default:
-		out = []byte(fmt.Sprintf(`{"error":"unknown mode %q: want inspect, edit-etc, units, chain, time, evidence, security, put-etc, plant-stored, plant-contents, exists, read, post-journal, alloc, fserror, images, serve, prestop, daemons, kill-containerd, journal or pressure"}`, mode))
+		out = []byte(fmt.Sprintf(`{"error":"unknown mode %q: want inspect, edit-etc, units, chain, time, evidence, security, put-etc, plant-stored, plant-contents, exists, read, post-journal, alloc, fserror, images, cis, serve, prestop, daemons, kill-containerd, journal or pressure"}`, mode))
 		code = 2
 	}
 	fmt.Println(string(out))
@@ -768,24 +781,33 @@ echo "superblock=$(findmnt -n -o FS-OPTIONS /run/drover-smoke-fs)"
 // multi-line value (an error from a plugin) is written as key=<,
 // tab-indented lines and " >", and journald keeps each as its own line,
 // so the keys after the value (the kubelet's image="...") are only on
-// the entry's last line.
+// the entry's last line. What precedes a continuation line's text is
+// not the tab klog wrote: on a drover node journalctl's short output
+// shows it as spaces (make smoke of cf1d9cb), and other journald
+// versions strip a stream line's leading whitespace. So a continuation
+// line is told by what it is not: inside an open value, any line but a
+// new klog header ("E1205 21:58:32.735070 ...") belongs to the entry,
+// and one starting with ">" closes the value.
 func lastMatching(out, text string, n int) string {
 	var keep [][]string
 	open := false // inside a multi-line value of a kept entry
 	for _, l := range strings.Split(out, "\n") {
 		_, msg, _ := strings.Cut(l, "]: ")
+		msg = strings.TrimLeft(msg, " \t")
 		switch {
+		case open && !klogHeader.MatchString(msg):
+			keep[len(keep)-1] = append(keep[len(keep)-1], l)
+			// A value closes with ">", after which the next key may
+			// open another.
+			if strings.HasPrefix(msg, ">") {
+				open = strings.HasSuffix(l, "=<")
+			}
 		case strings.Contains(l, text):
 			keep = append(keep, []string{l})
-		case open && (strings.HasPrefix(msg, "\t") || strings.HasPrefix(msg, " >")):
-			keep[len(keep)-1] = append(keep[len(keep)-1], l)
+			open = strings.HasSuffix(l, "=<")
 		default:
 			open = false
-			continue
 		}
-		// A value opens with "=<" at the end of a line and closes with
-		// " >", after which the next key may open another.
-		open = strings.HasSuffix(l, "=<") || (open && strings.HasPrefix(msg, "\t"))
 	}
 	if len(keep) > n {
 		keep = keep[len(keep)-n:]
@@ -796,6 +818,9 @@ func lastMatching(out, text string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// klogHeader is the start of a klog entry: severity, date, time.
+var klogHeader = regexp.MustCompile(`^[IWEF][0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]+ `)
 
 // postJournal sends the node's journal of this boot (journald keeps it in
 // /run on a drover node) and the files in /run/drover (the agent's and

@@ -135,4 +135,40 @@ func TestLastMatching(t *testing.T) {
 	if got := lastMatching(j, "Failed to provide credentials for image", 3); !strings.Contains(got, "r/one") || strings.Contains(got, "Other") || strings.Contains(got, "Started") {
 		t.Errorf("both entries and nothing else:\n%s", got)
 	}
+	// The tab does not survive: a drover node's journalctl shows it as
+	// spaces (make smoke of cf1d9cb), and journald versions that strip a
+	// stream line's leading whitespace leave nothing.
+	stripped := "[ 569.7] n kubelet[3672]: E1205 21:58:32.735070    3672 plugin.go:418] \"Failed to provide credentials for image\" err=<\n" +
+		"[ 569.7] n kubelet[3672]:         error running credential provider plugin: exit status 1\n" +
+		"[ 569.7] n kubelet[3672]: the instance has no RAM role attached\n" +
+		"[ 569.7] n kubelet[3672]: > provider=\"acr\" image=\"r/one\"\n" +
+		"[ 570.1] n kubelet[3672]: I1205 21:58:33.0 3672 a.go:1] \"Other\"\n" +
+		"[ 570.2] n kubelet[3672]: not kept"
+	got = lastMatching(stripped, "Failed to provide credentials for image", 3)
+	if want := strings.Join(strings.Split(stripped, "\n")[:4], "\n"); got != want {
+		t.Errorf("entry with stripped continuation lines:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestCISHelpers(t *testing.T) {
+	got := flagValues([]string{"/usr/bin/kubelet", "--config=/etc/k.yaml", "--cert-dir", "/var/lib/kubelet/pki", "-v=2"})
+	if got["config"] != "/etc/k.yaml" || got["cert-dir"] != "/var/lib/kubelet/pki" || got["v"] != "2" {
+		t.Errorf("flagValues: %v", got)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "f"), nil, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(dir, "f"), os.ModeSetgid|0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("f", filepath.Join(dir, "l")); err != nil {
+		t.Fatal(err)
+	}
+	if f := statFile(dir, "/l"); f.Mode != 0o2640 || f.Link != "f" || f.Missing || f.UID != uint32(os.Getuid()) {
+		t.Errorf("statFile: %+v", f)
+	}
+	if f := statFile(dir, "/none"); !f.Missing {
+		t.Errorf("statFile of a missing file: %+v", f)
+	}
 }
