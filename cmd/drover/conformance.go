@@ -89,7 +89,7 @@ wall time of each stage, writes the suite's JUnit file with --junit, and exits
 			}
 			e2e, images := suite.E2E, suite.Images
 			if buildOnly {
-				fmt.Fprintf(cmd.OutOrStdout(), "e2e.test %s\n", e2e)
+				fmt.Fprintf(cmd.OutOrStdout(), "e2e.test %s\nginkgo %s\n", e2e, suite.Ginkgo)
 				for _, im := range images {
 					d, _ := im.Index.Digest()
 					fmt.Fprintf(cmd.OutOrStdout(), "%s:%s %s (from %s)\n", im.Repo, im.Tag, d, im.From)
@@ -132,7 +132,7 @@ wall time of each stage, writes the suite's JUnit file with --junit, and exits
 			if err := timed("suite", func() (err error) {
 				res, err = conformance.Run(ctx, conformance.Target{Kubeconfig: env.Cluster.AdminKubeconfig(),
 					Registry: env.Registry, GuestRegistry: env.GuestRegistry()}, images,
-					conformance.Options{E2E: e2e, WorkDir: work, Plan: plan, Log: os.Stderr})
+					conformance.Options{E2E: e2e, Ginkgo: suite.Ginkgo, WorkDir: work, Plan: plan, Log: os.Stderr})
 				return err
 			}); err != nil {
 				return err
@@ -167,6 +167,7 @@ wall time of each stage, writes the suite's JUnit file with --junit, and exits
 	f.StringVar(&work, "work", "", "work directory: cluster state, VM disk, the suite's log and report (default IMAGE.conformance)")
 	f.StringVar(&junit, "junit", "", "copy the suite's JUnit XML here")
 	f.StringVar(&plan.Focus, "focus", "", "ginkgo focus regexp instead of "+conformance.DefaultFocus+" (a subset; the table still counts every [NodeConformance] spec)")
+	f.IntVar(&plan.Procs, "procs", 4, "parallel ginkgo processes (1: one spec after another); most of a spec's time on a TCG node is waiting, so several run side by side")
 	f.BoolVar(&buildOnly, "build-only", false, "only build (or find in the cache) e2e.test and the test images, and list the images")
 	f.DurationVar(&timeout, "timeout", 4*time.Hour, "overall limit")
 	return cmd
@@ -214,11 +215,15 @@ func buildSuite(ctx context.Context, g *globals, cacheDir, version, buildLog str
 	if err != nil {
 		return nil, err
 	}
+	gk, err := cluster.BuildGinkgo(ctx, cacheDir, version, os.Stderr, bl)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := cluster.BuildBinaries(ctx, cacheDir, version, os.Stderr, bl); err != nil {
 		return nil, err
 	}
 	if _, err := cluster.BuildScheduler(ctx, cacheDir, version, os.Stderr, bl); err != nil {
 		return nil, err
 	}
-	return &smoke.Suite{E2E: e2e, Images: images}, nil
+	return &smoke.Suite{E2E: e2e, Ginkgo: gk, Images: images}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/drover-os/drover/image/cache"
 	"github.com/drover-os/drover/image/gomod"
 )
 
@@ -55,4 +56,35 @@ func BuildKubernetesProgram(ctx context.Context, cacheDir, version, name, pkg st
 			Replace: r, Ldflags: ldflags}, nil
 	}
 	return buildKubernetes(ctx, cacheDir, version, mk, log, buildLog)
+}
+
+// GinkgoModule is the e2e suite's test framework. Its CLI runs the suite's
+// specs in parallel processes (ginkgo --procs), as upstream's
+// hack/ginkgo-e2e.sh does: on a TCG node most of a spec's time is waiting
+// for the kubelet, so specs run side by side finish far sooner.
+const GinkgoModule = "github.com/onsi/ginkgo/v2"
+
+// BuildGinkgo returns the ginkgo CLI at the version Kubernetes version's
+// go.mod requires (the CLI refuses a suite built with another major and
+// warns on another minor), built from the Go module proxy and cached at
+// cacheDir like the control plane.
+func BuildGinkgo(ctx context.Context, cacheDir, version string, log, buildLog io.Writer) (string, error) {
+	if log == nil {
+		log = io.Discard
+	}
+	store, err := cache.Open(cacheDir)
+	if err != nil {
+		return "", fmt.Errorf("building ginkgo: %w", err)
+	}
+	env := gomod.Env{WorkDir: store.TempDir(), Log: buildLog}
+	text, err := gomod.ModuleGoMod(ctx, env, gomod.KubernetesModule, version)
+	if err != nil {
+		return "", fmt.Errorf("building ginkgo for Kubernetes %s: %w; check that the Go module proxy is reachable", version, err)
+	}
+	v, err := gomod.RequiredVersion(text, GinkgoModule)
+	if err != nil {
+		return "", fmt.Errorf("building ginkgo for Kubernetes %s: its %w", version, err)
+	}
+	return buildOne(ctx, env, store, gomod.Component{Name: "ginkgo", Module: GinkgoModule, Version: v,
+		Package: GinkgoModule + "/ginkgo"}, log)
 }

@@ -83,6 +83,18 @@ func TestPlanArgs(t *testing.T) {
 	}
 }
 
+// TestPlanGinkgoArgs: through the ginkgo CLI the same focus, skips and
+// timeout are the CLI's own flags (a --ginkgo. prefix there is refused by
+// it), the suite binary comes next, and the suite's flags after "--".
+func TestPlanGinkgoArgs(t *testing.T) {
+	got := strings.Join(Plan{Procs: 4}.GinkgoArgs("/w/e2e.test", "/k", "/r"), " ")
+	want := `--procs=4 --focus=\[NodeConformance\] --skip=\[Serial\]|\[Slow\]|\[Flaky\]|\[Disruptive\]|\[Alpha\]|\[Feature:[^\]]+\] ` +
+		`--timeout=3h0m0s --no-color /w/e2e.test -- --kubeconfig=/k --provider=skeleton --report-dir=/r --allowed-not-ready-nodes=0 --disable-log-dump`
+	if got != want {
+		t.Errorf("ginkgo args\n got %s\nwant %s", got, want)
+	}
+}
+
 // TestRepoList: every registry the framework knows points at the harness
 // registry (the keys are RegistryList's yaml tags in
 // k8s.io/kubernetes/test/utils/image/manifest.go of v1.37.2).

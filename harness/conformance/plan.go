@@ -43,6 +43,10 @@ type Plan struct {
 	// Timeout bounds the suite (ginkgo's own timeout, so it writes its
 	// report); 0 means 3h.
 	Timeout time.Duration
+	// Procs > 1 runs the specs in that many parallel processes through
+	// the ginkgo CLI (Options.Ginkgo), as upstream's jobs do; 0 or 1
+	// runs them one after another in e2e.test itself.
+	Procs int
 }
 
 func (p Plan) focus() string {
@@ -83,22 +87,51 @@ func (p Plan) Validate() error {
 }
 
 // Args are e2e.test's arguments for the plan against the cluster of
-// kubeconfig, writing its JUnit report into reportDir.
+// kubeconfig, writing its JUnit report into reportDir, when e2e.test runs
+// the specs itself, one after another.
 func (p Plan) Args(kubeconfig, reportDir string) []string {
+	var out []string
+	for _, f := range p.ginkgoFlags() {
+		out = append(out, "--ginkgo."+f)
+	}
+	return append(out, suiteArgs(kubeconfig, reportDir)...)
+}
+
+// GinkgoArgs are the ginkgo CLI's arguments to run the plan's specs of the
+// suite binary e2e in Procs parallel processes (the CLI's flags, then the
+// suite's after "--"); the suite still writes one JUnit report, from the
+// first process, with every process's specs.
+func (p Plan) GinkgoArgs(e2e, kubeconfig, reportDir string) []string {
+	out := []string{fmt.Sprintf("--procs=%d", p.Procs)}
+	for _, f := range p.ginkgoFlags() {
+		out = append(out, "--"+f)
+	}
+	out = append(out, e2e, "--")
+	return append(out, suiteArgs(kubeconfig, reportDir)...)
+}
+
+// ginkgoFlags are ginkgo's own flags for the plan, without their prefix
+// (e2e.test takes them as --ginkgo.X, the CLI as --X).
+func (p Plan) ginkgoFlags() []string {
 	timeout := p.Timeout
 	if timeout == 0 {
 		timeout = 3 * time.Hour
 	}
+	return []string{
+		"focus=" + p.focus(),
+		"skip=" + p.skipRegexp(),
+		"timeout=" + timeout.String(),
+		"no-color",
+	}
+}
+
+func suiteArgs(kubeconfig, reportDir string) []string {
 	return []string{
 		"--kubeconfig=" + kubeconfig,
 		// skeleton: no cloud provider; the node's ECS identity is
 		// drover's business, not the suite's.
 		"--provider=skeleton",
 		"--report-dir=" + reportDir,
-		"--ginkgo.focus=" + p.focus(),
-		"--ginkgo.skip=" + p.skipRegexp(),
-		"--ginkgo.timeout=" + timeout.String(),
-		"--ginkgo.no-color",
 		// One node, and it must be Ready: none may be left out.
 		"--allowed-not-ready-nodes=0",
 		// No log dump over SSH: a drover node has no sshd.

@@ -27,6 +27,7 @@ type Target struct {
 // Options of one run.
 type Options struct {
 	E2E     string // e2e.test (BuildE2E's cache blob)
+	Ginkgo  string // the ginkgo CLI (BuildGinkgo's cache blob), for Plan.Procs > 1
 	WorkDir string // the repo list, the report dir, the suite's log
 	Plan    Plan
 	Log     io.Writer // progress; the suite's own output goes to WorkDir/e2e.log
@@ -69,6 +70,16 @@ func Run(ctx context.Context, t Target, images []Image, o Options) (*Result, err
 	}
 	defer logf.Close()
 	cmd := exec.CommandContext(ctx, bin, o.Plan.Args(t.Kubeconfig, reportDir)...)
+	if o.Plan.Procs > 1 {
+		if o.Ginkgo == "" {
+			return nil, fmt.Errorf("running the suite in %d processes needs the ginkgo CLI (cluster.BuildGinkgo)", o.Plan.Procs)
+		}
+		gk := filepath.Join(o.WorkDir, "ginkgo")
+		if err := installExecutable(o.Ginkgo, gk); err != nil {
+			return nil, err
+		}
+		cmd = exec.CommandContext(ctx, gk, o.Plan.GinkgoArgs(bin, t.Kubeconfig, reportDir)...)
+	}
 	cmd.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+repoList)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	fmt.Fprintf(o.Log, "conformance: running %s (log: %s)\n", strings.Join(cmd.Args, " "), logPath)

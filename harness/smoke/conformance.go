@@ -14,6 +14,7 @@ import (
 // (cluster.BuildE2E, conformance.BuildImages), for the conformance subset.
 type Suite struct {
 	E2E    string
+	Ginkgo string // the ginkgo CLI (cluster.BuildGinkgo), to run specs in parallel
 	Images []conformance.Image
 }
 
@@ -47,7 +48,7 @@ func (e *Env) runSubset(ctx context.Context, s *Suite) (string, error) {
 		return "", err
 	}
 	res, err := conformance.Run(ctx, conformance.Target{Kubeconfig: e.Cluster.AdminKubeconfig(), Registry: e.Registry, GuestRegistry: e.GuestRegistry()},
-		s.Images, conformance.Options{E2E: s.E2E, WorkDir: work, Plan: conformance.Plan{Focus: conformance.FocusOn(names), Timeout: subsetTimeout}, Log: e.opts.Log})
+		s.Images, conformance.Options{E2E: s.E2E, Ginkgo: s.Ginkgo, WorkDir: work, Plan: conformance.Plan{Focus: conformance.FocusOn(names), Timeout: subsetTimeout}, Log: e.opts.Log})
 	if err != nil {
 		return "", err
 	}
