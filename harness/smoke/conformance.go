@@ -22,6 +22,11 @@ type Suite struct {
 // still writes its report): ten specs take a few minutes on a TCG node.
 const subsetTimeout = 20 * time.Minute
 
+// subsetProcs runs the subset's specs side by side: each is 15-70 s on a
+// TCG node, nearly all of it waiting for the kubelet (a probe's period, a
+// restart's back-off), so one after another they cost the smoke minutes.
+const subsetProcs = 4
+
 // checkConformanceSubset runs conformance.Subset of the e2e suite's
 // [NodeConformance] specs against the node on this boot (the environment
 // started with Options.Conformance): each must pass.
@@ -48,7 +53,7 @@ func (e *Env) runSubset(ctx context.Context, s *Suite) (string, error) {
 		return "", err
 	}
 	res, err := conformance.Run(ctx, conformance.Target{Kubeconfig: e.Cluster.AdminKubeconfig(), Registry: e.Registry, GuestRegistry: e.GuestRegistry()},
-		s.Images, conformance.Options{E2E: s.E2E, Ginkgo: s.Ginkgo, WorkDir: work, Plan: conformance.Plan{Focus: conformance.FocusOn(names), Timeout: subsetTimeout}, Log: e.opts.Log})
+		s.Images, conformance.Options{E2E: s.E2E, Ginkgo: s.Ginkgo, WorkDir: work, Plan: conformance.Plan{Focus: conformance.FocusOn(names), Timeout: subsetTimeout, Procs: subsetProcs}, Log: e.opts.Log})
 	if err != nil {
 		return "", err
 	}
