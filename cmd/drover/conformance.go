@@ -17,12 +17,13 @@ import (
 	"github.com/drover-os/drover/harness/smoke"
 	"github.com/drover-os/drover/image/cache"
 	"github.com/drover-os/drover/image/debian"
+	"github.com/drover-os/drover/image/lock"
 )
 
 func newConformanceCmd(g *globals) *cobra.Command {
 	var version, cacheDir, work, junit string
 	var plan conformance.Plan
-	var buildOnly bool
+	var buildOnly, lockImages bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "conformance IMAGE.raw",
@@ -34,17 +35,28 @@ usual skips ([Serial], [Slow], [Flaky], [Disruptive], [Alpha], [Feature:…]),
 against the smoke harness's control plane (with kube-scheduler, and the API
 server reaching the kubelet for logs, exec and port-forward) and the image
 booted under QEMU as an ECS instance. The test images (agnhost from the
-kubernetes module, busybox from Debian's busybox-static) are built here and
-served by the harness registry; every registry the suite knows is mapped to
-it (KUBE_TEST_REPO_LIST), so an image not built here is refused, never fetched.
+kubernetes module, busybox from Debian's busybox-static, glibc-dns-testing
+from the Debian packages locked in
+` + conformance.GlibcLockFile + `) are built here and served by
+the harness registry; every registry the suite knows is mapped to it
+(KUBE_TEST_REPO_LIST), so an image not built here is refused, never fetched.
+--lock-test-images re-locks those packages (no IMAGE then).
 
 It prints the table (passed, failed, skipped by reason, every failure) and the
 wall time of each stage, writes the suite's JUnit file with --junit, and exits
 1 if a spec failed. docs/conformance.md explains the skips and the failures.`,
 		Example: `  drover conformance out/ecs-node.raw --junit out/conformance.xml
   drover conformance out/ecs-node.raw --focus 'Pods should get a host IP'`,
-		Args: cobra.ExactArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if lockImages {
+				return cobra.NoArgs(cmd, args)
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if lockImages {
+				return lockTestImages(cmd.Context(), g)
+			}
 			image := args[0]
 			var err error
 			if version == "" {
@@ -170,6 +182,7 @@ wall time of each stage, writes the suite's JUnit file with --junit, and exits
 	f.IntVar(&plan.Procs, "procs", 4, "parallel ginkgo processes (1: one spec after another); most of a spec's time on a TCG node is waiting, so several run side by side")
 	f.BoolVar(&buildOnly, "build-only", false, "only build (or find in the cache) e2e.test and the test images, and list the images")
 	f.DurationVar(&timeout, "timeout", 4*time.Hour, "overall limit")
+	f.BoolVar(&lockImages, "lock-test-images", false, "resolve the Debian packages of the glibc-dns-testing test image again from the signed archive, as drover lock does, and write "+conformance.GlibcLockFile+" (run in a drover checkout, then rebuild drover, which embeds it); no IMAGE")
 	return cmd
 }
 
@@ -226,4 +239,27 @@ func buildSuite(ctx context.Context, g *globals, cacheDir, version, buildLog str
 		return nil, err
 	}
 	return &smoke.Suite{E2E: e2e, Ginkgo: gk, Images: images}, nil
+}
+
+// lockTestImages re-locks the glibc-dns-testing image's packages into the
+// checkout's lock file, printing what changed.
+func lockTestImages(ctx context.Context, g *globals) error {
+	o, err := g.options(true)
+	if err != nil {
+		return err
+	}
+	old, err := os.ReadFile(conformance.GlibcLockFile)
+	if err != nil {
+		return fmt.Errorf("%w: run --lock-test-images at the root of a drover checkout", err)
+	}
+	text, err := conformance.LockGlibc(ctx, o)
+	if err != nil {
+		return err
+	}
+	removed, added := lock.Changes(old, text)
+	if err := lock.Write(conformance.GlibcLockFile, text); err != nil {
+		return err
+	}
+	fmt.Fprintf(g.log(), "%s: %d line(s) removed, %d added; rebuild drover to embed it\n", conformance.GlibcLockFile, len(removed), len(added))
+	return nil
 }

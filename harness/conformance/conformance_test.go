@@ -151,20 +151,24 @@ func TestLayerDeterministic(t *testing.T) {
 	}
 }
 
-// TestUnbuilt: manifests asked for outside the built repositories are
-// listed once with the registry's answer; blobs and built repositories are
-// not; one answered other than 404 is an error naming it.
+// TestUnbuilt: manifests asked for outside the built images are listed
+// once with the registry's answer, another tag of a built repository
+// (agnhost's previous version) too; blobs, built tags and digests in a
+// built repository are not; one answered other than 404 is an error
+// naming it.
 func TestUnbuilt(t *testing.T) {
 	reqs := []registry.Request{
 		{Method: "GET", Path: "/v2/e2e-test-images/agnhost/manifests/2.66.1", Status: 200},
+		{Method: "GET", Path: "/v2/e2e-test-images/agnhost/manifests/sha256:0a", Status: 200},
+		{Method: "HEAD", Path: "/v2/e2e-test-images/agnhost/manifests/2.55", Status: 404},
 		{Method: "HEAD", Path: "/v2/e2e-test-images/nginx/manifests/1.27.0-2", Status: 404},
 		{Method: "GET", Path: "/v2/e2e-test-images/nginx/manifests/1.27.0-2", Status: 404},
 		{Method: "GET", Path: "/v2/invalid/alpine/manifests/3.1", Status: 404},
 		{Method: "GET", Path: "/v2/e2e-test-images/agnhost/blobs/sha256:00", Status: 200},
 	}
-	built := []Image{{Repo: "e2e-test-images/agnhost"}}
+	built := []Image{{Repo: "e2e-test-images/agnhost", Tag: "2.66.1"}}
 	got, err := Unbuilt(reqs, built)
-	if err != nil || strings.Join(got, ", ") != "e2e-test-images/nginx:1.27.0-2 404, invalid/alpine:3.1 404" {
+	if err != nil || strings.Join(got, ", ") != "e2e-test-images/agnhost:2.55 404, e2e-test-images/nginx:1.27.0-2 404, invalid/alpine:3.1 404" {
 		t.Errorf("Unbuilt = %v, %v", got, err)
 	}
 	reqs = append(reqs, registry.Request{Method: "GET", Path: "/v2/library/nginx/manifests/latest", Status: 200})

@@ -126,6 +126,16 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Image, error) {
 	if err := add("e2e-test-images/nonewprivs", tags["Nonewprivs"], "k8s.io/kubernetes/test/images/nonewprivs@"+o.Version+" + "+busyboxDeb.Name, nn, nil, []string{"nnp"}); err != nil {
 		return nil, err
 	}
+	// glibc-dns-testing: upstream's is Debian with dnsutils; here the
+	// locked trixie packages (glibc.go). Not coredns, which upstream
+	// downloads from GitHub releases (docs/conformance.md).
+	gl, err := glibcEntries(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := add("e2e-test-images/glibc-dns-testing", tags["GlibcDnsTesting"], "Debian trixie "+strings.Join(glibcPackages, ", ")+" ("+GlibcLockFile+")", gl, nil, []string{"sh"}); err != nil {
+		return nil, err
+	}
 	pause := []entry{{path: "pause", mode: 0o755, data: agnhostBin}}
 	if err := add("k8s/pause", tags["Pause"], "agnhost pause", pause, []string{"/pause", "pause"}, nil); err != nil {
 		return nil, err
@@ -151,11 +161,18 @@ func frameworkTags(ctx context.Context, o BuildOptions) (map[string]string, erro
 	if err != nil {
 		return nil, fmt.Errorf("reading the e2e framework's image tags: %w", err)
 	}
+	return parseTags(path, src)
+}
+
+// parseTags reads the image table of the framework's manifest.go: the tag
+// of each image by its name in the table (Agnhost, AgnhostPrev, BusyBox,
+// …). The images built here must be in it.
+func parseTags(path string, src []byte) (map[string]string, error) {
 	tags := map[string]string{}
 	for _, m := range tagRE.FindAllSubmatch(src, -1) {
 		tags[string(m[1])] = string(m[4])
 	}
-	for _, want := range []string{"Agnhost", "BusyBox", "Pause"} {
+	for _, want := range []string{"Agnhost", "BusyBox", "Pause", "NonRoot", "Nonewprivs", "GlibcDnsTesting"} {
 		if tags[want] == "" {
 			return nil, fmt.Errorf("%s: no configs[%s] line: the framework's image table changed; update harness/conformance", path, want)
 		}

@@ -119,16 +119,23 @@ func JUnitPath(workDir string) string { return filepath.Join(workDir, "report", 
 // without repeats. It is an error if one was answered with anything but
 // 404: the harness registry holds only what Run pushed, and every
 // registry the suite knows is mapped to it, so nothing else is served.
+//
+// An image is built by repository and tag: another tag of a built
+// repository (agnhost's previous version, AgnhostPrev) is not built. A
+// manifest asked for by digest in a built repository is one of the
+// pushed images' (the node resolves the tag, then fetches by digest).
 func Unbuilt(reqs []registry.Request, images []Image) ([]string, error) {
 	built := map[string]bool{}
+	repos := map[string]bool{}
 	for _, im := range images {
-		built[im.Repo] = true
+		built[im.Repo+":"+im.Tag] = true
+		repos[im.Repo] = true
 	}
 	seen := map[string]bool{}
 	var out, served []string
 	for _, r := range reqs {
 		repo, ref, ok := strings.Cut(strings.TrimPrefix(r.Path, "/v2/"), "/manifests/")
-		if !ok || built[repo] {
+		if !ok || built[repo+":"+ref] || (repos[repo] && strings.HasPrefix(ref, "sha256:")) {
 			continue
 		}
 		k := fmt.Sprintf("%s:%s %d", repo, ref, r.Status)
