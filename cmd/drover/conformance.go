@@ -46,7 +46,8 @@ It prints the table (passed, failed, skipped by reason, every failure) and the
 wall time of each stage, writes the suite's JUnit file with --junit, and exits
 1 if a spec failed. docs/conformance.md explains the skips and the failures.`,
 		Example: `  drover conformance out/ecs-node.raw --junit out/conformance.xml
-  drover conformance out/ecs-node.raw --focus 'Pods should get a host IP'`,
+  drover conformance out/ecs-node.raw --focus 'Pods should get a host IP'
+  drover conformance --lock-test-images`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if lockImages {
 				return cobra.NoArgs(cmd, args)
@@ -153,7 +154,11 @@ wall time of each stage, writes the suite's JUnit file with --junit, and exits
 			// The registry's own record of what it answered: every
 			// registry the suite knows is mapped to it, so an image not
 			// built here is refused, never fetched elsewhere.
-			unbuilt, uerr := conformance.Unbuilt(env.Registry.Requests(), images)
+			own := make([]string, 0, len(env.Images))
+			for ref := range env.Images {
+				own = append(own, ref)
+			}
+			unbuilt, uerr := conformance.Unbuilt(env.Registry.Requests(), images, own...)
 			fmt.Fprintf(cmd.OutOrStdout(), "registry: %d manifest(s) asked for that are not built here, with the registry's answer:\n", len(unbuilt))
 			for _, u := range unbuilt {
 				fmt.Fprintf(cmd.OutOrStdout(), "  %s\n", u)

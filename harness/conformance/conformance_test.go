@@ -165,14 +165,20 @@ func TestUnbuilt(t *testing.T) {
 		{Method: "GET", Path: "/v2/e2e-test-images/nginx/manifests/1.27.0-2", Status: 404},
 		{Method: "GET", Path: "/v2/invalid/alpine/manifests/3.1", Status: 404},
 		{Method: "GET", Path: "/v2/e2e-test-images/agnhost/blobs/sha256:00", Status: 200},
+		// the harness's own image: pushed (HEAD 404, PUT 201), then read
+		{Method: "HEAD", Path: "/v2/drover/hello/manifests/v1", Status: 404},
+		{Method: "PUT", Path: "/v2/drover/hello/manifests/v1", Status: 201},
+		{Method: "PUT", Path: "/v2/drover/hello/manifests/sha256:0b", Status: 201},
+		{Method: "GET", Path: "/v2/drover/hello/manifests/v1", Status: 200},
+		{Method: "PUT", Path: "/v2/e2e-test-images/other/manifests/1", Status: 201},
 	}
 	built := []Image{{Repo: "e2e-test-images/agnhost", Tag: "2.66.1"}}
-	got, err := Unbuilt(reqs, built)
+	got, err := Unbuilt(reqs, built, "drover/hello:v1")
 	if err != nil || strings.Join(got, ", ") != "e2e-test-images/agnhost:2.55 404, e2e-test-images/nginx:1.27.0-2 404, invalid/alpine:3.1 404" {
 		t.Errorf("Unbuilt = %v, %v", got, err)
 	}
 	reqs = append(reqs, registry.Request{Method: "GET", Path: "/v2/library/nginx/manifests/latest", Status: 200})
-	if _, err := Unbuilt(reqs, built); err == nil || !strings.Contains(err.Error(), "library/nginx:latest 200") {
+	if _, err := Unbuilt(reqs, built, "drover/hello:v1"); err == nil || !strings.Contains(err.Error(), "library/nginx:latest 200") {
 		t.Errorf("an unbuilt image served: %v", err)
 	}
 }

@@ -124,18 +124,25 @@ func JUnitPath(workDir string) string { return filepath.Join(workDir, "report", 
 // repository (agnhost's previous version, AgnhostPrev) is not built. A
 // manifest asked for by digest in a built repository is one of the
 // pushed images' (the node resolves the tag, then fetches by digest).
-func Unbuilt(reqs []registry.Request, images []Image) ([]string, error) {
+// own are the harness's own images ("drover/hello:v1"), pushed and read
+// by the harness beside the test images; only pulls (GET, HEAD) count.
+func Unbuilt(reqs []registry.Request, images []Image, own ...string) ([]string, error) {
 	built := map[string]bool{}
 	repos := map[string]bool{}
 	for _, im := range images {
 		built[im.Repo+":"+im.Tag] = true
 		repos[im.Repo] = true
 	}
+	for _, ref := range own {
+		built[ref] = true
+		repos[strings.SplitN(ref, ":", 2)[0]] = true
+	}
 	seen := map[string]bool{}
 	var out, served []string
 	for _, r := range reqs {
 		repo, ref, ok := strings.Cut(strings.TrimPrefix(r.Path, "/v2/"), "/manifests/")
-		if !ok || built[repo+":"+ref] || (repos[repo] && strings.HasPrefix(ref, "sha256:")) {
+		if !ok || (r.Method != http.MethodGet && r.Method != http.MethodHead) ||
+			built[repo+":"+ref] || (repos[repo] && strings.HasPrefix(ref, "sha256:")) {
 			continue
 		}
 		k := fmt.Sprintf("%s:%s %d", repo, ref, r.Status)
