@@ -156,7 +156,7 @@ func TestRepairReplacementPending(t *testing.T) {
 		n.Conditions = []Condition{{Type: "Ready", Status: "False", Since: time.Now().Add(-time.Hour)}}
 	})
 	err := w.env.Repair(context.Background(), "asg-1", 10*time.Minute, Options{MaxUnavailable: 1, Surge: 1})
-	if err == nil || w.messages(EventReady) != "" || !strings.Contains(w.messages(EventFailed), "new instance i-new1 is not Ready after 200ms") {
+	if err == nil || w.messages(EventReady) != "" || !strings.Contains(w.messages(EventFailed), "new instance i-new1 is not Ready after 200ms: instance Pending (its Node node-i-new1 is Ready)") {
 		t.Errorf("err %v, ready %q, report %s; want the Pending replacement not counted", err, w.messages(EventReady), w.messages(EventFailed))
 	}
 }
