@@ -161,49 +161,42 @@ func TestRepairReplacementPending(t *testing.T) {
 	}
 }
 
-// TestRepairAboveMinSize: a group above its MinSize is repaired without
-// touching MinSize.
-func TestRepairAboveMinSize(t *testing.T) {
-	a := desired(t, "m-a", "build-a", userData(t, "abcdef.0123456789abcdef", nil))
-	w := newWorld(t, 3, a)
-	w.cloud.BeforeRemove = nil
-	w.cloud.G.MinSize = 2
-	w.cluster.Update("node-i-old1", func(n *Node) {
-		n.Conditions = []Condition{{Type: "Ready", Status: "Unknown", Reason: "NodeStatusUnknown", Since: time.Now().Add(-time.Hour)}}
-	})
-	if err := w.env.Repair(context.Background(), "asg-1", 10*time.Minute, Options{MaxUnavailable: 1, Surge: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := w.cloud.Writes(), []string{"Remove i-old1 false"}; !slices.Equal(got, want) {
-		t.Errorf("cloud calls %v, want %v", got, want)
-	}
-}
-
-// TestRepairAtMinSize: ESS refuses RemoveInstances below MinSize even
+// TestRepairMinSize: ESS refuses RemoveInstances below MinSize even
 // without lowering the desired capacity, so a group at its MinSize is
-// repaired with MinSize lowered by one until the replacement is Ready.
-func TestRepairAtMinSize(t *testing.T) {
-	a := desired(t, "m-a", "build-a", userData(t, "abcdef.0123456789abcdef", nil))
-	w := newWorld(t, 2, a)
-	w.cloud.BeforeRemove = nil
-	w.cloud.G.MinSize = 2
-	w.cluster.Update("node-i-old1", func(n *Node) {
-		n.Conditions = []Condition{{Type: "Ready", Status: "Unknown", Reason: "NodeStatusUnknown", Since: time.Now().Add(-time.Hour)}}
-	})
-	if err := w.env.Repair(context.Background(), "asg-1", 10*time.Minute, Options{MaxUnavailable: 1, Surge: 1}); err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"SetMinSize 1", "Remove i-old1 false", "SetMinSize 2"}
-	if got := w.cloud.Writes(); !slices.Equal(got, want) {
-		t.Errorf("cloud calls %v, want %v", got, want)
-	}
-	if n := len(w.instances()); n != 2 || w.cloud.G.MinSize != 2 {
-		t.Errorf("%d instances, MinSize %d; want 2, 2", n, w.cloud.G.MinSize)
-	}
-	want = []string{"MinSize 1 while the replacement launches (was 2)", "MinSize 2 again (a repair had lowered it to 1)"}
-	got := slices.DeleteFunc(strings.Split(w.messages(EventGroup), "\n"), func(m string) bool { return !strings.HasPrefix(m, "MinSize") })
-	if !slices.Equal(got, want) {
-		t.Errorf("MinSize events %q, want %q", got, want)
+// repaired with MinSize lowered by one until the replacement is Ready; a
+// group above its MinSize is repaired without touching it.
+func TestRepairMinSize(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		size        int
+		writes, evs []string
+	}{
+		{name: "above", size: 3, writes: []string{"Remove i-old1 false"}},
+		{name: "at", size: 2, writes: []string{"SetMinSize 1", "Remove i-old1 false", "SetMinSize 2"},
+			evs: []string{"MinSize 1 while the replacement launches (was 2)", "MinSize 2 again (a repair had lowered it to 1)"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := desired(t, "m-a", "build-a", userData(t, "abcdef.0123456789abcdef", nil))
+			w := newWorld(t, c.size, a)
+			w.cloud.BeforeRemove = nil
+			w.cloud.G.MinSize = 2
+			w.cluster.Update("node-i-old1", func(n *Node) {
+				n.Conditions = []Condition{{Type: "Ready", Status: "Unknown", Reason: "NodeStatusUnknown", Since: time.Now().Add(-time.Hour)}}
+			})
+			if err := w.env.Repair(context.Background(), "asg-1", 10*time.Minute, Options{MaxUnavailable: 1, Surge: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if got := w.cloud.Writes(); !slices.Equal(got, c.writes) {
+				t.Errorf("cloud calls %v, want %v", got, c.writes)
+			}
+			if n := len(w.instances()); n != c.size || w.cloud.G.MinSize != 2 {
+				t.Errorf("%d instances, MinSize %d; want %d, 2", n, w.cloud.G.MinSize, c.size)
+			}
+			got := slices.DeleteFunc(strings.Split(w.messages(EventGroup), "\n"), func(m string) bool { return !strings.HasPrefix(m, "MinSize") })
+			if !slices.Equal(got, c.evs) {
+				t.Errorf("MinSize events %q, want %q", got, c.evs)
+			}
+		})
 	}
 }
 
