@@ -354,6 +354,10 @@ func (f *FakeCloud) SetGroupTags(_ context.Context, _ string, tags map[string]st
 func (f *FakeCloud) RemoveGroupTags(_ context.Context, _ string, keys []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if len(keys) == 0 {
+		// Recorded all the same: an UntagResources call for nothing.
+		f.TagCalls = append(f.TagCalls, "Untag")
+	}
 	for _, k := range keys {
 		delete(f.Tags, k)
 		f.TagCalls = append(f.TagCalls, "Untag "+k)

@@ -15,7 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	policyv1client "k8s.io/client-go/kubernetes/typed/policy/v1"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -96,7 +98,7 @@ func TestKubeDrainBarePodsAndBlockingBudget(t *testing.T) {
 	evictions = nil
 	tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	err = (&Kube{Client: cs, Poll: 5 * time.Millisecond}).Drain(tctx, "n1", false)
+	err = (&Kube{Client: ctxClient{cs}, Poll: 5 * time.Millisecond}).Drain(tctx, "n1", false)
 	if err == nil {
 		t.Fatal("a budget refusing until the deadline: no error")
 	}
@@ -195,5 +197,81 @@ func TestKubeDrain(t *testing.T) {
 	}
 	if err := k.DeleteNode(ctx, "n1"); err != nil {
 		t.Errorf("deleting a gone Node: %v", err)
+	}
+}
+
+// ctxClient is the fake clientset with PodDisruptionBudgets' List failing
+// on an ended context, as a real client's request does (client-go's fake
+// ignores the context).
+type ctxClient struct{ kubernetes.Interface }
+
+func (c ctxClient) PolicyV1() policyv1client.PolicyV1Interface {
+	return ctxPolicy{c.Interface.PolicyV1()}
+}
+
+type ctxPolicy struct {
+	policyv1client.PolicyV1Interface
+}
+
+func (p ctxPolicy) PodDisruptionBudgets(ns string) policyv1client.PodDisruptionBudgetInterface {
+	return ctxPDB{p.PolicyV1Interface.PodDisruptionBudgets(ns)}
+}
+
+type ctxPDB struct {
+	policyv1client.PodDisruptionBudgetInterface
+}
+
+func (b ctxPDB) List(ctx context.Context, o metav1.ListOptions) (*policyv1.PodDisruptionBudgetList, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return b.PodDisruptionBudgetInterface.List(ctx, o)
+}
+
+// TestKubeDrainWaits: an evicted pod is listed (terminating) until it
+// ends; a waiting Drain returns only after that, and a pod list that fails
+// meanwhile is an error.
+func TestKubeDrainWaits(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	cs := fake.NewClientset(node, pod("web-1", owned))
+	var mu sync.Mutex
+	evicted, lists, gone := false, 0, false
+	listErr := error(nil)
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		evicted = true // accepted; the pod ends later
+		return true, nil, nil
+	})
+	cs.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !evicted {
+			return false, nil, nil
+		}
+		if listErr != nil {
+			return true, nil, listErr
+		}
+		if lists++; lists == 3 {
+			gone = cs.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "default", "web-1") == nil
+		}
+		return false, nil, nil
+	})
+	k := &Kube{Client: cs, Poll: time.Millisecond}
+	if err := k.Drain(context.Background(), "n1", true); err != nil || !gone {
+		t.Errorf("Drain: %v, pod ended before it returned: %t; want nil, true", err, gone)
+	}
+	// The list fails while waiting.
+	if err := cs.Tracker().Add(pod("web-2", owned)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	evicted, listErr = false, apierrors.NewServiceUnavailable("apiserver restarting")
+	mu.Unlock()
+	if err := k.Drain(context.Background(), "n1", true); err == nil || !strings.Contains(err.Error(), "listing the pods of Node n1") {
+		t.Errorf("a failing pod list while waiting: %v; want its error", err)
 	}
 }

@@ -48,6 +48,9 @@ func TestRunHoldsTheLockAndReleasesIt(t *testing.T) {
 		t.Errorf("lock held at %d of 2 drains, lock tags after: %v", held, lockTags(w))
 	}
 	// The surge is recorded while MaxSize is raised.
+	if strings.Contains(w.messages(EventWarning), "lock") {
+		t.Errorf("warnings about the lock: %s", w.messages(EventWarning))
+	}
 	if got := w.cloud.TagWrites(); len(got) != 4 || !strings.HasPrefix(got[0], "Tag drover:lock:run1=") ||
 		got[1] != "Tag drover:surge=max=2 surge=3" || got[2] != "Untag drover:surge" || got[3] != "Untag drover:lock:run1" {
 		t.Errorf("tag writes %v", got)
@@ -76,6 +79,14 @@ func TestLockedGroupIsRefused(t *testing.T) {
 	if len(w.cloud.Writes())+len(w.cloud.TagWrites())+len(w.cluster.Writes()) != 0 {
 		t.Errorf("a refused run wrote %v %v %v", w.cloud.Writes(), w.cloud.TagWrites(), w.cluster.Writes())
 	}
+	// Two holders are named in their tags' order; a tag without run= is
+	// named by its key's run ID.
+	w.cloud.Tags[LockTagPrefix+"a0"] = "owner=bob@host until=" + until.Format(time.RFC3339)
+	err := w.env.Repair(context.Background(), "asg-1", time.Minute, Options{MaxUnavailable: 1, Surge: 1})
+	if want := "locked by bob@host (run a0) until " + until.Format(time.RFC3339) + "; ops@laptop (run other)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("two holders: %v; want %q", err, want)
+	}
+	delete(w.cloud.Tags, LockTagPrefix+"a0")
 	// A dry run says so and writes nothing.
 	w.env.DryRun = true
 	if err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false); err != nil || !strings.Contains(w.messages(EventPlan), "is locked by ops@laptop") {
@@ -142,14 +153,20 @@ func TestSimultaneousLocksWithdraw(t *testing.T) {
 // its next renewal.
 func TestLostLockStopsTheRun(t *testing.T) {
 	w, b := lockedWorld(t)
-	w.env.LockTTL = 60 * time.Millisecond
+	w.env.LockTTL = 300 * time.Millisecond
 	w.env.DrainTimeout = 5 * time.Second
 	renewed := make(chan struct{})
+	var late time.Duration
 	w.cluster.DrainFunc = func(ctx context.Context, _ string) error {
-		// Wait for a renewal, then break the lock.
+		// Wait for a renewal, which must come before the lock (taken
+		// before this drain) expires, then break the lock.
+		start := time.Now()
 		for !strings.Contains(strings.Join(w.cloud.TagWrites(), "\n"), "Tag drover:lock:run1=owner=ci@runner-1 run=run1 until=") ||
 			strings.Count(strings.Join(w.cloud.TagWrites(), "\n"), "Tag drover:lock:run1") < 2 {
 			time.Sleep(5 * time.Millisecond)
+		}
+		if d := time.Since(start); d >= w.env.LockTTL {
+			late = d
 		}
 		close(renewed)
 		_ = w.cloud.RemoveGroupTags(ctx, "asg-1", []string{LockTagPrefix + "run1"})
@@ -158,6 +175,9 @@ func TestLostLockStopsTheRun(t *testing.T) {
 	}
 	err := w.env.Run(context.Background(), "asg-1", b, Options{MaxUnavailable: 1, Surge: 1}, false)
 	<-renewed
+	if late > 0 {
+		t.Errorf("first renewal %s into the drain: the lock (TTL %s) had expired", late, w.env.LockTTL)
+	}
 	if err == nil || !strings.Contains(err.Error(), "this run's lock (tag drover:lock:run1) was removed") {
 		t.Fatalf("err %v", err)
 	}

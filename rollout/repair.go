@@ -266,9 +266,16 @@ func (e *Env) repairOne(ctx context.Context, groupID string, st State, m Member)
 				return nil
 			}
 			reason := "instance " + in.State
-			if n != nil {
+			switch {
+			case in.State != InService:
+				// Not in service yet (a launch or a lifecycle hook
+				// holds it), whatever its Node says.
+				if n != nil && n.Ready() {
+					reason += " (its Node " + n.Name + " is Ready)"
+				}
+			case n != nil:
 				reason = "Node " + n.Name + " not Ready"
-			} else if in.State == InService {
+			default:
 				reason = "no Node with providerID " + st.Region + "." + in.ID + " yet"
 			}
 			waiting = &Member{Instance: in, Node: n, Reason: reason}

@@ -123,25 +123,40 @@ func TestRollout(t *testing.T) {
 	buildsMu.Unlock()
 	t.Logf("control plane and images ready after %s", time.Since(start).Round(time.Second))
 
+	// Every scenario at once, each in its own goroutine: they wait on the
+	// node lifecycle controller's grace period, ESS's activities and the
+	// stand-ins' heartbeats, not on the CPU, and t.Parallel would run them
+	// only -parallel (GOMAXPROCS: 2 on a CI machine) at a time, which made
+	// this test the integration tier's long pole (224 s of its 369 s).
+	scenarios := []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"NodeFileChange", e.nodeFileChange},
+		{"RotatedToken", e.rotatedToken},
+		{"RefusedUserData", e.refusedUserData},
+		{"InterruptedResume", e.interruptedResume},
+		{"Repair", e.repair},
+		{"SkippedStates", e.skippedStates},
+		{"Locked", e.locked},
+		{"KilledBeforeMaxSize", e.killedBeforeMaxSize},
+		{"NoDesiredCapacity", e.noDesiredCapacity},
+		{"StockOut", e.stockOut},
+		{"Zones", e.zones},
+		{"TemplateCopy", e.templateCopy},
+		{"LifecycleHooks", e.lifecycleHooks},
+		{"KilledRepair", e.killedRepair},
+		{"PDBBlocks", e.pdbBlocks},
+		{"MaxUnhealthy", e.maxUnhealthy},
+		{"Surge50", e.surge50},
+		{"KilledAtEachStep", e.killedAtEachStep},
+	}
 	t.Run("scenarios", func(t *testing.T) {
-		t.Run("NodeFileChange", func(t *testing.T) { t.Parallel(); e.nodeFileChange(t) })
-		t.Run("RotatedToken", func(t *testing.T) { t.Parallel(); e.rotatedToken(t) })
-		t.Run("RefusedUserData", func(t *testing.T) { t.Parallel(); e.refusedUserData(t) })
-		t.Run("InterruptedResume", func(t *testing.T) { t.Parallel(); e.interruptedResume(t) })
-		t.Run("Repair", func(t *testing.T) { t.Parallel(); e.repair(t) })
-		t.Run("SkippedStates", func(t *testing.T) { t.Parallel(); e.skippedStates(t) })
-		t.Run("Locked", func(t *testing.T) { t.Parallel(); e.locked(t) })
-		t.Run("KilledBeforeMaxSize", func(t *testing.T) { t.Parallel(); e.killedBeforeMaxSize(t) })
-		t.Run("NoDesiredCapacity", func(t *testing.T) { t.Parallel(); e.noDesiredCapacity(t) })
-		t.Run("StockOut", func(t *testing.T) { t.Parallel(); e.stockOut(t) })
-		t.Run("Zones", func(t *testing.T) { t.Parallel(); e.zones(t) })
-		t.Run("TemplateCopy", func(t *testing.T) { t.Parallel(); e.templateCopy(t) })
-		t.Run("LifecycleHooks", func(t *testing.T) { t.Parallel(); e.lifecycleHooks(t) })
-		t.Run("KilledRepair", func(t *testing.T) { t.Parallel(); e.killedRepair(t) })
-		t.Run("PDBBlocks", func(t *testing.T) { t.Parallel(); e.pdbBlocks(t) })
-		t.Run("MaxUnhealthy", func(t *testing.T) { t.Parallel(); e.maxUnhealthy(t) })
-		t.Run("Surge50", func(t *testing.T) { t.Parallel(); e.surge50(t) })
-		t.Run("KilledAtEachStep", func(t *testing.T) { t.Parallel(); e.killedAtEachStep(t) })
+		var wg sync.WaitGroup
+		for _, sc := range scenarios {
+			wg.Go(func() { t.Run(sc.name, sc.run) })
+		}
+		wg.Wait()
 	})
 }
 

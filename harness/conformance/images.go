@@ -96,7 +96,14 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Image, error) {
 	// agnhost-2 for the entrypoint tests, /uploads for netexec and the
 	// user and group its SupplementalGroups test expects; here busybox
 	// stands in for alpine's shell and tools.
-	ag := append(withPasswd(bb, true),
+	// Also upstream's /localhost.crt and /localhost.key (its Dockerfile
+	// adds porter's pair): netexec serves HTTPS with them for the https
+	// lifecycle-hook specs.
+	tls, err := agnhostTLS(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	ag := append(append(withPasswd(bb, true), tls...),
 		entry{path: "agnhost", mode: 0o755, data: agnhostBin},
 		entry{path: "agnhost-2", link: "agnhost", mode: 0o777},
 		entry{path: "uploads", dir: true, mode: 0o755})
@@ -178,6 +185,26 @@ func parseTags(path string, src []byte) (map[string]string, error) {
 		}
 	}
 	return tags, nil
+}
+
+// agnhostTLS is the certificate and key upstream's agnhost image holds at
+// /localhost.crt and /localhost.key, read from test/images/agnhost/porter
+// of the kubernetes module at the version (its Dockerfile ADDs them).
+func agnhostTLS(ctx context.Context, o BuildOptions) ([]entry, error) {
+	env := gomod.Env{WorkDir: filepath.Join(o.CacheDir, "tmp"), Log: o.BuildLog}
+	dir, err := gomod.ModuleDir(ctx, env, "k8s.io/kubernetes", o.Version)
+	if err != nil {
+		return nil, fmt.Errorf("reading agnhost's localhost certificate: %w", err)
+	}
+	var out []entry
+	for _, name := range []string{"localhost.crt", "localhost.key"} {
+		data, err := os.ReadFile(filepath.Join(dir, "test", "images", "agnhost", "porter", name))
+		if err != nil {
+			return nil, fmt.Errorf("reading agnhost's %s: %w", name, err)
+		}
+		out = append(out, entry{path: name, mode: 0o644, data: data})
+	}
+	return out, nil
 }
 
 // busyboxEntries are busybox-static's /bin/busybox with a link for each
