@@ -32,7 +32,14 @@ var glibcLock []byte
 // hostname Debian's hostname, libc-bin the nsswitch.conf a Debian system
 // gets from its postinst, bind9-dnsutils is dnsutils' content (dig,
 // nslookup, host; dnsutils itself is a transitional package).
-var glibcPackages = []string{"dash", "hostname", "libc-bin", "bind9-dnsutils"}
+//
+// The same locked userland also carries, for agnhost's image (images.go),
+// the tools upstream's agnhost installs on alpine (test/images/agnhost/
+// Dockerfile: apk add bind-tools curl netcat-openbsd iproute2 bash socat
+// …): the [NodeConformance] networking specs dial with `curl` in it, the
+// exec lifecycle hooks run `sh -c "curl …"`.
+var glibcPackages = []string{"dash", "hostname", "libc-bin", "bind9-dnsutils",
+	"curl", "netcat-openbsd", "iproute2", "bash", "socat"}
 
 // glibcRecipe is the package set as a recipe value, so that drover's own
 // lock and fetch (sources.Lock, sources.Fetch: the InRelease verified

@@ -117,7 +117,7 @@ func TestGlibcLock(t *testing.T) {
 	}
 	saved := glibcPackages
 	defer func() { glibcPackages = saved }()
-	glibcPackages = append(slices.Clone(saved), "bash")
+	glibcPackages = append(slices.Clone(saved), "less")
 	if _, err := glibcLocked(); err == nil || !strings.Contains(err.Error(), "--lock-test-images") {
 		t.Errorf("a changed package set: %v", err)
 	}
@@ -148,5 +148,39 @@ func TestParseTags(t *testing.T) {
 	noGlibc := strings.Replace(src, "configs[GlibcDnsTesting]", "configs[Other]", 1)
 	if _, err := parseTags("manifest.go", []byte(noGlibc)); err == nil || !strings.Contains(err.Error(), "configs[GlibcDnsTesting]") {
 		t.Errorf("a table without glibc-dns-testing: %v", err)
+	}
+}
+
+// TestOverlay: the Debian userland's files replace busybox's of the same
+// path, its merged-/usr links do not replace busybox's directories, and
+// everything else of both is kept once.
+func TestOverlay(t *testing.T) {
+	base := []entry{{path: "bin", dir: true}, {path: "bin/sh", link: "busybox"}, {path: "usr/bin", dir: true},
+		{path: "usr/bin/nc", link: "/bin/busybox"}, {path: "usr/bin/wget", link: "/bin/busybox"}}
+	top := []entry{{path: "bin", link: "usr/bin"}, {path: "lib64", link: "usr/lib64"}, {path: "usr/bin", dir: true, mode: 0o755},
+		{path: "usr/bin/nc", data: []byte("openbsd")}, {path: "usr/bin/curl", data: []byte("curl")}}
+	got := map[string]entry{}
+	for _, e := range overlay(base, top) {
+		if _, dup := got[e.path]; dup {
+			t.Errorf("%s twice", e.path)
+		}
+		got[e.path] = e
+	}
+	for p, want := range map[string]string{"bin": "dir", "bin/sh": "busybox", "lib64": "usr/lib64", "usr/bin/nc": "openbsd",
+		"usr/bin/curl": "curl", "usr/bin/wget": "/bin/busybox", "usr/bin": "dir"} {
+		e, ok := got[p]
+		g := e.link + string(e.data)
+		if e.dir {
+			g = "dir"
+		}
+		if !ok || g != want {
+			t.Errorf("%s: %q (present %v), want %q", p, g, ok, want)
+		}
+	}
+	if len(got) != 7 {
+		t.Errorf("%d entries, want 7: %v", len(got), got)
+	}
+	if _, err := layerTar(overlay(base, top)); err != nil {
+		t.Error(err)
 	}
 }

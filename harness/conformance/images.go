@@ -92,22 +92,29 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Image, error) {
 	if err := add("e2e-test-images/busybox", tags["BusyBox"], busyboxDeb.Name, bb, nil, []string{"sh"}); err != nil {
 		return nil, err
 	}
+	// The test images' locked Debian userland (glibc.go): glibc-dns-testing
+	// is it, and agnhost's image carries its tools.
+	gl, err := glibcEntries(ctx, o)
+	if err != nil {
+		return nil, err
+	}
 	// agnhost: upstream's is alpine with agnhost at /agnhost, a link
-	// agnhost-2 for the entrypoint tests, /uploads for netexec and the
-	// user and group its SupplementalGroups test expects; here busybox
-	// stands in for alpine's shell and tools.
-	// Also upstream's /localhost.crt and /localhost.key (its Dockerfile
-	// adds porter's pair): netexec serves HTTPS with them for the https
-	// lifecycle-hook specs.
+	// agnhost-2 for the entrypoint tests, /uploads for netexec, the user
+	// and group its SupplementalGroups test expects, porter's localhost
+	// pair, and the tools its Dockerfile installs (curl, netcat, iproute2,
+	// bind-tools, bash, socat): here busybox stands in for alpine's
+	// busybox and the Debian userland for those packages. netexec serves
+	// HTTPS with the localhost pair for the https lifecycle-hook specs.
 	tls, err := agnhostTLS(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	ag := append(append(withPasswd(bb, true), tls...),
+	ag := append(append(withPasswd(overlay(bb, gl), true), tls...),
 		entry{path: "agnhost", mode: 0o755, data: agnhostBin},
 		entry{path: "agnhost-2", link: "agnhost", mode: 0o777},
 		entry{path: "uploads", dir: true, mode: 0o755})
-	from := "k8s.io/kubernetes/test/images/agnhost@" + o.Version + " + " + busyboxDeb.Name
+	from := "k8s.io/kubernetes/test/images/agnhost@" + o.Version + " + " + busyboxDeb.Name + " + Debian trixie " +
+		strings.Join(glibcPackages, ", ") + " (" + GlibcLockFile + ")"
 	if err := add("e2e-test-images/agnhost", tags["Agnhost"], from, ag, []string{"/agnhost"}, []string{"pause"}); err != nil {
 		return nil, err
 	}
@@ -136,10 +143,6 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Image, error) {
 	// glibc-dns-testing: upstream's is Debian with dnsutils; here the
 	// locked trixie packages (glibc.go). Not coredns, which upstream
 	// downloads from GitHub releases (docs/conformance.md).
-	gl, err := glibcEntries(ctx, o)
-	if err != nil {
-		return nil, err
-	}
 	if err := add("e2e-test-images/glibc-dns-testing", tags["GlibcDnsTesting"], "Debian trixie "+strings.Join(glibcPackages, ", ")+" ("+GlibcLockFile+")", gl, nil, []string{"sh"}); err != nil {
 		return nil, err
 	}
@@ -185,6 +188,31 @@ func parseTags(path string, src []byte) (map[string]string, error) {
 		}
 	}
 	return tags, nil
+}
+
+// overlay lays top over base: an entry of top replaces base's entry of the
+// same path, except that a symlink of top never replaces a directory of
+// base (the Debian tree's merged-/usr links /bin and /sbin against
+// busybox's directories: the busybox applets stay where busybox put them,
+// and the Debian programs are found in /usr/bin, before /bin on PATH).
+func overlay(base, top []entry) []entry {
+	byPath := map[string]int{}
+	out := append([]entry(nil), base...)
+	for i, e := range out {
+		byPath[e.path] = i
+	}
+	for _, e := range top {
+		i, ok := byPath[e.path]
+		switch {
+		case !ok:
+			byPath[e.path] = len(out)
+			out = append(out, e)
+		case out[i].dir && e.link != "":
+		default:
+			out[i] = e
+		}
+	}
+	return out
 }
 
 // agnhostTLS is the certificate and key upstream's agnhost image holds at
