@@ -158,7 +158,8 @@ func TestOverlay(t *testing.T) {
 	base := []entry{{path: "bin", dir: true}, {path: "bin/sh", link: "busybox"}, {path: "usr/bin", dir: true},
 		{path: "usr/bin/nc", link: "/bin/busybox"}, {path: "usr/bin/wget", link: "/bin/busybox"}}
 	top := []entry{{path: "bin", link: "usr/bin"}, {path: "lib64", link: "usr/lib64"}, {path: "usr/bin", dir: true, mode: 0o755},
-		{path: "usr/bin/nc", data: []byte("openbsd")}, {path: "usr/bin/curl", data: []byte("curl")}}
+		{path: "usr/bin/nc", data: []byte("openbsd")}, {path: "usr/bin/curl", data: []byte("curl")},
+		{path: "usr/bin/sh", link: "dash"}}
 	got := map[string]entry{}
 	for _, e := range overlay(base, top) {
 		if _, dup := got[e.path]; dup {
@@ -167,7 +168,10 @@ func TestOverlay(t *testing.T) {
 		got[e.path] = e
 	}
 	for p, want := range map[string]string{"bin": "dir", "bin/sh": "busybox", "lib64": "usr/lib64", "usr/bin/nc": "openbsd",
-		"usr/bin/curl": "curl", "usr/bin/wget": "/bin/busybox", "usr/bin": "dir"} {
+		"usr/bin/curl": "curl", "usr/bin/wget": "/bin/busybox", "usr/bin": "dir", "usr/bin/sh": "dash",
+		// merged /usr under busybox's /bin: top's programs linked there,
+		// busybox's own kept
+		"bin/curl": "/usr/bin/curl", "bin/nc": "/usr/bin/nc"} {
 		e, ok := got[p]
 		g := e.link + string(e.data)
 		if e.dir {
@@ -177,8 +181,8 @@ func TestOverlay(t *testing.T) {
 			t.Errorf("%s: %q (present %v), want %q", p, g, ok, want)
 		}
 	}
-	if len(got) != 7 {
-		t.Errorf("%d entries, want 7: %v", len(got), got)
+	if len(got) != 10 {
+		t.Errorf("%d entries, want 10: %v", len(got), got)
 	}
 	if _, err := layerTar(overlay(base, top)); err != nil {
 		t.Error(err)

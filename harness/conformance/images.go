@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -192,15 +193,18 @@ func parseTags(path string, src []byte) (map[string]string, error) {
 
 // overlay lays top over base: an entry of top replaces base's entry of the
 // same path, except that a symlink of top never replaces a directory of
-// base (the Debian tree's merged-/usr links /bin and /sbin against
-// busybox's directories: the busybox applets stay where busybox put them,
-// and the Debian programs are found in /usr/bin, before /bin on PATH).
+// base. The Debian tree's merged-/usr links (/bin -> usr/bin, /sbin ->
+// usr/sbin) meet busybox's directories there: busybox's applets stay where
+// busybox put them, and each program of top under the link's target gets
+// a link at the merged path unless busybox has one there (specs run
+// /bin/bash, which merged /usr gives a Debian system).
 func overlay(base, top []entry) []entry {
 	byPath := map[string]int{}
 	out := append([]entry(nil), base...)
 	for i, e := range out {
 		byPath[e.path] = i
 	}
+	merged := map[string]string{} // the link's path -> its target, for top's links over base's dirs
 	for _, e := range top {
 		i, ok := byPath[e.path]
 		switch {
@@ -208,8 +212,22 @@ func overlay(base, top []entry) []entry {
 			byPath[e.path] = len(out)
 			out = append(out, e)
 		case out[i].dir && e.link != "":
+			merged[e.path] = path.Clean(strings.TrimPrefix(e.link, "/"))
 		default:
 			out[i] = e
+		}
+	}
+	for _, e := range top {
+		for link, target := range merged {
+			rest, ok := strings.CutPrefix(e.path, target+"/")
+			if !ok || e.dir || strings.Contains(rest, "/") {
+				continue
+			}
+			p := link + "/" + rest
+			if _, taken := byPath[p]; !taken {
+				byPath[p] = len(out)
+				out = append(out, entry{path: p, mode: 0o777, link: "/" + e.path})
+			}
 		}
 	}
 	return out
