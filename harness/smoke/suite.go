@@ -211,7 +211,7 @@ const rebootMemoryMiB = 4096
 func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan, boots []string, disks *dataDisks, dataUUID string) {
 	s := time.Now()
 	mark := fmt.Sprintf("drover smoke edit %d", s.UnixNano())
-	msg, err := e.RunPod(ctx, in, "edit-etc", registry.ProbeImage, []string{"edit-etc", mark}, true)
+	msg, err := e.probe(ctx, in, "edit-etc", []string{"edit-etc", mark})
 	if err == nil {
 		err = EtcEdited(msg, mark)
 	}
