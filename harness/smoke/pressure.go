@@ -64,11 +64,11 @@ func (e *Env) checkMemoryPressure(ctx context.Context, r *Report, in *Instance) 
 		return nil
 	}
 	pr := &pressureRun{created: time.Now()}
-	// A pod of its own, not an exec in the host probe pod (probe.go):
-	// the pressure's clock starts with its creation, which the kubelet
-	// admits before the node is short of memory, and the boot's host
-	// probe pod is only started afterwards, so it is never what holds or
-	// relieves the pressure.
+	// A pod of its own, not an exec in the host probe pod (probe.go), as
+	// the check was measured: pressureWait allows for this pod's start
+	// before the unit fills memory. The unit runs outside the pods'
+	// cgroups either way; as an exec the waits would need measuring
+	// again.
 	msg, err := e.RunPod(ctx, in, pressurePod, registry.ProbeImage,
 		[]string{"pressure", strconv.Itoa(int(pressureHold / time.Second)), pressureTarget}, true)
 	if err == nil {
