@@ -37,8 +37,8 @@ func (e *Env) checkConformanceSubset(ctx context.Context, r *Report, s *Suite) {
 }
 
 func (e *Env) runSubset(ctx context.Context, s *Suite) (string, error) {
-	if e.kubeletFwd == "" {
-		return "", fmt.Errorf("the e2e suite needs the environment started with Options.Conformance (kube-scheduler, the API server reaching the kubelet)")
+	if !e.opts.Conformance || e.kubeletFwd == "" {
+		return "", fmt.Errorf("the e2e suite needs the environment started with Options.Conformance (kube-scheduler) and a cluster (the API server reaching the kubelet)")
 	}
 	work := filepath.Join(e.opts.WorkDir, "conformance")
 	if err := os.MkdirAll(work, 0o755); err != nil {

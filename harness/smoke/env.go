@@ -48,10 +48,10 @@ type Options struct {
 	// PinCA renders the user-data with the cluster CA pinned by caHash
 	// instead of embedded, so the join goes through CA discovery.
 	PinCA bool
-	// Conformance adds what Kubernetes' e2e suite needs of the control
-	// plane: kube-scheduler, and the API server reaching the guest's
-	// kubelet (logs, exec, attach, port-forward) through a QEMU host
-	// forward of :10250 (cluster.Config.DialNode).
+	// Conformance adds kube-scheduler, which Kubernetes' e2e suite needs
+	// for its pods (the smoke's own set nodeName). The API server reaches
+	// the guest's kubelet (logs, exec, attach, port-forward) in every
+	// environment with a cluster: the host probes are execs (probe.go).
 	Conformance bool
 }
 
@@ -63,7 +63,8 @@ type Env struct {
 	Metadata *ecsmeta.Server
 	metaLn   net.Listener
 	// kubeletFwd is the host address QEMU forwards to the guest's
-	// kubelet port; empty unless Options.Conformance.
+	// kubelet port, which the API server dials (dialNode); empty without
+	// a cluster.
 	kubeletFwd string
 	// ACR is the emulated ACR API the node's credential provider calls
 	// (acr.go), at 100.64.0.2:<port> from the guest; nil without a
@@ -107,12 +108,13 @@ func StartECS(ctx context.Context, o Options, withCluster bool) (_ *Env, err err
 		e.logf("starting the control plane (Kubernetes %s)", o.Version)
 		cc := cluster.Config{StateDir: filepath.Join(o.WorkDir, "cluster"), CacheDir: o.CacheDir,
 			Version: o.Version, BindAddress: "127.0.0.1", Log: o.Log}
-		if o.Conformance {
-			if e.kubeletFwd, err = freeLoopbackAddr(); err != nil {
-				return nil, fmt.Errorf("kubelet forward: %w", err)
-			}
-			cc.Scheduler, cc.DialNode = true, e.dialNode
+		if e.kubeletFwd, err = freeLoopbackAddr(); err != nil {
+			return nil, fmt.Errorf("kubelet forward: %w", err)
 		}
+		// No kube-scheduler unless the e2e suite runs: every pod of the
+		// smoke names its node, and it would be one more process on a
+		// loaded host.
+		cc.Scheduler, cc.DialNode = o.Conformance, e.dialNode
 		e.Cluster, err = cluster.Start(ctx, cc)
 		if err != nil {
 			return nil, fmt.Errorf("control plane: %w", err)
@@ -272,8 +274,8 @@ func (e *Env) Close() {
 	}
 }
 
-// hostFwd is the VM's host forwards: the kubelet port with
-// Options.Conformance, none otherwise.
+// hostFwd is the VM's host forwards: the kubelet port when there is a
+// cluster, none otherwise.
 func (e *Env) hostFwd() map[string]int {
 	if e.kubeletFwd == "" {
 		return nil
