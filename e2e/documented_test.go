@@ -160,6 +160,12 @@ func documentedSteps(mirror string) []step {
 		{line: "make -n smoke-arm64",
 			check: contains("bin/drover build recipes/ecs-node-arm64.yaml -o out", "bin/drover smoke out/ecs-node-arm64.raw --junit out/smoke-arm64.xml")},
 
+		// Re-locks the conformance test images' Debian packages from the
+		// signed archive, in this clone; bin/drover keeps the lock it
+		// embedded, so nothing later changes.
+		{line: "drover conformance --lock-test-images", covers: []string{"drover conformance --lock-test-images"},
+			check: contains("harness/conformance/glibc-dns-testing.lock: ", "rebuild drover to embed it")},
+
 		// Diff and verify first, while out/ holds one image (diff reads
 		// an output directory's single manifest).
 		{line: "mkdir -p old release copy && cp out/ecs-node.manifest.json old/ && ln out/ecs-node.raw old/ && " +
