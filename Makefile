@@ -19,7 +19,7 @@ GOFLAGS_BUILD := -trimpath -buildvcs=false -ldflags="-s -w -X main.version=$(VER
 # end, where a CI log's tail shows it. The JSON events stay in $(OUT).
 GOTESTSUM = mkdir -p $(OUT) && $(GO) tool gotestsum --jsonfile $(OUT)/$@-tests.json
 
-.PHONY: help image host-tools test unit integration e2e bench fuzz fuzz-short lint build clean demo smoke smoke-matrix smoke-arm64 mutate
+.PHONY: help image host-tools test unit integration e2e bench fuzz fuzz-short lint build clean demo smoke smoke-matrix smoke-arm64 mutate conformance
 
 help: ## List the targets and what they do
 	@awk 'BEGIN{FS=":.*## "} /^[a-z0-9-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -60,8 +60,17 @@ e2e: build host-tools ## QEMU end-to-end tests (build, boot, join; the -tags vmt
 demo: image host-tools ## Boot out/ecs-node.raw as an ECS instance joining a local control plane (Ctrl-C stops it)
 	$(BIN)/drover run --cluster local --fresh $(OUT)/ecs-node.raw
 
-smoke: image host-tools ## The pipeline gate: drover smoke on out/ecs-node.raw with every check, JUnit in out/
-	$(BIN)/drover smoke $(OUT)/ecs-node.raw --reboot --policy-check --metadata-errors 0.3 --metadata-delay 2s --metadata-token-ttl 1s --junit $(OUT)/smoke.xml
+smoke: image host-tools ## The pipeline gate: drover smoke on out/ecs-node.raw with every check (and ten of Kubernetes' [NodeConformance] specs), JUnit in out/
+	$(BIN)/drover smoke $(OUT)/ecs-node.raw --reboot --policy-check --conformance --metadata-errors 0.3 --metadata-delay 2s --metadata-token-ttl 1s --junit $(OUT)/smoke.xml
+
+# Kubernetes' own node conformance specs (docs/conformance.md). Not part of
+# make test: the full focus runs for hours under TCG. CONFORMANCE_FOCUS (a
+# ginkgo regexp) narrows it; the table still counts every [NodeConformance]
+# spec, those left out as outside the focus.
+conformance: image host-tools ## Kubernetes' [NodeConformance] e2e specs against out/ecs-node.raw as an ECS instance; table, JUnit in out/ (CONFORMANCE_FOCUS= narrows)
+	@start=$$(date +%s); \
+	$(BIN)/drover conformance $(OUT)/ecs-node.raw --junit $(OUT)/conformance.xml $(if $(CONFORMANCE_FOCUS),--focus '$(CONFORMANCE_FOCUS)'); rc=$$?; \
+	echo "conformance: exit $$rc after $$(( $$(date +%s) - start ))s"; exit $$rc
 
 smoke-matrix: build ## Build every per-minor ecs-node recipe, smoke it against a control plane of its minor (and one skew case); print the table
 	./scripts/smoke-matrix.sh

@@ -44,7 +44,7 @@ var byEarlierTests = map[string]string{
 	"make demo":        "make demo",
 	"make image":       "make smoke (its image prerequisite)",
 	"make smoke-arm64": "TestArm64Build runs it as typed, in a fresh clone of its own",
-	"drover smoke out/ecs-node.raw --reboot --policy-check --metadata-errors 0.3 --metadata-delay 2s --metadata-token-ttl 1s --junit out/smoke.xml": "make smoke runs exactly this (checked with make -n)",
+	"drover smoke out/ecs-node.raw --reboot --policy-check --conformance --metadata-errors 0.3 --metadata-delay 2s --metadata-token-ttl 1s --junit out/smoke.xml": "make smoke runs exactly this (checked with make -n)",
 	"drover build recipes/ecs-node.yaml -o out/": "make image runs it as `bin/drover build recipes/ecs-node.yaml -o out` (checked with make -n), twice: make smoke and make demo",
 	// One boot of the default image fewer in make test (7m36s of
 	// TestEcsNodeJoins on 2 cores): the flagless gate's code path is
@@ -65,6 +65,11 @@ var notRun = map[string]string{
 	// make smoke runs the same drover smoke on the default minor, with the
 	// same version check; the matrix is that, once per minor.
 	"make smoke-matrix": "builds and boots every minor against a control plane of its own (hours on 2 cores); CI runs the default minor, make smoke",
+	// The full [NodeConformance] run: make smoke (above) runs ten of its
+	// specs on its own boot with --conformance.
+	"make conformance": conformanceRun,
+	"drover conformance out/ecs-node.raw --junit out/conformance.xml":         conformanceRun,
+	"drover conformance out/ecs-node.raw --focus 'Pods should get a host IP'": conformanceRun,
 	// drover publish and drover rollout act on a real account.
 	"drover publish --region cn-hangzhou --bucket my-images out/ecs-node.raw":                                                                    cloudOnly,
 	"drover rollout --region cn-hangzhou --scaling-group asg-bp1example --image m-bp1example --userdata pool.yaml --kubeconfig admin.kubeconfig": cloudOnly,
@@ -79,6 +84,8 @@ var notRun = map[string]string{
 	"drover publish": cloudOnly,
 	"drover rollout": cloudOnly,
 }
+
+const conformanceRun = "Kubernetes' e2e suite on a booted node: the full focus takes hours under TCG and each run boots a VM of its own; make smoke runs ten of its specs (drover smoke --conformance) on its own boot"
 
 const cloudOnly = "it calls Alibaba Cloud (an account, a bucket, a scaling group); the same command runs against the emulated ECS, ESS and OSS (harness/ecsapi) in cmd/drover's publish and rollout tests and in TestRolloutQEMU"
 
@@ -147,11 +154,17 @@ func documentedSteps(mirror string) []step {
 	}
 	return []step{
 		{line: "make help", covers: []string{"make help"}, check: contains("smoke", "demo")},
-		{line: "make -n smoke", check: contains("bin/drover smoke out/ecs-node.raw --reboot --policy-check --metadata-errors 0.3 --metadata-delay 2s --metadata-token-ttl 1s --junit out/smoke.xml")},
+		{line: "make -n smoke", check: contains("bin/drover smoke out/ecs-node.raw --reboot --policy-check --conformance --metadata-errors 0.3 --metadata-delay 2s --metadata-token-ttl 1s --junit out/smoke.xml")},
 		{line: "make -n image", check: contains("bin/drover build recipes/ecs-node.yaml -o out")},
 		{line: "make -n demo", check: contains("bin/drover run --cluster local --fresh out/ecs-node.raw")},
 		{line: "make -n smoke-arm64",
 			check: contains("bin/drover build recipes/ecs-node-arm64.yaml -o out", "bin/drover smoke out/ecs-node-arm64.raw --junit out/smoke-arm64.xml")},
+
+		// Re-locks the conformance test images' Debian packages from the
+		// signed archive, in this clone; bin/drover keeps the lock it
+		// embedded, so nothing later changes.
+		{line: "drover conformance --lock-test-images", covers: []string{"drover conformance --lock-test-images"},
+			check: contains("harness/conformance/glibc-dns-testing.lock: ", "rebuild drover to embed it")},
 
 		// Diff and verify first, while out/ holds one image (diff reads
 		// an output directory's single manifest).

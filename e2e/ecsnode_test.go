@@ -53,7 +53,10 @@ var smokeChecks = []string{
 	"Node reports the image's kubelet and containerd",
 	// Issue 26: what drover rollout compares with the launch template.
 	"Node labelled with the image's build ID and the user-data's config digest",
-	"pod from the local registry runs to completion", "node hardening", "disk attached as virtio-blk",
+	"pod from the local registry runs to completion",
+	// Issue 37: Kubernetes' own tests, a subset on the smoke's boot.
+	"Kubernetes e2e [NodeConformance] subset",
+	"node hardening", "disk attached as virtio-blk",
 	"edit /etc before the reboot", "reboot with the disk on NVMe", "Ready again after the reboot",
 	"disk attached as NVMe after the reboot", "/etc edit gone",
 	"refusal on the console", "refusal in the status file", "refused node does not join",

@@ -20,14 +20,15 @@ var pathInputs = map[string]struct {
 	args  bool
 	flags []string
 }{
-	"drover":   {flags: []string{"cache", "keyring"}}, // persistent: every command has them
-	"lock":     {args: true},
-	"fetch":    {args: true},
-	"sources":  {args: true},
-	"outdated": {args: true},
-	"build":    {args: true, flags: []string{"output", "agent", "init", "sign-key", "secure-boot-key", "secure-boot-cert"}},
-	"run":      {args: true, flags: []string{"state", "userdata", "work"}},
-	"smoke":    {args: true, flags: []string{"work", "junit", "userdata", "cache", "bench-previous", "bench-record"}},
+	"drover":      {flags: []string{"cache", "keyring"}}, // persistent: every command has them
+	"lock":        {args: true},
+	"fetch":       {args: true},
+	"sources":     {args: true},
+	"outdated":    {args: true},
+	"build":       {args: true, flags: []string{"output", "agent", "init", "sign-key", "secure-boot-key", "secure-boot-cert"}},
+	"run":         {args: true, flags: []string{"state", "userdata", "work"}},
+	"smoke":       {args: true, flags: []string{"work", "junit", "userdata", "cache", "bench-previous", "bench-record"}},
+	"conformance": {args: true, flags: []string{"work", "junit", "cache"}},
 	// validate reads its arguments in this process and names each one in its
 	// verdict as the user typed it ("testdata/x.ign: ok"): nothing below it
 	// runs elsewhere, so they are left as given.
@@ -41,12 +42,13 @@ var pathInputs = map[string]struct {
 
 // notPathFlags are the string flags that are not paths, by command.
 var notPathFlags = map[string][]string{
-	"drover":   {"mirror", "security-mirror", "registry-mirror"},
-	"lock":     {"toolchain"},
-	"run":      {"until", "cluster"},
-	"smoke":    {"kubernetes-version"},
-	"userdata": {"server", "ca-hash", "token", "sandbox-image", "cluster-domain"},
-	"publish":  {"region", "bucket", "object-prefix", "image-name", "platform", "architecture", "ecs-endpoint", "oss-endpoint"},
+	"drover":      {"mirror", "security-mirror", "registry-mirror"},
+	"lock":        {"toolchain"},
+	"run":         {"until", "cluster"},
+	"smoke":       {"kubernetes-version"},
+	"conformance": {"kubernetes-version", "focus"},
+	"userdata":    {"server", "ca-hash", "token", "sandbox-image", "cluster-domain"},
+	"publish":     {"region", "bucket", "object-prefix", "image-name", "platform", "architecture", "ecs-endpoint", "oss-endpoint"},
 	// rollout's --image is an image ID (m-…) or a file: it is read in
 	// this process, so left as given.
 	"rollout": {"scaling-group", "image", "region", "ecs-endpoint", "ess-endpoint", "max-unavailable", "surge", "max-unhealthy"},

@@ -168,7 +168,7 @@ $XDG_CACHE_HOME/drover (or --cache).`,
 	pf.StringArrayVar(&g.registryMirrors, "registry-mirror", nil, "HOST=URL: fetch the recipe's cached images of registry HOST from URL (repeatable; default $DROVER_REGISTRY_MIRRORS, comma-separated; a host without one is asked itself)")
 	pf.BoolVarP(&g.quiet, "quiet", "q", false, "print only errors")
 	pf.IntVar(&g.parallel, "parallel", 4, "parallel downloads")
-	root.AddCommand(newLockCmd(g), newFetchCmd(g), newSourcesCmd(g), newBuildCmd(g), newRunCmd(g), newValidateCmd(), newUserdataCmd(), newRelayCmd(), newDiffCmd(), newVerifyCmd(), newPublishCmd(), newSmokeCmd(), newMirrorCmd(g), newOutdatedCmd(g), newRolloutCmd(g))
+	root.AddCommand(newLockCmd(g), newFetchCmd(g), newSourcesCmd(g), newBuildCmd(g), newRunCmd(g), newValidateCmd(), newUserdataCmd(), newRelayCmd(), newDiffCmd(), newVerifyCmd(), newPublishCmd(), newSmokeCmd(g), newConformanceCmd(g), newMirrorCmd(g), newOutdatedCmd(g), newRolloutCmd(g))
 	return root
 }
 

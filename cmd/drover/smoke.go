@@ -16,8 +16,9 @@ import (
 	"github.com/drover-os/drover/image/cache"
 )
 
-func newSmokeCmd() *cobra.Command {
+func newSmokeCmd(g *globals) *cobra.Command {
 	var p smoke.Plan
+	var withConformance bool
 	var work, junit, userdataFile, version, cacheDir string
 	var pinCA bool
 	var timeout time.Duration
@@ -52,6 +53,9 @@ under QEMU with SMBIOS "Alibaba Cloud ECS"; and checks:
   reboot) is gone and a changed user-data is refused.
   --policy-check: a user-data that breaks the agent's policy is refused with a
   path-addressed error on the console and in the status file, and never joins.
+  --conformance: on the first boot, about ten of Kubernetes' own e2e
+  [NodeConformance] specs (pods, probes, volumes, exec, logs) must pass; the
+  full set is drover conformance.
   An image with cached images (a recipe's images:, listed in its manifest):
   the cache disk image beside it (<name>.images.raw) is attached as the last
   data disk, the node file mirrors each cached image's registry host to the
@@ -100,7 +104,14 @@ if any check failed.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			env, err := smoke.Start(ctx, smoke.Options{WorkDir: work, CacheDir: cacheDir, Version: version, Log: os.Stderr, PinCA: pinCA})
+			if withConformance {
+				s := time.Now()
+				if p.Conformance, err = buildSuite(ctx, g, cacheDir, version, filepath.Join(work, "suite-build.log")); err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "smoke: e2e.test and the test images ready in %s\n", time.Since(s).Round(time.Second))
+			}
+			env, err := smoke.Start(ctx, smoke.Options{WorkDir: work, CacheDir: cacheDir, Version: version, Log: os.Stderr, PinCA: pinCA, Conformance: withConformance})
 			if err != nil {
 				return err
 			}
@@ -146,6 +157,7 @@ if any check failed.`,
 	f.DurationVar(&p.Metadata.TokenTTL, "metadata-token-ttl", 0, "the first metadata token expires after this long, whatever TTL the node asked for")
 	f.BoolVar(&p.NVMe, "nvme", false, "attach the disk as NVMe (the --reboot boot then uses virtio-blk)")
 	f.BoolVar(&p.Reboot, "reboot", false, "also check a reboot with the disk on the other controller (stored config, /etc edit gone, changed user-data refused), then a reboot after a privileged pod edited the stored config (drift reported, its planted unit not run)")
+	f.BoolVar(&withConformance, "conformance", false, "also run a subset of Kubernetes' e2e [NodeConformance] specs on the first boot (pods, probes, volumes, exec, logs; the list is conformance.Subset); builds e2e.test and the test images like drover conformance")
 	f.BoolVar(&p.PolicyCheck, "policy-check", false, "also boot three instances that must not join: a policy-breaking user-data, a kubelet override dropped at run time (caught by the agent's effect check) and a double-gzipped user-data")
 	f.DurationVar(&timeout, "timeout", 75*time.Minute, "overall limit")
 	f.BoolVar(&keep, "print-kubeconfig", false, "print the admin kubeconfig path")

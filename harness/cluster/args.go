@@ -27,6 +27,7 @@ func (l layout) pki() string                { return filepath.Join(l.dir, "pki")
 func (l layout) pkiFile(name string) string { return filepath.Join(l.dir, "pki", name) }
 func (l layout) etcd() string               { return filepath.Join(l.dir, "etcd") }
 func (l layout) log(name string) string     { return filepath.Join(l.dir, "logs", name+".log") }
+func (l layout) path(name string) string    { return filepath.Join(l.dir, name) }
 func (l layout) kubeconfig(name string) string {
 	return filepath.Join(l.dir, name+".kubeconfig")
 }
@@ -45,6 +46,11 @@ func apiServerArgs(l layout, etcdURL, bind string, port int, advertise string) [
 		"--client-ca-file=" + l.pkiFile("ca.crt"),
 		"--kubelet-client-certificate=" + l.pkiFile("apiserver-kubelet-client.crt"),
 		"--kubelet-client-key=" + l.pkiFile("apiserver-kubelet-client.key"),
+		// The Node's InternalIP, as kubeadm prefers: the default tries
+		// its Hostname first (an ECS hostname no resolver here knows),
+		// and the egress to the guest's kubelet (DialNode) takes its
+		// address only.
+		"--kubelet-preferred-address-types=InternalIP",
 		"--service-account-key-file=" + l.pkiFile("sa.pub"),
 		"--service-account-signing-key-file=" + l.pkiFile("sa.key"),
 		"--service-account-issuer=" + ServiceAccountIssuer,

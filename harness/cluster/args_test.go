@@ -16,6 +16,7 @@ func TestAPIServerArgs(t *testing.T) {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
 		"--enable-bootstrap-token-auth=true", "--service-cluster-ip-range=10.96.0.0/12", "--allow-privileged=true",
+		"--kubelet-preferred-address-types=InternalIP",
 	} {
 		if !slices.Contains(args, want) {
 			t.Errorf("apiserver args lack %s", want)
@@ -56,5 +57,33 @@ func TestComponents(t *testing.T) {
 		if _, err := components(bad, nil); err == nil {
 			t.Errorf("version %q accepted", bad)
 		}
+	}
+}
+
+func TestSchedulerArgs(t *testing.T) {
+	args := schedulerArgs(layout{dir: "/s"}, 10259)
+	for _, want := range []string{
+		"--kubeconfig=/s/scheduler.kubeconfig", "--authentication-kubeconfig=/s/scheduler.kubeconfig",
+		"--tls-cert-file=/s/pki/scheduler-serving.crt", "--leader-elect=false", "--secure-port=10259", "--bind-address=127.0.0.1",
+	} {
+		if !slices.Contains(args, want) {
+			t.Errorf("scheduler args lack %s", want)
+		}
+	}
+}
+
+// TestTestComponents: the scheduler and the e2e suite are built like the
+// control plane (version stamped), the suite as a test binary.
+func TestTestComponents(t *testing.T) {
+	s, err := schedulerComponent("v1.37.2", nil)
+	if err != nil || s.Package != "k8s.io/kubernetes/cmd/kube-scheduler" || s.Test {
+		t.Errorf("scheduler %+v, %v", s, err)
+	}
+	e, err := e2eComponent("v1.37.2", nil)
+	if err != nil || e.Package != E2EPackage || !e.Test || !strings.Contains(strings.Join(e.Ldflags, " "), "gitVersion=v1.37.2") {
+		t.Errorf("e2e %+v, %v", e, err)
+	}
+	if _, err := e2eComponent("latest", nil); err == nil {
+		t.Error("e2e version latest accepted")
 	}
 }

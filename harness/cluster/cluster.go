@@ -72,6 +72,14 @@ type Config struct {
 	BindAddress string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
+	// Scheduler also runs kube-scheduler (built on first use), for Pods
+	// that do not set nodeName: the e2e suite's. The smoke's set it.
+	Scheduler bool
+	// DialNode, when set, carries the API server's connections to
+	// kubelets, pods and services (its "cluster" egress) through an HTTP
+	// CONNECT proxy that dials with it: logs, exec, attach and
+	// port-forward to a guest the host cannot route to (egress.go).
+	DialNode NodeDialer
 }
 
 // Cluster is a running control plane. Stop it when done.
@@ -87,6 +95,8 @@ type Cluster struct {
 	etcd       *embed.Etcd
 	apiserver  *process
 	controller *process
+	scheduler  *process
+	egress     *egressProxy
 	unlock     func()
 
 	stopOnce sync.Once
@@ -160,6 +170,11 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := c.startControllerManager(ctx); err != nil {
 		return nil, err
 	}
+	if cfg.Scheduler {
+		if err := c.startScheduler(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.waitClusterInfoSigned(ctx); err != nil {
 		return nil, err
 	}
@@ -181,6 +196,15 @@ func (c *Cluster) install(ctx context.Context) error {
 	}
 	if err := install(bins.APIServer, c.files.bin("kube-apiserver")); err != nil {
 		return err
+	}
+	if c.cfg.Scheduler {
+		p, err := BuildScheduler(ctx, c.cfg.CacheDir, c.cfg.Version, c.cfg.Log, buildLog)
+		if err != nil {
+			return fmt.Errorf("%w (go command output: %s)", err, c.files.log("build"))
+		}
+		if err := install(p, c.files.bin("kube-scheduler")); err != nil {
+			return err
+		}
 	}
 	return install(bins.ControllerManager, c.files.bin("kube-controller-manager"))
 }
@@ -235,9 +259,19 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 	if c.etcd, etcdURL, err = startEtcd(ctx, c.files.etcd(), c.files.log("etcd")); err != nil {
 		return err
 	}
+	args := apiServerArgs(c.files, etcdURL, c.cfg.BindAddress, port, advertise)
+	if c.cfg.DialNode != nil {
+		sock, conf := c.files.path("egress.sock"), c.files.path("egress-selector.yaml")
+		if err := os.WriteFile(conf, egressConfig(sock), 0o644); err != nil {
+			return fmt.Errorf("starting local cluster: %w", err)
+		}
+		if c.egress, err = startEgressProxy(sock, c.cfg.DialNode, c.cfg.Log); err != nil {
+			return err
+		}
+		args = append(args, "--egress-selector-config-file="+conf)
+	}
 	fmt.Fprintf(c.cfg.Log, "starting kube-apiserver on %s (log: %s)\n", c.server, c.files.log("kube-apiserver"))
-	c.apiserver, err = startProcess("kube-apiserver", c.files.bin("kube-apiserver"),
-		apiServerArgs(c.files, etcdURL, c.cfg.BindAddress, port, advertise), c.files.log("kube-apiserver"))
+	c.apiserver, err = startProcess("kube-apiserver", c.files.bin("kube-apiserver"), args, c.files.log("kube-apiserver"))
 	if err != nil {
 		return err
 	}
@@ -248,7 +282,8 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 
 // writeKubeconfigs writes the admin and controller-manager kubeconfigs.
 func (c *Cluster) writeKubeconfigs() error {
-	for _, k := range []struct{ name, user string }{{"admin", "drover-admin"}, {"controller-manager", "system:kube-controller-manager"}} {
+	for _, k := range []struct{ name, user string }{{"admin", "drover-admin"}, {"controller-manager", "system:kube-controller-manager"},
+		{"scheduler", "system:kube-scheduler"}} {
 		kp := c.pki.Leafs[k.name]
 		data, err := Kubeconfig{ClusterName: ClusterName, Server: c.server, CAPEM: c.CAPEM(), User: k.user,
 			CertPEM: kp.CertPEM, KeyPEM: kp.KeyPEM}.Marshal()
@@ -338,12 +373,12 @@ func waitFor(ctx context.Context, what string, p *process, check func(context.Co
 	}
 }
 
-// Stop stops kube-controller-manager, kube-apiserver and etcd, in that
+// Stop stops kube-scheduler, kube-controller-manager, kube-apiserver and etcd, in that
 // order, and waits for each. It is safe to call more than once.
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
 		var errs []error
-		for _, p := range []*process{c.controller, c.apiserver} {
+		for _, p := range []*process{c.scheduler, c.controller, c.apiserver} {
 			if p != nil {
 				errs = append(errs, p.stop(stopGrace))
 			}
@@ -351,6 +386,7 @@ func (c *Cluster) Stop() error {
 		if c.client != nil {
 			c.client.close()
 		}
+		errs = append(errs, c.egress.close())
 		if c.etcd != nil {
 			c.etcd.Close()
 		}

@@ -200,6 +200,9 @@ func leafSpecs(guestHost string) map[string]CertSpec {
 		"controller-manager":       {CommonName: "system:kube-controller-manager"},
 		"controller-manager-serving": {CommonName: "kube-controller-manager", DNSNames: []string{"localhost"},
 			IPs: []net.IP{net.ParseIP("127.0.0.1")}, Server: true},
+		"scheduler": {CommonName: "system:kube-scheduler"},
+		"scheduler-serving": {CommonName: "kube-scheduler", DNSNames: []string{"localhost"},
+			IPs: []net.IP{net.ParseIP("127.0.0.1")}, Server: true},
 	}
 }
 

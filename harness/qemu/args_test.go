@@ -196,3 +196,14 @@ func TestParseBlockStats(t *testing.T) {
 		t.Errorf("an unknown drive: %v, want an error naming the drives there are", err)
 	}
 }
+
+// TestArgsHostForwards: each host forward reaches its guest port, in a
+// stable order (the host address sorted), so two runs give equal args.
+func TestArgsHostForwards(t *testing.T) {
+	c := testConfig()
+	c.HostFwd = map[string]int{"127.0.0.1:40002": 10250, "127.0.0.1:40001": 22}
+	nd := one(t, c.Args(false), "-netdev")
+	if want := "user,id=n0,hostfwd=tcp:127.0.0.1:40001-:22,hostfwd=tcp:127.0.0.1:40002-:10250"; nd != want {
+		t.Errorf("-netdev\n got %s\nwant %s", nd, want)
+	}
+}

@@ -13,12 +13,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +57,11 @@ type Config struct {
 	// GuestFwd maps a guest address:port to a command whose stdin/stdout
 	// carry each connection (QEMU's guestfwd=…-cmd:…).
 	GuestFwd map[string]string
+	// HostFwd maps a host address:port to a guest TCP port (QEMU's
+	// hostfwd=tcp:…-:port): the way the host reaches a guest service on
+	// user-mode networking, e.g. the kubelet's :10250 for the API
+	// server's logs, exec and port-forward.
+	HostFwd map[string]int
 	// ProductName sets SMBIOS type 1 product (e.g. "Alibaba Cloud ECS").
 	ProductName string
 	FwCfg       map[string]string // name -> file
@@ -386,6 +393,9 @@ func (c *Config) Args(kvm bool) []string {
 	}
 	for addr, cmd := range c.GuestFwd {
 		netdev += ",guestfwd=tcp:" + addr + "-cmd:" + cmd
+	}
+	for _, addr := range slices.Sorted(maps.Keys(c.HostFwd)) {
+		netdev += fmt.Sprintf(",hostfwd=tcp:%s-:%d", addr, c.HostFwd[addr])
 	}
 	a = append(a, "-netdev", netdev, "-device", "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56")
 	if c.ProductName != "" {

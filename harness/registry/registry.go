@@ -77,6 +77,9 @@ type Registry struct {
 type Request struct {
 	Method, Path string
 	Refused      bool // answered 503 while Refuse(true)
+	// Status is the HTTP status the registry answered (what the client
+	// read, recorded from the response itself).
+	Status int
 	// Who is the login a private repository's request was allowed for
 	// (or, at AuthPath, a token was issued to); "" otherwise.
 	Who string
@@ -92,7 +95,10 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	refusing := r.refusing
 	r.mu.Unlock()
 	rec := Request{Method: req.Method, Path: req.URL.Path, Refused: refusing}
+	sw := &statusWriter{ResponseWriter: w}
+	w = sw
 	defer func() {
+		rec.Status = sw.status()
 		r.mu.Lock()
 		if len(r.requests) < maxRequests {
 			r.requests = append(r.requests, rec)
@@ -118,6 +124,34 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.logger.Printf("%s %s for %s", req.Method, req.URL.Path, who)
 	}
 	r.inner.ServeHTTP(w, req)
+}
+
+// statusWriter records the status a handler answered.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// status is the answered status; a handler that wrote nothing answered 200.
+func (w *statusWriter) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
 }
 
 // Refuse makes the registry answer every request 503 (true) or serve again

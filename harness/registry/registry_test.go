@@ -137,7 +137,18 @@ func TestRefuseAndRequests(t *testing.T) {
 	if code := get(); code != http.StatusOK {
 		t.Errorf("registry serving again answered %d", code)
 	}
-	want := []Request{{Method: "GET", Path: "/v2/"}, {Method: "GET", Path: "/v2/", Refused: true}, {Method: "GET", Path: "/v2/"}}
+	// A manifest never pushed: the registry's answer, as the client got
+	// it, is what the record says.
+	resp, err := http.Get("http://" + reg.Addr() + "/v2/not/built/manifests/1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	want := []Request{{Method: "GET", Path: "/v2/", Status: 200}, {Method: "GET", Path: "/v2/", Refused: true, Status: 503},
+		{Method: "GET", Path: "/v2/", Status: 200}, {Method: "GET", Path: "/v2/not/built/manifests/1.0", Status: resp.StatusCode}}
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a manifest never pushed answered %d, want 404", resp.StatusCode)
+	}
 	if got := reg.Requests(); !reflect.DeepEqual(got, want) {
 		t.Errorf("requests %+v, want %+v", got, want)
 	}

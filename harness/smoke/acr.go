@@ -176,14 +176,14 @@ func (e *Env) checkPrivateACR(ctx context.Context, r *Report, in *Instance) {
 	r.add("Node Event names the cause (ACRNoRAMRole, from the provider's status via the agent)", s, err, detail)
 
 	s = time.Now()
-	msg, err := e.RunPod(ctx, in, "acr-status", registry.ProbeImage, []string{"read", credstatus.Path}, true)
+	msg, err := e.probe(ctx, in, "acr-status", []string{"read", credstatus.Path})
 	if err == nil {
 		detail, err = JudgeCredentialStatus(msg, credstatus.NoRAMRole, e.GuestRegistry(), e.credentialSecrets())
 	}
 	r.add("credential provider's status file ("+credstatus.Path+") holds the failure's class and no credential", s, err, detail)
 
 	s = time.Now()
-	msg, err = e.RunPod(ctx, in, "acr-journal", registry.ProbeImage, []string{"journal", "kubelet.service", "2000", "Failed to provide credentials for image"}, true)
+	msg, err = e.probe(ctx, in, "acr-journal", []string{"journal", "kubelet.service", "2000", "Failed to provide credentials for image"})
 	if err == nil {
 		// The kubelet asks for the repository's credentials, without the tag.
 		repo, _, _ := strings.Cut(PrivateImage2, ":")
@@ -221,7 +221,7 @@ func (e *Env) scanRun(ctx context.Context, in *Instance) (string, error) {
 	go srv.Serve(ln)
 	defer srv.Close()
 	url := fmt.Sprintf("http://%s:%d/", HostFromVM, ln.Addr().(*net.TCPAddr).Port)
-	msg, err := e.RunPod(ctx, in, "scan-run", registry.ProbeImage, []string{"post-journal", url}, true)
+	msg, err := e.probe(ctx, in, "scan-run", []string{"post-journal", url})
 	if err != nil {
 		return msg, err
 	}

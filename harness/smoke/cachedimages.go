@@ -130,7 +130,9 @@ func (e *Env) checkCachedImages(ctx context.Context, r *Report, in *Instance, wa
 		var args []string
 		host := false
 		// The last one runs as the probe, listing containerd's images
-		// (the smoke's cached images are the hello and probe programs).
+		// (the smoke's cached images are the hello and probe programs):
+		// a pod of the cached image, not an exec in the host probe pod
+		// (probe.go), since the pod is what is checked.
 		if i == len(want.Cached)-1 {
 			args, host = []string{"images"}, true
 		}
@@ -185,7 +187,7 @@ func (e *Env) pullRecord(ctx context.Context, in *Instance, repo, digest string)
 		return "", err
 	}
 	path := PulledRecordPath(id.String())
-	msg, err := e.RunPod(ctx, in, "cached-pull-record", registry.ProbeImage, []string{"read", path}, true)
+	msg, err := e.probe(ctx, in, "cached-pull-record", []string{"read", path})
 	if err != nil {
 		return "", fmt.Errorf("reading the kubelet's pull record %s: %w", path, err)
 	}

@@ -47,6 +47,8 @@ func (e *Env) ProbeCIS(ctx context.Context, in *Instance, name string) (*cis.Evi
 			return nil, "", err
 		}
 	}
+	// A pod of its own, not an exec in the host probe pod (probe.go): it
+	// runs as CISAccount, whose token it shows the kubelet's /configz.
 	spec := podSpec(in.NodeName, e.GuestRegistry()+"/"+registry.ProbeImage, []string{"cis"}, true)
 	spec["serviceAccountName"] = CISAccount
 	msg, err := e.runPodSpec(ctx, in, name, spec)

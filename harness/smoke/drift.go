@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/drover-os/drover/harness/cluster"
-	"github.com/drover-os/drover/harness/registry"
 )
 
 // DriftCondition is the Node condition drover-agent's guard sets.
@@ -86,7 +85,7 @@ func (e *Env) checkDrift(ctx context.Context, r *Report, in *Instance) {
 	s := time.Now()
 	edited := append([]byte(evidenceScript), "# drift: edited on the node by drover smoke\n"...)
 	rel := strings.TrimPrefix(EvidenceScript, "/etc/")
-	if _, err := e.RunPod(ctx, in, "drift-edit", registry.ProbeImage, []string{"put-etc", rel, b64(edited), "0700"}, true); !r.add("edit watched "+EvidenceScript+" on the node (contents, mode 0755 → 0700)", s, err, "") {
+	if _, err := e.probe(ctx, in, "drift-edit", []string{"put-etc", rel, b64(edited), "0700"}); !r.add("edit watched "+EvidenceScript+" on the node (contents, mode 0755 → 0700)", s, err, "") {
 		return
 	}
 	s = time.Now()
@@ -99,7 +98,7 @@ func (e *Env) checkDrift(ctx context.Context, r *Report, in *Instance) {
 		return
 	}
 	s = time.Now()
-	if _, err := e.RunPod(ctx, in, "drift-restore", registry.ProbeImage, []string{"put-etc", rel, b64([]byte(evidenceScript)), "0755"}, true); !r.add("restore "+EvidenceScript, s, err, "") {
+	if _, err := e.probe(ctx, in, "drift-restore", []string{"put-etc", rel, b64([]byte(evidenceScript)), "0755"}); !r.add("restore "+EvidenceScript, s, err, "") {
 		return
 	}
 	wctx, cancel = context.WithTimeout(ctx, 5*time.Minute)

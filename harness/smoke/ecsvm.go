@@ -79,6 +79,9 @@ func (l *VMLauncher) Launch(ctx context.Context, spec ecsapi.InstanceSpec) (ecsa
 		return nil, err
 	}
 	cfg.GuestFwd = map[string]string{MetadataAddr: l.env.opts.Drover + " relay " + ln.Addr().String()}
+	// No host forward of the kubelet: it is one host port, and several
+	// instances run at once; nothing execs into these nodes.
+	cfg.HostFwd = nil
 	// Several instances run at once on a small host. One vCPU each: three
 	// VMs of two vCPUs oversubscribe two host cores anyway, and with one
 	// there is no cross-vCPU code patching, which under multi-threaded

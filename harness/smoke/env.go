@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/drover-os/drover/agent/nodeconfig"
 	"github.com/drover-os/drover/agent/userdata"
@@ -47,6 +48,11 @@ type Options struct {
 	// PinCA renders the user-data with the cluster CA pinned by caHash
 	// instead of embedded, so the join goes through CA discovery.
 	PinCA bool
+	// Conformance adds kube-scheduler, which Kubernetes' e2e suite needs
+	// for its pods (the smoke's own set nodeName). The API server reaches
+	// the guest's kubelet (logs, exec, attach, port-forward) in every
+	// environment with a cluster: the host probes are execs (probe.go).
+	Conformance bool
 }
 
 // Env is a running control plane, registry and metadata emulator.
@@ -56,6 +62,10 @@ type Env struct {
 	Registry *registry.Registry
 	Metadata *ecsmeta.Server
 	metaLn   net.Listener
+	// kubeletFwd is the host address QEMU forwards to the guest's
+	// kubelet port, which the API server dials (dialNode); empty without
+	// a cluster.
+	kubeletFwd string
 	// ACR is the emulated ACR API the node's credential provider calls
 	// (acr.go), at 100.64.0.2:<port> from the guest; nil without a
 	// cluster.
@@ -96,8 +106,16 @@ func StartECS(ctx context.Context, o Options, withCluster bool) (_ *Env, err err
 	}()
 	if withCluster {
 		e.logf("starting the control plane (Kubernetes %s)", o.Version)
-		e.Cluster, err = cluster.Start(ctx, cluster.Config{StateDir: filepath.Join(o.WorkDir, "cluster"), CacheDir: o.CacheDir,
-			Version: o.Version, BindAddress: "127.0.0.1", Log: o.Log})
+		cc := cluster.Config{StateDir: filepath.Join(o.WorkDir, "cluster"), CacheDir: o.CacheDir,
+			Version: o.Version, BindAddress: "127.0.0.1", Log: o.Log}
+		if e.kubeletFwd, err = freeLoopbackAddr(); err != nil {
+			return nil, fmt.Errorf("kubelet forward: %w", err)
+		}
+		// No kube-scheduler unless the e2e suite runs: every pod of the
+		// smoke names its node, and it would be one more process on a
+		// loaded host.
+		cc.Scheduler, cc.DialNode = o.Conformance, e.dialNode
+		e.Cluster, err = cluster.Start(ctx, cc)
 		if err != nil {
 			return nil, fmt.Errorf("control plane: %w", err)
 		}
@@ -233,6 +251,7 @@ func (e *Env) VMConfig(image, stateDir string, nvme bool) *qemu.Config {
 		Image: image, StateDir: stateDir, NVMe: nvme, DiskSize: 8 << 30, MemoryMiB: 3072,
 		Net: GuestNet, Host: HostFromVM, DHCPStart: GuestIP,
 		GuestFwd:    map[string]string{MetadataAddr: e.opts.Drover + " relay " + e.metaLn.Addr().String()},
+		HostFwd:     e.hostFwd(),
 		ProductName: "Alibaba Cloud ECS",
 		Console:     e.opts.Console,
 	}
@@ -253,4 +272,36 @@ func (e *Env) Close() {
 	if e.Cluster != nil {
 		e.Cluster.Stop()
 	}
+}
+
+// hostFwd is the VM's host forwards: the kubelet port when there is a
+// cluster, none otherwise.
+func (e *Env) hostFwd() map[string]int {
+	if e.kubeletFwd == "" {
+		return nil
+	}
+	return map[string]int{e.kubeletFwd: KubeletPort}
+}
+
+// dialNode is the API server's way to the guest (cluster.NodeDialer): the
+// guest's kubelet address, as its Node reports it, is the host forward;
+// any other address is refused (the host has no route to the guest's
+// network, and the API server must not reach anything else through it).
+func (e *Env) dialNode(ctx context.Context, addr string) (net.Conn, error) {
+	if addr != net.JoinHostPort(GuestIP, strconv.Itoa(KubeletPort)) {
+		return nil, fmt.Errorf("%s is not the guest's kubelet (%s:%d): only the kubelet is forwarded", addr, GuestIP, KubeletPort)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", e.kubeletFwd)
+}
+
+// freeLoopbackAddr picks a free port on 127.0.0.1 for a QEMU host forward
+// (QEMU binds it; the listener is closed first, the usual small race).
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }

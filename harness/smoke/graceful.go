@@ -323,7 +323,7 @@ type Inhibitors struct {
 }
 
 func (e *Env) inhibitors(ctx context.Context, in *Instance) (*Inhibitors, error) {
-	msg, err := e.RunPod(ctx, in, "inhibitors", registry.ProbeImage, []string{"inhibitors"}, true)
+	msg, err := e.probe(ctx, in, "inhibitors", []string{"inhibitors"})
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/drover-os/drover/agent/status"
 	"github.com/drover-os/drover/harness/cluster"
 	"github.com/drover-os/drover/harness/ecsmeta"
-	"github.com/drover-os/drover/harness/registry"
 )
 
 // The guarantee boot's user-data carries a kubelet override the static
@@ -173,7 +172,7 @@ const (
 // privileged pod and returns its answer.
 func (e *Env) plant(ctx context.Context, r *Report, in *Instance, mode, what string, args ...string) (string, bool) {
 	s := time.Now()
-	msg, err := e.RunPod(ctx, in, mode, registry.ProbeImage, append([]string{mode}, args...), true)
+	msg, err := e.probe(ctx, in, mode, append([]string{mode}, args...))
 	if err == nil {
 		err = JudgePlanted(msg)
 	}
@@ -213,8 +212,8 @@ func StoredConfigGot(msg string) string {
 // judgeTamper checks a boot after a plant: the drift reported on the
 // Node (condition and exactly one Event naming the stored config and what
 // the agent found there, got), and nothing planted ran (the evidence
-// file absent) or was written as a unit. Its probe pods are named after
-// pod (pods stay on the API server, so each round names its own).
+// file absent) or was written as a unit. Its probes are named after pod,
+// each round its own.
 func (e *Env) judgeTamper(ctx context.Context, r *Report, in *Instance, what, pod, got, evidence string) {
 	s := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
@@ -224,13 +223,13 @@ func (e *Env) judgeTamper(ctx context.Context, r *Report, in *Instance, what, po
 	cancel()
 	r.add(what+" reported: DroverConfigDrift and a ConfigDrift Event name "+agent.StoredConfig+" (got "+got+")", s, err, "")
 	s = time.Now()
-	msg, err := e.RunPod(ctx, in, pod+"-ran", registry.ProbeImage, []string{"exists", "/var/" + evidence}, true)
+	msg, err := e.probe(ctx, in, pod+"-ran", []string{"exists", "/var/" + evidence})
 	if err == nil {
 		err = JudgePlantedNotRun(msg)
 	}
 	r.add(what+": the planted unit did not run (/var/"+evidence+" absent)", s, err, msg)
 	s = time.Now()
-	msg, err = e.RunPod(ctx, in, pod+"-unit", registry.ProbeImage, []string{"exists", "/etc/systemd/system/" + plantedUnit}, true)
+	msg, err = e.probe(ctx, in, pod+"-unit", []string{"exists", "/etc/systemd/system/" + plantedUnit})
 	if err == nil {
 		err = JudgePlantedNotRun(msg)
 	}
@@ -266,7 +265,7 @@ func (e *Env) tamperReboot(ctx context.Context, r *Report, in *Instance, p Plan)
 	}
 	json.Unmarshal([]byte(msg), &res)
 	s = time.Now()
-	got, err := e.RunPod(ctx, in, "planted-contents", registry.ProbeImage, []string{"exists", res.Contents}, true)
+	got, err := e.probe(ctx, in, "planted-contents", []string{"exists", res.Contents})
 	if err == nil {
 		err = JudgePlantedNotRun(got)
 	}

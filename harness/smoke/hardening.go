@@ -8,8 +8,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-
-	"github.com/drover-os/drover/harness/registry"
 )
 
 // Socket is a TCP listener or unconnected UDP socket the probe found on the
@@ -47,7 +45,7 @@ type ProbeResult struct {
 
 // Probe runs the probe image on the node.
 func (e *Env) Probe(ctx context.Context, in *Instance, name string) (*ProbeResult, error) {
-	msg, err := e.RunPod(ctx, in, name, registry.ProbeImage, []string{"inspect"}, true)
+	msg, err := e.probe(ctx, in, name, []string{"inspect"})
 	if err != nil {
 		return nil, err
 	}

@@ -50,7 +50,7 @@ func (e *Env) checkKernelHealth(ctx context.Context, r *Report, in *Instance) {
 
 	s = time.Now()
 	name = "filesystem error reported: FilesystemError Event and ReadonlyFilesystem=True with the kernel's lines"
-	msg, err := e.RunPod(ctx, in, "fs-error", registry.ProbeImage, []string{"fserror"}, true)
+	msg, err := e.probe(ctx, in, "fs-error", []string{"fserror"})
 	if err != nil {
 		r.add(name, s, err, msg)
 		return

@@ -125,6 +125,8 @@ func (e *Env) checkContainerdRestarts(ctx context.Context, r *Report, in *Instan
 		r.add(name, s, err, "")
 		return
 	}
+	// A pod of its own, not an exec in the host probe pod (probe.go): an
+	// exec's streams run through containerd, which this kills.
 	msg, err := e.RunPod(ctx, in, "kill-containerd", registry.ProbeImage, []string{"kill-containerd", fmt.Sprint(containerdKills)}, true)
 	var res struct{ Killed []int }
 	if err == nil {

@@ -64,6 +64,11 @@ func (e *Env) checkMemoryPressure(ctx context.Context, r *Report, in *Instance) 
 		return nil
 	}
 	pr := &pressureRun{created: time.Now()}
+	// A pod of its own, not an exec in the host probe pod (probe.go), as
+	// the check was measured: pressureWait allows for this pod's start
+	// before the unit fills memory. The unit runs outside the pods'
+	// cgroups either way; as an exec the waits would need measuring
+	// again.
 	msg, err := e.RunPod(ctx, in, pressurePod, registry.ProbeImage,
 		[]string{"pressure", strconv.Itoa(int(pressureHold / time.Second)), pressureTarget}, true)
 	if err == nil {
@@ -91,7 +96,7 @@ func (e *Env) checkMemoryPressure(ctx context.Context, r *Report, in *Instance) 
 	detail, err := JudgePressureOn(samples, pr.created)
 	if err != nil {
 		// What the unit did, so that the failure names its cause.
-		if j, jerr := e.RunPod(ctx, in, "journal-pressure", registry.ProbeImage, []string{"journal", "drover-smoke-pressure.service"}, true); jerr == nil {
+		if j, jerr := e.probe(ctx, in, "journal-pressure", []string{"journal", "drover-smoke-pressure.service"}); jerr == nil {
 			detail += "; the unit's journal: " + j
 		}
 		r.add(name, s, err, detail)
@@ -169,7 +174,7 @@ func (e *Env) checkPressureCleared(ctx context.Context, r *Report, in *Instance,
 		r.add(name, s, err, "")
 		return
 	}
-	msg, err := e.RunPod(ctx, in, "daemons-after-pressure", registry.ProbeImage, []string{"daemons"}, true)
+	msg, err := e.probe(ctx, in, "daemons-after-pressure", []string{"daemons"})
 	var after map[string]any
 	if err == nil {
 		err = json.Unmarshal([]byte(msg), &after)

@@ -66,6 +66,9 @@ type Instance struct {
 	// on the console of the boot WaitJoined last waited for (QEMU's count
 	// starts again at each boot: Restart starts a new QEMU).
 	ReadAtReady qemu.BlockStats
+	// probe is the host probe pod of the boot that last ran one
+	// (probe.go).
+	probe *hostProbe
 }
 
 // Boot starts a fresh instance of image with the given user-data and

@@ -27,7 +27,7 @@ import (
 func (e *Env) checkSandboxImage(ctx context.Context, r *Report, in *Instance, want Versions) {
 	s := time.Now()
 	name := "sandbox image shipped in the image: the Node lists it with the build's digest, containerd holds it pinned, no registry asked for it"
-	msg, err := e.RunPod(ctx, in, "sandbox-images", registry.ProbeImage, []string{"images"}, true)
+	msg, err := e.probe(ctx, in, "sandbox-images", []string{"images"})
 	var detail string
 	if err == nil {
 		var n *cluster.Node

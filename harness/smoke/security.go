@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/drover-os/drover/harness/registry"
 )
 
 // Security is the probe's "security" report: systemd-analyze security's
@@ -23,7 +21,7 @@ type Security struct {
 
 // ProbeSecurity runs systemd-analyze security UNIT on the node.
 func (e *Env) ProbeSecurity(ctx context.Context, in *Instance, pod, unit string) (*Security, error) {
-	msg, err := e.RunPod(ctx, in, pod, registry.ProbeImage, []string{"security", unit}, true)
+	msg, err := e.probe(ctx, in, pod, []string{"security", unit})
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/drover-os/drover/harness/cluster"
-	"github.com/drover-os/drover/harness/registry"
 	"github.com/drover-os/drover/internal/filehash"
 )
 
@@ -163,7 +162,7 @@ func (s *StorageReport) mount(path string) StorageMount {
 
 // probeStorage runs the probe's storage mode on the node.
 func (e *Env) probeStorage(ctx context.Context, in *Instance, pod string) (*StorageReport, string, error) {
-	msg, err := e.RunPod(ctx, in, pod, registry.ProbeImage, []string{"storage"}, true)
+	msg, err := e.probe(ctx, in, pod, []string{"storage"})
 	if err != nil {
 		return nil, msg, err
 	}

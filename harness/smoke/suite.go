@@ -34,6 +34,9 @@ type Plan struct {
 	// not join, and the last two leave no bootstrap token in /var.
 	PolicyCheck bool
 	JoinTimeout time.Duration
+	// Conformance: run conformance.Subset of Kubernetes' e2e suite on the
+	// first boot (the environment started with Options.Conformance).
+	Conformance *Suite
 	// Want is what the image's build recorded of its kubelet and
 	// containerd (its manifest); the Node must report the same.
 	Want Versions
@@ -136,10 +139,18 @@ func (e *Env) Run(ctx context.Context, p Plan) *Report {
 		_, err := e.RunPod(ctx, in, "hello", registry.HelloImage, nil, false)
 		return registry.HelloImage, err
 	})
+	// Before the e2e suite, whose own pause image (k8s/pause, a
+	// workload's, not the sandbox) it pulls from the registry: the
+	// sandbox check wants no pause image asked of it until then.
+	e.checkSandboxImage(ctx, r, in, p.Want)
+	// Before the memory pressure (whose taint keeps the suite's pods off
+	// the node) and the checks that break things on purpose.
+	if p.Conformance != nil {
+		e.checkConformanceSubset(ctx, r, p.Conformance)
+	}
 	// Early, so that the kubelet's transition period runs out during the
 	// checks below; checkPressureCleared looks again at the end.
 	pressure := e.checkMemoryPressure(ctx, r, in)
-	e.checkSandboxImage(ctx, r, in, p.Want)
 	e.checkCachedImages(ctx, r, in, p.Want)
 	var first *ProbeResult
 	step("node hardening (TCP/UDP sockets, sshd, read-only /, bootstrap kubeconfig)", func(ctx context.Context) (string, error) {
@@ -203,7 +214,7 @@ const rebootMemoryMiB = 4096
 func (e *Env) reboot(ctx context.Context, r *Report, in *Instance, p Plan, boots []string, disks *dataDisks, dataUUID string) {
 	s := time.Now()
 	mark := fmt.Sprintf("drover smoke edit %d", s.UnixNano())
-	msg, err := e.RunPod(ctx, in, "edit-etc", registry.ProbeImage, []string{"edit-etc", mark}, true)
+	msg, err := e.probe(ctx, in, "edit-etc", []string{"edit-etc", mark})
 	if err == nil {
 		err = EtcEdited(msg, mark)
 	}

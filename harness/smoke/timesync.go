@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/drover-os/drover/agent/nodeconfig"
-	"github.com/drover-os/drover/harness/registry"
 )
 
 // TimeResult is what the probe's "time" mode reports.
@@ -23,7 +22,7 @@ type TimeResult struct {
 // TimeSync asks the node (through the probe) for its timesyncd drop-in and
 // the unit's state.
 func (e *Env) TimeSync(ctx context.Context, in *Instance, pod string) (*TimeResult, error) {
-	msg, err := e.RunPod(ctx, in, pod, registry.ProbeImage, []string{"time"}, true)
+	msg, err := e.probe(ctx, in, pod, []string{"time"})
 	if err != nil {
 		return nil, err
 	}

@@ -7,8 +7,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/drover-os/drover/harness/registry"
 )
 
 // UnitsResult is what the probe's "units" mode reports: the node's own
@@ -23,7 +21,7 @@ type UnitsResult struct {
 // FailedUnits asks the node (through the probe, with its own systemctl and
 // journalctl) which units have failed this boot.
 func (e *Env) FailedUnits(ctx context.Context, in *Instance, pod string) (*UnitsResult, error) {
-	msg, err := e.RunPod(ctx, in, pod, registry.ProbeImage, []string{"units"}, true)
+	msg, err := e.probe(ctx, in, pod, []string{"units"})
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +112,7 @@ type ChainResult struct {
 
 // CriticalChain runs systemd-analyze on the node through the probe.
 func (e *Env) CriticalChain(ctx context.Context, in *Instance, pod string) (*ChainResult, error) {
-	msg, err := e.RunPod(ctx, in, pod, registry.ProbeImage, []string{"chain"}, true)
+	msg, err := e.probe(ctx, in, pod, []string{"chain"})
 	if err != nil {
 		return nil, err
 	}

@@ -8,8 +8,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
-	"github.com/drover-os/drover/harness/registry"
 )
 
 // The launch template's own units the smoke user-data carries, as a user
@@ -139,7 +137,7 @@ type Evidence struct {
 
 // ReadEvidence runs the probe's evidence mode on the node.
 func (e *Env) ReadEvidence(ctx context.Context, in *Instance, pod string) (*Evidence, error) {
-	msg, err := e.RunPod(ctx, in, pod, registry.ProbeImage, append([]string{"evidence", EvidenceDir}, SmokeUnits...), true)
+	msg, err := e.probe(ctx, in, pod, append([]string{"evidence", EvidenceDir}, SmokeUnits...))
 	if err != nil {
 		return nil, err
 	}

@@ -61,6 +61,10 @@ func (g *goCmd) build(ctx context.Context, workDir string, l *Locked, goos, goar
 
 	out := filepath.Join(tmp, l.Name)
 	args := []string{"build", "-mod=mod", "-trimpath", "-buildvcs=false"}
+	if l.Test {
+		args[0] = "test"
+		args = append(args, "-c")
+	}
 	if len(l.Tags) > 0 {
 		args = append(args, "-tags", strings.Join(l.Tags, ","))
 	}
@@ -198,7 +202,10 @@ func CacheKey(l *Locked, goos, goarch, goVersion string) string {
 		GoMod                          string
 		Sum                            []string
 		GOOS, GOARCH, Toolchain        string
-	}{2, l.Name, l.Module, l.Version, l.Package, reps, l.Ldflags, l.Tags, l.GoMod, l.Sum, goos, goarch, goVersion}
+		// Test is left out when false, so the keys of every main-package
+		// build stay what they were.
+		Test bool `json:",omitempty"`
+	}{2, l.Name, l.Module, l.Version, l.Package, reps, l.Ldflags, l.Tags, l.GoMod, l.Sum, goos, goarch, goVersion, l.Test}
 	data, _ := json.Marshal(in) // strings and slices of strings: cannot fail
 	sum := sha256.Sum256(data)
 	return fmt.Sprintf("gomod %s %s@%s %s %s/%s %s %s", l.Name, l.Module, l.Version, l.Package, goos, goarch, goVersion,

@@ -32,6 +32,10 @@ type Component struct {
 	Replace []Replace
 	Ldflags []string // joined with spaces into one -ldflags value
 	Tags    []string // joined with commas into one -tags value
+	// Test builds Package's test binary (`go test -c`) instead of a main
+	// package: Kubernetes' e2e suite is a test binary (test/e2e's
+	// e2e_test.go), and its test-only imports are locked with `go get -t`.
+	Test bool
 }
 
 // Replace is one go.mod replace directive: Old (optionally only at

@@ -69,6 +69,11 @@ func TestCacheKeyStable(t *testing.T) {
 		t.Errorf("CacheKey = %q, want %q + 64 hex digits on one line", a, want)
 	}
 	t.Logf("key: %s", a)
+	// The whole key, so that adding a field (Test) that leaves every
+	// existing main-package key as it was is checked, not assumed.
+	if want := want + "8724495dc18083f27e9f124c80da20199603126f1a1a19f6013dcc210dbfa52a"; a != want {
+		t.Errorf("CacheKey = %q, want %q: every cached binary would be rebuilt", a, want)
+	}
 
 	// Replaces are a set: their order in the recipe does not matter.
 	l := lockedSample()
@@ -93,6 +98,7 @@ func TestCacheKeySensitive(t *testing.T) {
 		"ldflag order": func(l *Locked) { l.Ldflags = []string{l.Ldflags[1], l.Ldflags[0]} },
 		"tags":         func(l *Locked) { l.Tags = nil },
 		"tag order":    func(l *Locked) { l.Tags = []string{l.Tags[1], l.Tags[0]} },
+		"test binary":  func(l *Locked) { l.Test = true },
 		"go.mod":       func(l *Locked) { l.GoMod = strings.Replace(l.GoMod, "go 1.26.0", "go 1.26.1", 1) },
 		"go.sum":       func(l *Locked) { l.Sum = l.Sum[:1] },
 		"go.sum hash":  func(l *Locked) { l.Sum = []string{"k8s.io/api v0.36.3 h1:CCCC", l.Sum[1]} },

@@ -1,6 +1,7 @@
 package gomod
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,7 +41,11 @@ func Lock(ctx context.Context, env Env, c Component) (*Locked, error) {
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(initial.render()), 0o644); err != nil {
 		return nil, fmt.Errorf("locking Go component %s: writing go.mod: %w", c.Name, err)
 	}
-	if _, err := g.run(ctx, dir, nil, "get", c.Package+"@"+c.Version); err != nil {
+	get := []string{"get", c.Package + "@" + c.Version}
+	if c.Test {
+		get = []string{"get", "-t", c.Package + "@" + c.Version}
+	}
+	if _, err := g.run(ctx, dir, nil, get...); err != nil {
 		return nil, g.explainGetError(ctx, env, c, err)
 	}
 
@@ -70,13 +75,26 @@ func Lock(ctx context.Context, env Env, c Component) (*Locked, error) {
 // that it is a main package, and that it comes from c.Module at c.Version
 // (a package path can also match a nested module).
 func (g *goCmd) checkMainPackage(ctx context.Context, dir string, c Component) error {
-	out, err := g.run(ctx, dir, nil, "list", "-mod=readonly", "-json=Name,Module", c.Package)
+	list := []string{"list", "-mod=readonly", "-json=Name,Module", c.Package}
+	if c.Test {
+		// -test also loads the test-only imports, so a go.sum missing
+		// one of them fails here and not in the build.
+		list = []string{"list", "-mod=readonly", "-test", "-deps", "-json=ImportPath,Name,Module,TestGoFiles,XTestGoFiles", c.Package}
+	}
+	out, err := g.run(ctx, dir, nil, list...)
 	if err != nil {
 		return fmt.Errorf("checking %s against the locked go.mod and go.sum: %w", c.Package, err)
 	}
+	if c.Test {
+		out, err = listedPackageJSON(out, c.Package)
+		if err != nil {
+			return err
+		}
+	}
 	var p struct {
-		Name   string
-		Module *struct{ Path, Version string }
+		Name                      string
+		Module                    *struct{ Path, Version string }
+		TestGoFiles, XTestGoFiles []string
 	}
 	if err := json.Unmarshal(out, &p); err != nil {
 		return fmt.Errorf("reading `go list` output for %s: %w", c.Package, err)
@@ -87,6 +105,12 @@ func (g *goCmd) checkMainPackage(ctx context.Context, dir string, c Component) e
 			got = p.Module.Path + "@" + p.Module.Version
 		}
 		return fmt.Errorf("package %s resolves to %s, not %s@%s; set module to the module that contains the package", c.Package, got, c.Module, c.Version)
+	}
+	if c.Test {
+		if len(p.TestGoFiles)+len(p.XTestGoFiles) == 0 {
+			return fmt.Errorf("package %s has no _test.go files, so it has no test binary; name the package whose tests are the suite", c.Package)
+		}
+		return nil
 	}
 	if p.Name != "main" {
 		return fmt.Errorf("package %s is package %s, not a main package; name the command's package (…/cmd/<name>)", c.Package, p.Name)
@@ -253,4 +277,24 @@ func inEmptyModule(ctx context.Context, env Env, args ...string) ([]byte, error)
 		return nil, err
 	}
 	return g.run(ctx, dir, nil, args...)
+}
+
+// listedPackageJSON picks pkg's own object out of `go list -deps -json`
+// output (a stream of objects, one per package; -deps loaded the test
+// imports, pkg is the one whose ImportPath is pkg).
+func listedPackageJSON(out []byte, pkg string) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("reading `go list -deps` output: %s is not in it (%v)", pkg, err)
+		}
+		var p struct{ ImportPath string }
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return nil, fmt.Errorf("reading `go list -deps` output: %w", err)
+		}
+		if p.ImportPath == pkg {
+			return raw, nil
+		}
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"golang.org/x/mod/modfile"
 )
 
 // goModFile is the part of a go.mod this package writes: a temp module has
@@ -179,4 +181,20 @@ func replaceDirectives(text string) []replaceDirective {
 		out = append(out, replaceDirective{oldPath: f[0], newPath: f[arrow+1]})
 	}
 	return out
+}
+
+// RequiredVersion is the version of module that goModText requires (a
+// go.mod as the go command writes it), read with x/mod's parser: e.g. the
+// ginkgo version a Kubernetes release builds its e2e suite with.
+func RequiredVersion(goModText, module string) (string, error) {
+	f, err := modfile.ParseLax("go.mod", []byte(goModText), nil)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range f.Require {
+		if r.Mod.Path == module {
+			return r.Mod.Version, nil
+		}
+	}
+	return "", fmt.Errorf("go.mod requires no %s", module)
 }

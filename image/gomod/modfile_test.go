@@ -169,3 +169,17 @@ func TestParseReplace(t *testing.T) {
 		}
 	}
 }
+
+// TestRequiredVersion reads a require line of a go.mod, in a block or not,
+// and names the module it cannot find.
+func TestRequiredVersion(t *testing.T) {
+	text := "module k8s.io/kubernetes\n\ngo 1.25.0\n\nrequire github.com/a/b v1.0.0\n\nrequire (\n\tgithub.com/onsi/ginkgo/v2 v2.32.0\n\tgithub.com/onsi/gomega v1.38.0 // indirect\n)\n"
+	for mod, want := range map[string]string{"github.com/onsi/ginkgo/v2": "v2.32.0", "github.com/a/b": "v1.0.0", "github.com/onsi/gomega": "v1.38.0"} {
+		if got, err := RequiredVersion(text, mod); err != nil || got != want {
+			t.Errorf("%s: %q, %v; want %s", mod, got, err, want)
+		}
+	}
+	if _, err := RequiredVersion(text, "github.com/onsi/ginkgo"); err == nil || !strings.Contains(err.Error(), "requires no github.com/onsi/ginkgo") {
+		t.Errorf("a module not required: %v", err)
+	}
+}

@@ -365,9 +365,15 @@ func (r *Recipe) applyDefaults() {
 }
 
 // Roots are the Debian packages the recipe asks for directly: its packages
-// and its kernel.
+// and its kernel. A recipe read from a file always has a kernel (the
+// arch's default); a package set made in code, such as a conformance test
+// image's (harness/conformance), has none.
 func (r *Recipe) Roots() []string {
-	return append(append([]string(nil), r.Packages...), r.Kernel)
+	roots := append([]string(nil), r.Packages...)
+	if r.Kernel != "" {
+		roots = append(roots, r.Kernel)
+	}
+	return roots
 }
 
 // InputsDigest is the sha256 of everything in the recipe that decides what

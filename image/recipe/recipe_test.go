@@ -275,3 +275,17 @@ func TestSBATGeneration(t *testing.T) {
 		}
 	}
 }
+
+// TestRootsKernel: a recipe's roots are its packages and its kernel; a
+// package set made in code without a kernel (a conformance test image's)
+// asks for no empty package name.
+func TestRootsKernel(t *testing.T) {
+	r := &Recipe{Packages: []string{"dash", "hostname"}, Kernel: "linux-image-cloud-amd64"}
+	if got := strings.Join(r.Roots(), " "); got != "dash hostname linux-image-cloud-amd64" {
+		t.Errorf("roots %q", got)
+	}
+	r.Kernel = ""
+	if got := strings.Join(r.Roots(), " "); got != "dash hostname" {
+		t.Errorf("roots without a kernel %q", got)
+	}
+}

@@ -1,6 +1,9 @@
 // Command probe inspects the node it runs on for the drover smoke test and
-// reports in its termination message (read from the Pod status, so the
-// harness needs no connection to the kubelet). It runs privileged with
+// reports on stdout and in its termination message, the same line. The
+// harness runs most modes as execs in one pod per boot (harness/smoke
+// probe.go: the exec's stdout and exit status are the answer) and the rest
+// as pods of their own (their termination message, read from the Pod
+// status). It runs privileged with
 // hostPID and hostNetwork, so /proc/net is the node's network namespace,
 // /proc/<pid> are the node's processes and /proc/1/root is the node's root
 // with every mount (the live tmpfs /etc included); /host-etc is the node's
@@ -25,7 +28,8 @@
 //	                      write the base64 content to /host-etc/REL with octal MODE and read
 //	                      it back through /proc/1/root/etc
 //	probe serve           run until SIGTERM, then exit 0 with "stopped by SIGTERM" as the
-//	                      termination message (a pod the node's shutdown stops)
+//	                      termination message (a pod the node's shutdown stops; the host
+//	                      probe pod the other modes are exec'd in)
 //	probe alloc MIB       allocate and touch MIB MiB, a MiB at a time (past its memory limit,
 //	                      the kernel's OOM killer ends it); exit 0 only if it got them all
 //	probe fserror         make a 16 MiB ext4 file system on a loop device on the node, mount it

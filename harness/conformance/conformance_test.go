@@ -1,0 +1,212 @@
+package conformance
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/drover-os/drover/harness/registry"
+)
+
+const listOut = `  k8s.io/kubernetes@v1.37.2/test/e2e/common/node/pods.go:10: [sig-node] Pods should get a host IP [Conformance] [NodeConformance]
+  k8s.io/kubernetes@v1.37.2/test/e2e/common/node/pods.go:20: [sig-node] Pods should be slow [Slow] [NodeConformance]
+  k8s.io/kubernetes@v1.37.2/test/e2e/common/node/pods.go:30: [sig-node] Pods should fail [NodeConformance]
+  k8s.io/kubernetes@v1.37.2/test/e2e/common/node/pods.go:40: [sig-node] Pods should skip itself [NodeConformance]
+  k8s.io/kubernetes@v1.37.2/test/e2e/common/node/pods.go:50: [sig-node] Pods outside the subset [NodeConformance]
+  k8s.io/kubernetes@v1.37.2/test/e2e/apps/x.go:60: [sig-apps] not node conformance
+`
+
+const junitOut = `<?xml version="1.0" encoding="UTF-8"?>
+<testsuites><testsuite name="Kubernetes e2e suite">
+<testcase name="[It] [sig-node] Pods should get a host IP [Conformance] [NodeConformance]" status="passed" time="3"></testcase>
+<testcase name="[It] [sig-node] Pods should fail [NodeConformance]" status="failed" time="3"><failure message="expected 1, got 2&#xA;more" type="failed">trace</failure></testcase>
+<testcase name="[It] [sig-node] Pods should skip itself [NodeConformance]" status="skipped" time="0"><skipped message="skipped - Only supported for providers [gce]"></skipped></testcase>
+</testsuite></testsuites>`
+
+// TestClassify: every [NodeConformance] spec of the list is judged once:
+// run ones by the report, the plan's skips by their reason, the others by
+// the narrowed focus or the suite's message; other specs are not counted.
+func TestClassify(t *testing.T) {
+	plan := Plan{Focus: `host IP|should fail|skip itself|be slow`}
+	res, err := Classify(ParseList(listOut), strings.NewReader(junitOut), plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Outcome{}
+	for _, o := range res.Specs {
+		got[o.Name] = o
+	}
+	want := map[string][2]string{
+		"[sig-node] Pods should get a host IP [Conformance] [NodeConformance]": {"passed", ""},
+		"[sig-node] Pods should fail [NodeConformance]":                        {"failed", "expected 1, got 2"},
+		"[sig-node] Pods should skip itself [NodeConformance]":                 {"skipped", "skipped by the suite: skipped - Only supported for providers [gce]"},
+		"[sig-node] Pods should be slow [Slow] [NodeConformance]":              {"skipped", Skips[1].Reason},
+		"[sig-node] Pods outside the subset [NodeConformance]":                 {"skipped", "outside this run's focus (CONFORMANCE_FOCUS=" + plan.Focus + ")"},
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d specs judged, want %d: %+v", len(got), len(want), res.Specs)
+	}
+	for name, w := range want {
+		if o := got[name]; o.State != w[0] || o.Reason != w[1] {
+			t.Errorf("%s: %s %q, want %s %q", name, o.State, o.Reason, w[0], w[1])
+		}
+	}
+	var b bytes.Buffer
+	res.Print(&b)
+	for _, line := range []string{"passed      1", "failed      1", "skipped     3", "pass rate of the specs run: 50.0 %"} {
+		if !strings.Contains(b.String(), line) {
+			t.Errorf("table lacks %q:\n%s", line, b.String())
+		}
+	}
+	if _, err := Classify(nil, strings.NewReader("not xml"), plan); err == nil {
+		t.Error("a damaged report was accepted")
+	}
+}
+
+// TestPlanArgs: the default plan focuses [NodeConformance] and skips
+// exactly the documented classes; a bad pattern is refused by name.
+func TestPlanArgs(t *testing.T) {
+	args := Plan{}.Args("/k", "/r")
+	joined := strings.Join(args, "\n")
+	for _, want := range []string{"--kubeconfig=/k", "--report-dir=/r", `--ginkgo.focus=\[NodeConformance\]`,
+		`--ginkgo.skip=\[Serial\]|\[Slow\]|\[Flaky\]|\[Disruptive\]|\[Alpha\]|\[Feature:[^\]]+\]`} {
+		if !strings.Contains(joined, want+"\n") {
+			t.Errorf("args lack %s:\n%s", want, joined)
+		}
+	}
+	if err := (Plan{Focus: "("}).Validate(); err == nil || !strings.Contains(err.Error(), `focus "("`) {
+		t.Errorf("bad focus: %v", err)
+	}
+}
+
+// TestPlanGinkgoArgs: through the ginkgo CLI the same focus, skips and
+// timeout are the CLI's own flags (a --ginkgo. prefix there is refused by
+// it), the suite binary comes next, and the suite's flags after "--".
+func TestPlanGinkgoArgs(t *testing.T) {
+	got := strings.Join(Plan{Procs: 4}.GinkgoArgs("/w/e2e.test", "/k", "/r"), " ")
+	want := `--procs=4 --focus=\[NodeConformance\] --skip=\[Serial\]|\[Slow\]|\[Flaky\]|\[Disruptive\]|\[Alpha\]|\[Feature:[^\]]+\] ` +
+		`--timeout=3h0m0s --no-color /w/e2e.test -- --kubeconfig=/k --provider=skeleton --report-dir=/r --allowed-not-ready-nodes=0 --disable-log-dump`
+	if got != want {
+		t.Errorf("ginkgo args\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestRepoList: every registry the framework knows points at the harness
+// registry (the keys are RegistryList's yaml tags in
+// k8s.io/kubernetes/test/utils/image/manifest.go of v1.37.2).
+func TestRepoList(t *testing.T) {
+	var m map[string]string
+	if err := yaml.UnmarshalStrict(RepoList("100.64.0.2:5000"), &m); err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"promoterE2eRegistry", "buildImageRegistry", "invalidRegistry", "gcEtcdRegistry", "gcRegistry",
+		"sigStorageRegistry", "privateRegistry", "dockerLibraryRegistry", "cloudProviderGcpRegistry"}
+	if len(m) != len(keys) {
+		t.Errorf("%d registries, want %d: %v", len(m), len(keys), m)
+	}
+	for _, k := range keys {
+		if !strings.HasPrefix(m[k], "100.64.0.2:5000/") {
+			t.Errorf("%s = %q, not on the harness registry", k, m[k])
+		}
+	}
+}
+
+// TestLayerDeterministic: entries in any order give the same bytes, in
+// path order, root-owned and stamped with the epoch.
+func TestLayerDeterministic(t *testing.T) {
+	es := []entry{{path: "bin/sh", link: "/bin/busybox", mode: 0o777}, {path: "bin", dir: true, mode: 0o755},
+		{path: "bin/busybox", mode: 0o755, data: []byte("elf")}}
+	a, err := layerTar(es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := layerTar([]entry{es[2], es[0], es[1]})
+	if !bytes.Equal(a, b) {
+		t.Error("layer depends on the order of entries")
+	}
+	tr := tar.NewReader(bytes.NewReader(a))
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Uid != 0 || !h.ModTime.Equal(h.ModTime.UTC()) || h.ModTime.Unix() != 0 {
+			t.Errorf("%s: uid %d mtime %v", h.Name, h.Uid, h.ModTime)
+		}
+		names = append(names, h.Name)
+	}
+	if strings.Join(names, " ") != "bin/ bin/busybox bin/sh" {
+		t.Errorf("entries %v", names)
+	}
+	if _, err := layerTar([]entry{{path: "/abs"}}); err == nil {
+		t.Error("an absolute path was accepted")
+	}
+}
+
+// TestUnbuilt: manifests asked for outside the built images are listed
+// once with the registry's answer, another tag of a built repository
+// (agnhost's previous version) too; blobs, built tags and digests in a
+// built repository are not; one answered other than 404 is an error
+// naming it.
+func TestUnbuilt(t *testing.T) {
+	reqs := []registry.Request{
+		{Method: "GET", Path: "/v2/e2e-test-images/agnhost/manifests/2.66.1", Status: 200},
+		{Method: "GET", Path: "/v2/e2e-test-images/agnhost/manifests/sha256:0a", Status: 200},
+		{Method: "HEAD", Path: "/v2/e2e-test-images/agnhost/manifests/2.55", Status: 404},
+		{Method: "HEAD", Path: "/v2/e2e-test-images/nginx/manifests/1.27.0-2", Status: 404},
+		{Method: "GET", Path: "/v2/e2e-test-images/nginx/manifests/1.27.0-2", Status: 404},
+		{Method: "GET", Path: "/v2/invalid/alpine/manifests/3.1", Status: 404},
+		{Method: "GET", Path: "/v2/e2e-test-images/agnhost/blobs/sha256:00", Status: 200},
+		// the harness's own image: pushed (HEAD 404, PUT 201), then read
+		{Method: "HEAD", Path: "/v2/drover/hello/manifests/v1", Status: 404},
+		{Method: "PUT", Path: "/v2/drover/hello/manifests/v1", Status: 201},
+		{Method: "PUT", Path: "/v2/drover/hello/manifests/sha256:0b", Status: 201},
+		{Method: "GET", Path: "/v2/drover/hello/manifests/v1", Status: 200},
+		{Method: "PUT", Path: "/v2/e2e-test-images/other/manifests/1", Status: 201},
+	}
+	built := []Image{{Repo: "e2e-test-images/agnhost", Tag: "2.66.1"}}
+	got, err := Unbuilt(reqs, built, "drover/hello:v1")
+	if err != nil || strings.Join(got, ", ") != "e2e-test-images/agnhost:2.55 404, e2e-test-images/nginx:1.27.0-2 404, invalid/alpine:3.1 404" {
+		t.Errorf("Unbuilt = %v, %v", got, err)
+	}
+	reqs = append(reqs, registry.Request{Method: "GET", Path: "/v2/library/nginx/manifests/latest", Status: 200})
+	if _, err := Unbuilt(reqs, built, "drover/hello:v1"); err == nil || !strings.Contains(err.Error(), "library/nginx:latest 200") {
+		t.Errorf("an unbuilt image served: %v", err)
+	}
+}
+
+// TestImageUser: the image config carries the user given (nonroot's 1234,
+// which the runAsNonRoot specs read), and none when none is given; the
+// setuid bit of nonewprivs' nnp survives into the layer.
+func TestImageUser(t *testing.T) {
+	es := []entry{{path: "usr/local/bin/nnp", mode: 0o4755, data: []byte("x")}}
+	for _, user := range []string{"1234", ""} {
+		img, err := imageOf("t", "amd64", es, nil, []string{"sh"}, user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cf.Config.User != user {
+			t.Errorf("config user %q, want %q", cf.Config.User, user)
+		}
+	}
+	data, err := layerTar(es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr, err := tar.NewReader(bytes.NewReader(data)).Next()
+	if err != nil || hdr.Mode&0o4000 == 0 {
+		t.Errorf("nnp's header %+v, %v: no setuid bit", hdr, err)
+	}
+}
