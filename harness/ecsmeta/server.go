@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"github.com/drover-os/drover/internal/httpstatus"
 	"io"
 	mrand "math/rand/v2"
 	"net"
@@ -122,39 +123,15 @@ func (s *Server) now() time.Time {
 	return time.Now()
 }
 
-// statusWriter remembers the status code for the request log.
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.code == 0 {
-		w.code = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := s.now()
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &httpstatus.Writer{ResponseWriter: w}
 	tokenSent := r.Header.Get(TokenHeader) != ""
 	delay, injected := s.takeFaults(r.URL.Path)
 	expired := false
 	defer func() {
-		code := sw.code
-		if code == 0 {
-			code = http.StatusOK
-		}
-		s.record(Request{Time: start, Method: r.Method, Path: r.URL.Path, Status: code,
+		s.record(Request{Time: start, Method: r.Method, Path: r.URL.Path, Status: sw.Status(),
 			Token: tokenSent, Injected: injected != 0, Delayed: delay > 0, Expired: expired})
 	}()
 
@@ -164,7 +141,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-t.C:
 		case <-r.Context().Done():
-			sw.code = StatusClientClosed
+			sw.Code = StatusClientClosed
 			return
 		}
 	}

@@ -42,6 +42,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/drover-os/drover/internal/httpstatus"
 	"io"
 	"log"
 	"net"
@@ -95,10 +96,10 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	refusing := r.refusing
 	r.mu.Unlock()
 	rec := Request{Method: req.Method, Path: req.URL.Path, Refused: refusing}
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &httpstatus.Writer{ResponseWriter: w}
 	w = sw
 	defer func() {
-		rec.Status = sw.status()
+		rec.Status = sw.Status()
 		r.mu.Lock()
 		if len(r.requests) < maxRequests {
 			r.requests = append(r.requests, rec)
@@ -124,34 +125,6 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.logger.Printf("%s %s for %s", req.Method, req.URL.Path, who)
 	}
 	r.inner.ServeHTTP(w, req)
-}
-
-// statusWriter records the status a handler answered.
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.code == 0 {
-		w.code = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// status is the answered status; a handler that wrote nothing answered 200.
-func (w *statusWriter) status() int {
-	if w.code == 0 {
-		return http.StatusOK
-	}
-	return w.code
 }
 
 // Refuse makes the registry answer every request 503 (true) or serve again
