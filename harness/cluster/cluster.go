@@ -321,29 +321,35 @@ func (c *Cluster) bootstrap(ctx context.Context) error {
 // startControllerManager runs kube-controller-manager until it is healthy
 // and has created the default service account (pods need it to be
 // admitted, so a smoke test creating one right after Start would race).
-func (c *Cluster) startControllerManager(ctx context.Context) error {
-	port, err := pickPort("127.0.0.1", -1)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(c.cfg.Log, "starting kube-controller-manager (log: %s)\n", c.files.log("kube-controller-manager"))
-	c.controller, err = startProcess("kube-controller-manager", c.files.bin("kube-controller-manager"),
-		controllerManagerArgs(c.files, port), c.files.log("kube-controller-manager"))
-	if err != nil {
-		return err
-	}
-	health, err := newRESTClient(httpsURL("127.0.0.1", port), c.CAPEM(), nil, "")
-	if err != nil {
-		return err
-	}
-	defer health.close()
-	if err := waitFor(ctx, "kube-controller-manager to become healthy", c.controller, func(ctx context.Context) error {
-		return health.do(ctx, http.MethodGet, "/healthz", nil, nil)
-	}); err != nil {
+func (c *Cluster) startControllerManager(ctx context.Context) (err error) {
+	if c.controller, err = c.startComponent(ctx, "kube-controller-manager", controllerManagerArgs); err != nil {
 		return err
 	}
 	return waitFor(ctx, "the default service account", c.controller, func(ctx context.Context) error {
 		return c.client.do(ctx, http.MethodGet, "/api/v1/namespaces/default/serviceaccounts/default", nil, nil)
+	})
+}
+
+// startComponent runs the control-plane program name (kube-scheduler,
+// kube-controller-manager) with args for a free loopback port of its own
+// until its /healthz answers over TLS with a certificate of the cluster CA.
+func (c *Cluster) startComponent(ctx context.Context, name string, args func(layout, int) []string) (*process, error) {
+	port, err := pickPort("127.0.0.1", -1)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(c.cfg.Log, "starting %s (log: %s)\n", name, c.files.log(name))
+	p, err := startProcess(name, c.files.bin(name), args(c.files, port), c.files.log(name))
+	if err != nil {
+		return nil, err
+	}
+	health, err := newRESTClient(httpsURL("127.0.0.1", port), c.CAPEM(), nil, "")
+	if err != nil {
+		return p, err
+	}
+	defer health.close()
+	return p, waitFor(ctx, name+" to become healthy", p, func(ctx context.Context) error {
+		return health.do(ctx, http.MethodGet, "/healthz", nil, nil)
 	})
 }
 

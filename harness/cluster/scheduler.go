@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"runtime"
 	"strconv"
 
@@ -82,23 +81,7 @@ func schedulerArgs(l layout, port int) []string {
 }
 
 // startScheduler runs kube-scheduler until it is healthy.
-func (c *Cluster) startScheduler(ctx context.Context) error {
-	port, err := pickPort("127.0.0.1", -1)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(c.cfg.Log, "starting kube-scheduler (log: %s)\n", c.files.log("kube-scheduler"))
-	c.scheduler, err = startProcess("kube-scheduler", c.files.bin("kube-scheduler"),
-		schedulerArgs(c.files, port), c.files.log("kube-scheduler"))
-	if err != nil {
-		return err
-	}
-	health, err := newRESTClient(httpsURL("127.0.0.1", port), c.CAPEM(), nil, "")
-	if err != nil {
-		return err
-	}
-	defer health.close()
-	return waitFor(ctx, "kube-scheduler to become healthy", c.scheduler, func(ctx context.Context) error {
-		return health.do(ctx, http.MethodGet, "/healthz", nil, nil)
-	})
+func (c *Cluster) startScheduler(ctx context.Context) (err error) {
+	c.scheduler, err = c.startComponent(ctx, "kube-scheduler", schedulerArgs)
+	return err
 }
