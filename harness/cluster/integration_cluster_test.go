@@ -32,7 +32,7 @@ import (
 func TestIntegrationCluster(t *testing.T) {
 	ctx := context.Background()
 	state := t.TempDir()
-	cfg := Config{StateDir: state, CacheDir: testCacheDir(), Version: testVersion, Log: testLog{t}}
+	cfg := Config{StateDir: state, CacheDir: testCacheDir(), Version: testVersion, Log: testLog{t}, Scheduler: true}
 
 	start := time.Now()
 	c, err := Start(ctx, cfg)
@@ -40,7 +40,7 @@ func TestIntegrationCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("Start took %s", time.Since(start).Round(time.Second))
-	pids := []int{c.apiserver.cmd.Process.Pid, c.controller.cmd.Process.Pid}
+	pids := []int{c.apiserver.cmd.Process.Pid, c.controller.cmd.Process.Pid, c.scheduler.cmd.Process.Pid}
 	stopped := false
 	defer func() {
 		if !stopped {
