@@ -131,6 +131,14 @@ func glibcTree(t *tree.Tree, arch string) ([]entry, error) {
 			return nil, err
 		}
 	}
+	// netcat-openbsd's postinst makes nc its alternative (update-
+	// alternatives --install /bin/nc nc /bin/nc.openbsd); the node-pod udp
+	// spec runs `nc -w 1 -u`, which busybox's nc refuses.
+	if t.Get("/usr/bin/nc") == nil && t.Get("/usr/bin/nc.openbsd") != nil {
+		if err := t.Set(&tree.Node{Path: "/usr/bin/nc", Kind: tree.Symlink, Mode: 0o777, Target: "nc.openbsd", Owner: "netcat-openbsd"}); err != nil {
+			return nil, err
+		}
+	}
 	if n := t.Get("/usr/share/libc-bin/nsswitch.conf"); n != nil && t.Get("/etc/nsswitch.conf") == nil {
 		if err := t.Set(&tree.Node{Path: "/etc/nsswitch.conf", Kind: tree.Regular, Mode: 0o644, Data: n.Data, Owner: "libc-bin"}); err != nil {
 			return nil, err
@@ -144,7 +152,7 @@ func glibcTree(t *tree.Tree, arch string) ([]entry, error) {
 	if err := t.Set(&tree.Node{Path: "/etc/ld.so.cache", Kind: tree.Regular, Mode: 0o644, Data: c.Encode(), Owner: "libc-bin"}); err != nil {
 		return nil, err
 	}
-	for _, need := range []string{"/usr/bin/sh", "/usr/bin/hostname", "/usr/bin/dig", "/usr/lib64/ld-linux-x86-64.so.2", "/etc/nsswitch.conf"} {
+	for _, need := range []string{"/usr/bin/sh", "/usr/bin/hostname", "/usr/bin/dig", "/usr/bin/nc", "/usr/bin/curl", "/usr/lib64/ld-linux-x86-64.so.2", "/etc/nsswitch.conf"} {
 		if !resolvesToFile(t, need) {
 			return nil, fmt.Errorf("glibc-dns-testing: the locked packages give no %s: check glibcPackages and run `drover conformance --lock-test-images`", need)
 		}

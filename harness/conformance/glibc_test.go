@@ -20,6 +20,8 @@ func glibcFixture(t *testing.T, skip string) *tree.Tree {
 		{Path: "/usr/bin/dash", Kind: tree.Regular, Mode: 0o755, Data: []byte("\x7fELF dash")},
 		{Path: "/usr/bin/hostname", Kind: tree.Regular, Mode: 0o755, Data: []byte("\x7fELF hostname")},
 		{Path: "/usr/bin/dig", Kind: tree.Regular, Mode: 0o755, Data: []byte("\x7fELF dig")},
+		{Path: "/usr/bin/nc.openbsd", Kind: tree.Regular, Mode: 0o755, Data: []byte("\x7fELF nc")},
+		{Path: "/usr/bin/curl", Kind: tree.Regular, Mode: 0o755, Data: []byte("\x7fELF curl")},
 		{Path: "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", Kind: tree.Regular, Mode: 0o755, Data: []byte("\x7fELF ld.so")},
 		{Path: "/usr/lib64/ld-linux-x86-64.so.2", Kind: tree.Symlink, Target: "../lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"},
 		{Path: "/usr/lib/x86_64-linux-gnu/libc.so.6", Kind: tree.Regular, Mode: 0o755, Data: ldcache.FakeLibrary(elf.EM_X86_64, elf.ET_DYN, "libc.so.6")},
@@ -51,7 +53,7 @@ func TestGlibcTree(t *testing.T) {
 	for _, e := range es {
 		byPath[e.path] = e
 	}
-	links := map[string]string{"bin": "usr/bin", "lib64": "usr/lib64", "usr/bin/sh": "dash"}
+	links := map[string]string{"bin": "usr/bin", "lib64": "usr/lib64", "usr/bin/sh": "dash", "usr/bin/nc": "nc.openbsd"}
 	for p, target := range links {
 		if e := byPath[p]; e.link != target {
 			t.Errorf("%s: link %q, want %q", p, e.link, target)
@@ -79,7 +81,7 @@ func TestGlibcTree(t *testing.T) {
 		t.Errorf("layer: %v", err)
 	}
 
-	for _, missing := range []string{"/usr/bin/hostname", "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"} {
+	for _, missing := range []string{"/usr/bin/hostname", "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", "/usr/bin/nc.openbsd", "/usr/bin/curl"} {
 		if _, err := glibcTree(glibcFixture(t, missing), "amd64"); err == nil || !strings.Contains(err.Error(), "no /usr/") {
 			t.Errorf("without %s: %v", missing, err)
 		}
