@@ -69,7 +69,7 @@ under QEMU with SMBIOS "Alibaba Cloud ECS"; and checks:
 It prints each check and the boot timeline (guest seconds since boot), writes
 JUnit XML with --junit, keeps the serial logs in the work directory, and exits 1
 if any check failed.`,
-		Example: `  drover smoke out/ecs-node.raw --reboot --policy-check --metadata-errors 0.3 --metadata-delay 2s --metadata-token-ttl 1s --junit out/smoke.xml`,
+		Example: `  drover smoke out/ecs-node.raw --reboot --policy-check --conformance --metadata-errors 0.3 --metadata-delay 2s --metadata-token-ttl 1s --junit out/smoke.xml`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p.Image = args[0]
