@@ -110,7 +110,12 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	ag := append(append(withPasswd(overlay(bb, gl), true), tls...),
+	// /bin/sh is dash, not busybox: Debian's busybox-static shell runs its
+	// own applet for a name it has (nc, ip, …) whatever PATH holds, so the
+	// specs' `/bin/sh -c "… | nc -w 1 -u …"` would get busybox's nc, which
+	// has no -u; alpine's busybox shell, upstream's, finds netcat-openbsd's
+	// on PATH.
+	ag := append(append(withPasswd(withEntry(overlay(bb, gl), entry{path: "bin/sh", link: "/usr/bin/dash", mode: 0o777}), true), tls...),
 		entry{path: "agnhost", mode: 0o755, data: agnhostBin},
 		entry{path: "agnhost-2", link: "agnhost", mode: 0o777},
 		entry{path: "uploads", dir: true, mode: 0o755})
@@ -231,6 +236,17 @@ func overlay(base, top []entry) []entry {
 		}
 	}
 	return out
+}
+
+// withEntry returns es with e in place of the entry of its path.
+func withEntry(es []entry, e entry) []entry {
+	out := make([]entry, 0, len(es)+1)
+	for _, x := range es {
+		if x.path != e.path {
+			out = append(out, x)
+		}
+	}
+	return append(out, e)
 }
 
 // agnhostTLS is the certificate and key upstream's agnhost image holds at
