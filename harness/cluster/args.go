@@ -66,14 +66,13 @@ func apiServerArgs(l layout, etcdURL, bind string, port int, advertise string) [
 	}
 }
 
-// controllerManagerArgs are kube-controller-manager's flags: it signs
-// kubelet client certificates with the cluster CA and approves the
-// bootstrap and renewal CSRs (csrapproving is in "*"); bootstrapsigner and
-// tokencleaner are off by default and needed for cluster-info signing and
-// token expiry. It serves its health endpoint on loopback only, at a port
-// of its own so that several clusters can run on one host.
-func controllerManagerArgs(l layout, port int) []string {
-	kc := l.kubeconfig("controller-manager")
+// componentArgs are the flags kube-controller-manager and kube-scheduler
+// share: their own kubeconfig (name's identity) for the API server and for
+// checking their callers, the cluster CA, health served on loopback at a
+// port of its own with a serving certificate of the cluster CA, so Start
+// can wait for it.
+func componentArgs(l layout, name string, port int) []string {
+	kc := l.kubeconfig(name)
 	return []string{
 		"--kubeconfig=" + kc,
 		"--authentication-kubeconfig=" + kc,
@@ -84,20 +83,31 @@ func controllerManagerArgs(l layout, port int) []string {
 		"--authentication-skip-lookup=true",
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
-		"--tls-cert-file=" + l.pkiFile("controller-manager-serving.crt"),
-		"--tls-private-key-file=" + l.pkiFile("controller-manager-serving.key"),
-		"--cluster-name=" + ClusterName,
-		"--cluster-signing-cert-file=" + l.pkiFile("ca.crt"),
-		"--cluster-signing-key-file=" + l.pkiFile("ca.key"),
+		"--tls-cert-file=" + l.pkiFile(name+"-serving.crt"),
+		"--tls-private-key-file=" + l.pkiFile(name+"-serving.key"),
+	}
+}
+
+// controllerManagerArgs are kube-controller-manager's flags: it signs
+// kubelet client certificates with the cluster CA and approves the
+// bootstrap and renewal CSRs (csrapproving is in "*"); bootstrapsigner and
+// tokencleaner are off by default and needed for cluster-info signing and
+// token expiry. It serves its health endpoint on loopback only, at a port
+// of its own so that several clusters can run on one host.
+func controllerManagerArgs(l layout, port int) []string {
+	return append(componentArgs(l, "controller-manager", port),
+		"--cluster-name="+ClusterName,
+		"--cluster-signing-cert-file="+l.pkiFile("ca.crt"),
+		"--cluster-signing-key-file="+l.pkiFile("ca.key"),
 		"--controllers=*,bootstrapsigner,tokencleaner",
-		"--root-ca-file=" + l.pkiFile("ca.crt"),
-		"--service-account-private-key-file=" + l.pkiFile("sa.key"),
+		"--root-ca-file="+l.pkiFile("ca.crt"),
+		"--service-account-private-key-file="+l.pkiFile("sa.key"),
 		"--use-service-account-credentials=true",
 		"--leader-elect=false",
 		"--allocate-node-cidrs=false",
-		"--service-cluster-ip-range=" + ServiceCIDR,
+		"--service-cluster-ip-range="+ServiceCIDR,
 		"--profiling=false",
-	}
+	)
 }
 
 // httpsURL formats an https URL for host and port.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"strconv"
 
 	"github.com/drover-os/drover/image/cache"
 	"github.com/drover-os/drover/image/gomod"
@@ -64,20 +63,7 @@ func buildKubernetes(ctx context.Context, cacheDir, version string, mk func([]go
 // leader election (one scheduler), health served on loopback at a port of
 // its own with a certificate of the cluster CA, so Start can wait for it.
 func schedulerArgs(l layout, port int) []string {
-	kc := l.kubeconfig("scheduler")
-	return []string{
-		"--kubeconfig=" + kc,
-		"--authentication-kubeconfig=" + kc,
-		"--authorization-kubeconfig=" + kc,
-		"--client-ca-file=" + l.pkiFile("ca.crt"),
-		"--authentication-skip-lookup=true",
-		"--bind-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(port),
-		"--tls-cert-file=" + l.pkiFile("scheduler-serving.crt"),
-		"--tls-private-key-file=" + l.pkiFile("scheduler-serving.key"),
-		"--leader-elect=false",
-		"--profiling=false",
-	}
+	return append(componentArgs(l, "scheduler", port), "--leader-elect=false", "--profiling=false")
 }
 
 // startScheduler runs kube-scheduler until it is healthy.
