@@ -210,3 +210,52 @@ func TestImageUser(t *testing.T) {
 		t.Errorf("nnp's header %+v, %v: no setuid bit", hdr, err)
 	}
 }
+
+// TestResultPrint: the table users read: totals, the pass rate of the specs
+// run, the skip reasons by count (ties by name), every failure with its
+// reason; none of the optional parts when there is nothing to show.
+func TestResultPrint(t *testing.T) {
+	r := &Result{Specs: []Outcome{
+		{Name: "a", State: "passed"}, {Name: "b", State: "passed"}, {Name: "c", State: "passed"},
+		{Name: "d", State: "failed", Reason: "timed out"},
+		{Name: "e", State: "skipped", Reason: "[Slow]"}, {Name: "f", State: "skipped", Reason: "[Serial]"},
+		{Name: "g", State: "skipped", Reason: "[Slow]"}, {Name: "h", State: "skipped", Reason: "[Alpha]"},
+	}}
+	var b strings.Builder
+	r.Print(&b)
+	want := `node conformance ([NodeConformance] specs of the suite: 8)
+  passed      3
+  failed      1
+  skipped     4
+  pass rate of the specs run: 75.0 %
+skipped by reason:
+     2  [Slow]
+     1  [Alpha]
+     1  [Serial]
+failed:
+  d
+      timed out
+`
+	if b.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	(&Result{}).Print(&b)
+	if want := "node conformance ([NodeConformance] specs of the suite: 0)\n  passed      0\n  failed      0\n  skipped     0\n"; b.String() != want {
+		t.Errorf("empty table:\n%q\nwant\n%q", b.String(), want)
+	}
+}
+
+// TestFirstLine: a failure's reason is its first line, trimmed, cut at 200
+// bytes with an ellipsis.
+func TestFirstLine(t *testing.T) {
+	long := strings.Repeat("x", 201)
+	for in, want := range map[string]string{
+		"  one\ntwo": "one", "one": "one", strings.Repeat("y", 200): strings.Repeat("y", 200),
+		long: strings.Repeat("x", 200) + "…", "\n\nfirst\nsecond": "first",
+	} {
+		if got := firstLine(in); got != want {
+			t.Errorf("firstLine(%.20q) = %.30q, want %.30q", in, got, want)
+		}
+	}
+}
