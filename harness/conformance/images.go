@@ -64,7 +64,13 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Image, error) {
 	if runtime.GOARCH != goarch {
 		return nil, fmt.Errorf("building the conformance test images: the busybox applet list is read by running busybox, so this host must be %s, not %s", goarch, runtime.GOARCH)
 	}
-	tags, err := frameworkTags(ctx, o)
+	// The kubernetes module at the version: the framework's image tags and
+	// agnhost's TLS pair are read from its source.
+	k8sDir, err := gomod.ModuleDir(ctx, gomod.Env{WorkDir: filepath.Join(o.CacheDir, "tmp"), Log: o.BuildLog}, "k8s.io/kubernetes", o.Version)
+	if err != nil {
+		return nil, fmt.Errorf("reading the e2e framework's image tags and agnhost's files: %w", err)
+	}
+	tags, err := frameworkTags(k8sDir)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +112,7 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Image, error) {
 	// bind-tools, bash, socat): here busybox stands in for alpine's
 	// busybox and the Debian userland for those packages. netexec serves
 	// HTTPS with the localhost pair for the https lifecycle-hook specs.
-	tls, err := agnhostTLS(ctx, o)
+	tls, err := agnhostTLS(k8sDir)
 	if err != nil {
 		return nil, err
 	}
@@ -164,14 +170,9 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Image, error) {
 var tagRE = regexp.MustCompile(`configs\[(\w+)\] = Config\{list\.(\w+), "([^"]+)", "([^"]+)"\}`)
 
 // frameworkTags reads the tags the e2e framework of the version pulls
-// (test/utils/image/manifest.go), so that an upgrade of Kubernetes moves
-// them with it.
-func frameworkTags(ctx context.Context, o BuildOptions) (map[string]string, error) {
-	env := gomod.Env{WorkDir: filepath.Join(o.CacheDir, "tmp"), Log: o.BuildLog}
-	dir, err := gomod.ModuleDir(ctx, env, "k8s.io/kubernetes", o.Version)
-	if err != nil {
-		return nil, fmt.Errorf("reading the e2e framework's image tags: %w", err)
-	}
+// (test/utils/image/manifest.go of the module at dir), so that an upgrade
+// of Kubernetes moves them with it.
+func frameworkTags(dir string) (map[string]string, error) {
 	path := filepath.Join(dir, "test", "utils", "image", "manifest.go")
 	src, err := os.ReadFile(path)
 	if err != nil {
@@ -251,13 +252,8 @@ func withEntry(es []entry, e entry) []entry {
 
 // agnhostTLS is the certificate and key upstream's agnhost image holds at
 // /localhost.crt and /localhost.key, read from test/images/agnhost/porter
-// of the kubernetes module at the version (its Dockerfile ADDs them).
-func agnhostTLS(ctx context.Context, o BuildOptions) ([]entry, error) {
-	env := gomod.Env{WorkDir: filepath.Join(o.CacheDir, "tmp"), Log: o.BuildLog}
-	dir, err := gomod.ModuleDir(ctx, env, "k8s.io/kubernetes", o.Version)
-	if err != nil {
-		return nil, fmt.Errorf("reading agnhost's localhost certificate: %w", err)
-	}
+// of the kubernetes module at dir (its Dockerfile ADDs them).
+func agnhostTLS(dir string) ([]entry, error) {
 	var out []entry
 	for _, name := range []string{"localhost.crt", "localhost.key"} {
 		data, err := os.ReadFile(filepath.Join(dir, "test", "images", "agnhost", "porter", name))
@@ -329,14 +325,8 @@ func withPasswd(es []entry, agnhost bool) []entry {
 		passwd += "user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n"
 		group += "user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n"
 	}
-	var out []entry
-	for _, e := range es {
-		if e.path != "etc/passwd" && e.path != "etc/group" {
-			out = append(out, e)
-		}
-	}
-	return append(out, entry{path: "etc/passwd", mode: 0o644, data: []byte(passwd)},
-		entry{path: "etc/group", mode: 0o644, data: []byte(group)})
+	es = withEntry(es, entry{path: "etc/passwd", mode: 0o644, data: []byte(passwd)})
+	return withEntry(es, entry{path: "etc/group", mode: 0o644, data: []byte(group)})
 }
 
 // listApplets runs busybox --list-full: the applets as paths relative to
