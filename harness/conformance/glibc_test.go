@@ -86,6 +86,11 @@ func TestGlibcTree(t *testing.T) {
 			t.Errorf("without %s: %v", missing, err)
 		}
 	}
+	empty := glibcFixture(t, "")
+	empty.Get("/usr/bin/hostname").Data = nil
+	if _, err := glibcTree(empty, "amd64"); err == nil || !strings.Contains(err.Error(), "no /usr/bin/hostname") {
+		t.Errorf("an empty hostname: %v", err)
+	}
 	tr := glibcFixture(t, "")
 	tr.Get("/usr/bin/dig").UID = 100
 	if _, err := glibcTree(tr, "amd64"); err == nil || !strings.Contains(err.Error(), "/usr/bin/dig") {
