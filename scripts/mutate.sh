@@ -36,7 +36,7 @@ repo=$PWD
 GREMLINS_VERSION=v0.6.0
 TARGET=${TARGET:-85}
 WORKERS=${WORKERS:-2}
-PKGS=${PKGS:-"./agent/ignition ./agent/nodeconfig ./agent/health ./agent/agent:guard.go,health.go ./image/debian ./image/lock ./image/verity ./image/sources ./harness/smoke ./internal/secretscan"}
+PKGS=${PKGS:-"./agent/ignition ./agent/nodeconfig ./agent/health ./agent/agent:guard.go,health.go ./image/debian ./image/lock ./image/verity ./image/sources ./harness/smoke ./harness/conformance ./internal/secretscan"}
 # A package measured by some of its files runs only the tests that reach
 # them for each mutant (agent/agent's whole suite takes 30 s a mutant on
 # 2 cores, these 10 s). They cover the same lines of those files as the

@@ -220,17 +220,22 @@ func TestResultPrint(t *testing.T) {
 		{Name: "d", State: "failed", Reason: "timed out"},
 		{Name: "e", State: "skipped", Reason: "[Slow]"}, {Name: "f", State: "skipped", Reason: "[Serial]"},
 		{Name: "g", State: "skipped", Reason: "[Slow]"}, {Name: "h", State: "skipped", Reason: "[Alpha]"},
+		// Four ties: a comparator that is not a strict order on the count
+		// leaves them in map order, which two ties can hide.
+		{Name: "i", State: "skipped", Reason: "[Disruptive]"}, {Name: "j", State: "skipped", Reason: "[Flaky]"},
 	}}
 	var b strings.Builder
 	r.Print(&b)
-	want := `node conformance ([NodeConformance] specs of the suite: 8)
+	want := `node conformance ([NodeConformance] specs of the suite: 10)
   passed      3
   failed      1
-  skipped     4
+  skipped     6
   pass rate of the specs run: 75.0 %
 skipped by reason:
      2  [Slow]
      1  [Alpha]
+     1  [Disruptive]
+     1  [Flaky]
      1  [Serial]
 failed:
   d
