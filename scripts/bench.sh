@@ -186,7 +186,7 @@ if has before; then
   line "raw image" "$(sz old raw)" "$(sz new raw)"
   line "qcow2 (compressed)" "$(sz old qcow2)" "$(sz new qcow2)"
   line "root filesystem (erofs)" "$(mib "$(jq .rootfs.size "$bw/old/$name.manifest.json")")" "$(mib "$(jq .rootfs.size "$bw/new/$name.manifest.json")")"
-  for r in "MiB read until Ready" "agent start" "node Ready"; do
+  for r in "MiB read until Ready" "agent start" "node Ready" "node Ready net of config"; do
     line "$r, first boot / reboot" "$(t old "$r" 2) / $(t old "$r" 3)" "$(t new "$r" 2) / $(t new "$r" 3)"
   done
   line "warm rebuild (s)" "$w_before" "$w_after"

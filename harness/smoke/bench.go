@@ -67,6 +67,9 @@ func (e *Env) benchOne(ctx context.Context, in *Instance, i int, timeout time.Du
 		// Not a time: the system disk's bytes read until Ready, in MiB, as
 		// a row of the same table (on ECS, boot time; issue 36).
 		tl.Events = append(tl.Events, timeline.Event{Name: ReadRow, Uptime: float64(in.ReadAtReady.ReadBytes) / (1 << 20)})
+		if net, ok := tl.NetReady(); ok {
+			tl.Events = append(tl.Events, timeline.Event{Name: timeline.NetReadyRow, Uptime: net})
+		}
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 		chain, err := e.CriticalChain(cctx, in, fmt.Sprintf("bench-chain-%d-%s", i, boot))
 		cancel()

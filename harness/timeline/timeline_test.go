@@ -77,3 +77,20 @@ func TestTableRoundTripAndSideBySide(t *testing.T) {
 		t.Error("a bad number must be an error")
 	}
 }
+
+// TestNetReady: Ready less the config phase (started 14.10, ok 14.90), and
+// no figure when the phase is missing or a FAILED config left no end.
+func TestNetReady(t *testing.T) {
+	if v, ok := Parse(sample).NetReady(); !ok || v < 40.69 || v > 40.71 {
+		t.Errorf("NetReady = %v, %v; want 41.50 - 0.80 = 40.70", v, ok)
+	}
+	for name, log := range map[string]string{
+		"no config end":   strings.Replace(sample, "config: ok", "config: FAILED", 1),
+		"no config start": strings.Replace(sample, "config: started", "config: begun", 1),
+		"not Ready":       strings.Replace(sample, "ready: ok", "ready: FAILED", 1),
+	} {
+		if v, ok := Parse(log).NetReady(); ok {
+			t.Errorf("%s: NetReady = %v, true; want no figure", name, v)
+		}
+	}
+}
