@@ -195,3 +195,34 @@ func TestOverlay(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestDockerBin: every busybox applet also in /bin, as Docker's busybox
+// image has it (a spec runs /bin/sysctl, which Debian puts in /sbin);
+// Debian's own paths and /bin's existing entries kept, nothing twice.
+func TestDockerBin(t *testing.T) {
+	bb := []entry{{path: "bin", dir: true}, {path: "bin/busybox", data: []byte("bb")},
+		{path: "bin/sh", link: "/bin/busybox"}, {path: "sbin/sysctl", link: "/bin/busybox"},
+		{path: "usr/bin/env", link: "/bin/busybox"}, {path: "etc/passwd", data: []byte("root")}}
+	got := map[string]string{}
+	for _, e := range dockerBin(bb) {
+		if _, dup := got[e.path]; dup {
+			t.Errorf("%s twice", e.path)
+		}
+		got[e.path] = e.link + string(e.data)
+	}
+	for p, want := range map[string]string{"bin/sysctl": "/bin/busybox", "bin/env": "/bin/busybox", "sbin/sysctl": "/bin/busybox",
+		"usr/bin/env": "/bin/busybox", "bin/sh": "/bin/busybox", "bin/busybox": "bb", "etc/passwd": "root"} {
+		if got[p] != want {
+			t.Errorf("%s: %q, want %q", p, got[p], want)
+		}
+	}
+	if len(got) != 8 {
+		t.Errorf("%d entries, want 8: %v", len(got), got)
+	}
+	if len(bb) != 6 {
+		t.Errorf("dockerBin changed its argument: %d entries", len(bb))
+	}
+	if _, err := layerTar(dockerBin(bb)); err != nil {
+		t.Error(err)
+	}
+}

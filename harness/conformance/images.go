@@ -95,8 +95,9 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Image, error) {
 		out = append(out, Image{Repo: repo, Tag: tag, Index: indexOf(img, goarch), From: from})
 		return nil
 	}
-	// busybox: upstream's is Docker's busybox image, sh as its command.
-	if err := add("e2e-test-images/busybox", tags["BusyBox"], busyboxDeb.Name, bb, nil, []string{"sh"}); err != nil {
+	// busybox: upstream's is Docker's busybox image, sh as its command,
+	// every applet in /bin (dockerBin).
+	if err := add("e2e-test-images/busybox", tags["BusyBox"], busyboxDeb.Name, dockerBin(bb), nil, []string{"sh"}); err != nil {
 		return nil, err
 	}
 	// The test images' locked Debian userland (glibc.go): glibc-dns-testing
@@ -130,9 +131,9 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Image, error) {
 	if err := add("e2e-test-images/agnhost", tags["Agnhost"], from, ag, []string{"/agnhost"}, []string{"pause"}); err != nil {
 		return nil, err
 	}
-	// nonroot: upstream's is its base image with USER 1234 (the
-	// runAsNonRoot specs read the image's user).
-	if err := add("e2e-test-images/nonroot", tags["NonRoot"], busyboxDeb.Name+", user 1234", bb, nil, []string{"sh"}, "1234"); err != nil {
+	// nonroot: upstream's is its base image, the busybox image, with USER
+	// 1234 (the runAsNonRoot specs read the image's user).
+	if err := add("e2e-test-images/nonroot", tags["NonRoot"], busyboxDeb.Name+", user 1234", dockerBin(bb), nil, []string{"sh"}, "1234"); err != nil {
 		return nil, err
 	}
 	// nonewprivs: upstream's nnp (test/images/nonewprivs, prints its
@@ -146,7 +147,7 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading nnp: %w", err)
 	}
-	nn := append(append([]entry(nil), bb...), entry{path: "usr/local", dir: true, mode: 0o755},
+	nn := append(dockerBin(bb), entry{path: "usr/local", dir: true, mode: 0o755},
 		entry{path: "usr/local/bin", dir: true, mode: 0o755},
 		entry{path: "usr/local/bin/nnp", mode: 0o4755, data: nnpBin})
 	if err := add("e2e-test-images/nonewprivs", tags["Nonewprivs"], "k8s.io/kubernetes/test/images/nonewprivs@"+o.Version+" + "+busyboxDeb.Name, nn, nil, []string{"nnp"}); err != nil {
@@ -312,6 +313,33 @@ func busyboxEntries(ctx context.Context, o BuildOptions) ([]entry, error) {
 		es = append(es, entry{path: a, link: "/bin/busybox", mode: 0o777})
 	}
 	return withPasswd(es, false), nil
+}
+
+// dockerBin is the busybox layer as Docker's busybox image lays it out,
+// upstream's busybox image and the base of its nonroot and nonewprivs:
+// every applet in /bin (its build runs `busybox --install /bin`), so specs
+// that run /bin/sysctl or /bin/env find them. Debian's paths (sbin/sysctl,
+// usr/bin/env, from --list-full) stay beside them. agnhost keeps Debian's
+// layout alone: upstream's is alpine, whose busybox splits its applets the
+// same way, and a busybox nc in /bin would stand beside the netcat its
+// Dockerfile installs.
+func dockerBin(bb []entry) []entry {
+	out := append([]entry(nil), bb...)
+	have := map[string]bool{}
+	for _, e := range bb {
+		have[e.path] = true
+	}
+	for _, e := range bb {
+		if e.link != "/bin/busybox" {
+			continue
+		}
+		p := "bin/" + path.Base(e.path)
+		if !have[p] {
+			have[p] = true
+			out = append(out, entry{path: p, link: "/bin/busybox", mode: 0o777})
+		}
+	}
+	return out
 }
 
 // withPasswd adds /etc/passwd and /etc/group: root and nobody, and with
