@@ -94,3 +94,34 @@ func TestNetReady(t *testing.T) {
 		}
 	}
 }
+
+// TestNetReadyInstantConfig: a config phase that started and ended on the
+// same stamp is a zero-length phase, not a missing one.
+func TestNetReadyInstantConfig(t *testing.T) {
+	log := strings.Replace(sample, "[  14.90s] config: ok", "[  14.10s] config: ok", 1)
+	if v, ok := Parse(log).NetReady(); !ok || v != 41.5 {
+		t.Errorf("NetReady = %v, %v; want 41.5 (nothing to take off), true", v, ok)
+	}
+}
+
+// TestParseKeepsOrderOfEqualStamps: events stamped alike stay in the order
+// the console printed them (and a console that starts with an empty line
+// right before the boot is read from the boot).
+func TestParseKeepsOrderOfEqualStamps(t *testing.T) {
+	log := "\n[    0.000000] Linux version x\ndrover-agent: [  15.20s] apply: ok\ndrover-agent: [  15.20s] units: ok\ndrover-agent: [  15.20s] network: ok\n"
+	var names []string
+	for _, e := range Parse(log).Events {
+		names = append(names, e.Name)
+	}
+	if got := strings.Join(names, ", "); got != "kernel, agent apply, agent units, agent network" {
+		t.Errorf("events %s", got)
+	}
+}
+
+// TestParseTableErrors: a bad figure is refused naming its line.
+func TestParseTableErrors(t *testing.T) {
+	_, err := ParseTable("# header\nkernel 0.00 0.00\nnode Ready x 3.00\n")
+	if err == nil || !strings.Contains(err.Error(), "line 3") || !strings.Contains(err.Error(), `"x"`) {
+		t.Errorf("ParseTable: %v; want an error naming line 3 and \"x\"", err)
+	}
+}
