@@ -96,8 +96,10 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Image, error) {
 		return nil
 	}
 	// busybox: upstream's is Docker's busybox image, sh as its command,
-	// every applet in /bin (dockerBin).
-	if err := add("e2e-test-images/busybox", tags["BusyBox"], busyboxDeb.Name, dockerBin(bb), nil, []string{"sh"}); err != nil {
+	// every applet in /bin (dockerBin); nonroot and nonewprivs are built
+	// on it.
+	bbBin := dockerBin(bb)
+	if err := add("e2e-test-images/busybox", tags["BusyBox"], busyboxDeb.Name, bbBin, nil, []string{"sh"}); err != nil {
 		return nil, err
 	}
 	// The test images' locked Debian userland (glibc.go): glibc-dns-testing
@@ -133,7 +135,7 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Image, error) {
 	}
 	// nonroot: upstream's is its base image, the busybox image, with USER
 	// 1234 (the runAsNonRoot specs read the image's user).
-	if err := add("e2e-test-images/nonroot", tags["NonRoot"], busyboxDeb.Name+", user 1234", dockerBin(bb), nil, []string{"sh"}, "1234"); err != nil {
+	if err := add("e2e-test-images/nonroot", tags["NonRoot"], busyboxDeb.Name+", user 1234", bbBin, nil, []string{"sh"}, "1234"); err != nil {
 		return nil, err
 	}
 	// nonewprivs: upstream's nnp (test/images/nonewprivs, prints its
@@ -147,7 +149,7 @@ func BuildImages(ctx context.Context, o BuildOptions) ([]Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading nnp: %w", err)
 	}
-	nn := append(dockerBin(bb), entry{path: "usr/local", dir: true, mode: 0o755},
+	nn := append(append([]entry(nil), bbBin...), entry{path: "usr/local", dir: true, mode: 0o755},
 		entry{path: "usr/local/bin", dir: true, mode: 0o755},
 		entry{path: "usr/local/bin/nnp", mode: 0o4755, data: nnpBin})
 	if err := add("e2e-test-images/nonewprivs", tags["Nonewprivs"], "k8s.io/kubernetes/test/images/nonewprivs@"+o.Version+" + "+busyboxDeb.Name, nn, nil, []string{"nnp"}); err != nil {
