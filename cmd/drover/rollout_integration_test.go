@@ -738,31 +738,37 @@ func (e *rolloutEnv) interruptedResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := []string{"--image", e.imageB, "--userdata", s.pool, "--ready-timeout", "60s"}
+	// The first new instance stays without a Node until the run is
+	// killed, so the kill lands while the rollout waits for it: the
+	// stand-ins join in milliseconds, and a run left to race finished
+	// before this test's (throttled) look saw the new instance.
+	release := e.standins.Hold(func(sp ecsapi.InstanceSpec) bool {
+		return sp.ImageID == e.imageB && bytes.Equal(sp.UserData, ud)
+	})
+	defer release()
 	cmd := s.command(t, append(args, "--lock-ttl", "3s")...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	when := ""
-	waitFor(t, "a new instance or a cordoned Node", time.Minute, func() error {
-		for _, n := range s.nodes(t) {
-			if n.Spec.Unschedulable {
-				when = "Node " + n.Name + " cordoned"
-				return nil
-			}
-		}
+	var held string
+	waitFor(t, "a new instance", time.Minute, func() error {
 		for _, id := range s.instanceIDs(t) {
 			if !contains(old, id) {
-				when = "new instance " + id
+				held = id
 				return nil
 			}
 		}
-		return fmt.Errorf("neither yet")
+		return fmt.Errorf("none yet")
 	})
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	t.Logf("killed drover rollout at %s; its output:\n%s", when, out.String())
+	release()
+	t.Logf("killed drover rollout at new instance %s (held without a Node); its output:\n%s", held, out.String())
+	if si := e.standins.Instance(held); si == nil || !strings.Contains(string(si.Console()), "held") {
+		t.Fatalf("new instance %s was not held: the kill raced the rollout", held)
+	}
 	// Its lock (renewed every second, --lock-ttl 3s) outlives it by at most
 	// 3 s; then the next run takes the group over (KilledBeforeMaxSize
 	// breaks a live one instead).

@@ -53,8 +53,40 @@ type Launcher struct {
 	cfg  Config
 	kube kubernetes.Interface
 
-	mu  sync.Mutex
-	all map[string]*Instance // by instance ID
+	mu    sync.Mutex
+	all   map[string]*Instance // by instance ID
+	holds []*hold
+}
+
+type hold struct {
+	match func(ecsapi.InstanceSpec) bool
+	gate  chan struct{} // closed by the release
+}
+
+// Hold keeps the instances launched from now on that match booting: they
+// register no Node until the returned release is called, as a node whose
+// kubelet has not joined yet. A test uses it to stop drover rollout at a
+// known point (waiting for a new Node) rather than racing it; match keeps
+// one scenario's hold off the others' instances.
+func (l *Launcher) Hold(match func(ecsapi.InstanceSpec) bool) (release func()) {
+	h := &hold{match: match, gate: make(chan struct{})}
+	l.mu.Lock()
+	l.holds = append(l.holds, h)
+	l.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			for i, x := range l.holds {
+				if x == h {
+					l.holds = append(l.holds[:i], l.holds[i+1:]...)
+					break
+				}
+			}
+			l.mu.Unlock()
+			close(h.gate)
+		})
+	}
 }
 
 // New connects to the cluster.
@@ -89,6 +121,7 @@ type Instance struct {
 	stop    chan struct{}
 	frozen  bool
 	done    chan struct{}
+	gate    chan struct{} // nil, or the Hold it waits for before joining
 }
 
 // Instance returns the stand-in of an instance ID (nil: none launched).
@@ -107,6 +140,12 @@ func (l *Launcher) Launch(ctx context.Context, spec ecsapi.InstanceSpec) (ecsapi
 	in := &Instance{Spec: spec, NodeName: name, l: l, stop: make(chan struct{}), done: make(chan struct{})}
 	l.mu.Lock()
 	l.all[spec.InstanceID] = in
+	for _, h := range l.holds {
+		if h.match(spec) {
+			in.gate = h.gate
+			break
+		}
+	}
 	l.mu.Unlock()
 	in.logf("stand-in %s (image %s) booting", spec.InstanceID, spec.ImageID)
 	go in.run()
@@ -215,6 +254,14 @@ func (in *Instance) run() {
 		// The words a refused drover node leaves on its console.
 		in.logf("drover-agent: apply: FAILED: %v", err)
 		return
+	}
+	if in.gate != nil {
+		in.logf("stand-in held: no Node until the test releases it")
+		select {
+		case <-in.gate:
+		case <-ctx.Done():
+			return
+		}
 	}
 	if err := in.register(ctx, labels); err != nil {
 		in.logf("drover-agent: join: FAILED: %v", err)
