@@ -156,7 +156,15 @@ func run(ctx context.Context) error {
 					sysctls[k] = v
 				}
 			}
-			return network.ApplySysctls("/", sysctls, logf)
+			if err := network.ApplySysctls("/", sysctls, logf); err != nil {
+				return err
+			}
+			// Ahead of the kubelet, which would have the kernel load
+			// them; not having them is the kubelet's business.
+			if err := network.LoadModules("/", network.KubeletNetfilterModules()...); err != nil {
+				logf("network: %v (the kubelet's iptables set-up loads what it needs)", err)
+			}
+			return nil
 		},
 		Healthz: func(ctx context.Context) error { return kube.Healthz(ctx, agent.HealthzURL) },
 		// The node's guarantees are checked by their effect (agent/guarantee).
