@@ -188,6 +188,13 @@ func run(ctx context.Context) error {
 		Kube: func(server string, ca []byte, cert string) (agent.NodeAPI, error) {
 			return kube.New(server, ca, cert, cert)
 		},
+		RequestClientCert: func(ctx context.Context, server string, ca []byte, token, name string, csrPEM []byte) ([]byte, error) {
+			c, err := kube.NewWithToken(server, ca, token)
+			if err != nil {
+				return nil, err
+			}
+			return c.RequestNodeClientCert(ctx, name, csrPEM, agent.DefaultPoll)
+		},
 		DiscoverCA: kube.DiscoverCA,
 		Console:    console,
 		Uptime:     status.Uptime("/"),
