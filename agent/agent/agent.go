@@ -116,11 +116,6 @@ type Env struct {
 	Prefetch func(paths ...string)
 	// Kube builds the API client once the kubelet has its certificate.
 	Kube func(server string, ca []byte, certFile string) (NodeAPI, error)
-	// RequestClientCert creates the CertificateSigningRequest name for
-	// csrPEM with the bootstrap token and returns the issued certificate
-	// (kube.Client.RequestNodeClientCert); nil: the kubelet bootstraps
-	// itself (see clientCertificate).
-	RequestClientCert func(ctx context.Context, server string, ca []byte, token, name string, csrPEM []byte) ([]byte, error)
 	// Storage observes the data disks and formats the one used (the
 	// storage phase); nil: no storage phase, container storage stays
 	// where it is (tests that do not judge it).
@@ -213,7 +208,7 @@ type Agent struct {
 	// starts each, and what runs beside it): kernel, containerd, time,
 	// sandbox. units has no reader: a failed user unit does not stop
 	// the join.
-	containerd, kernel, timeDone, sandbox, units, bootstrap chan error
+	containerd, kernel, timeDone, sandbox, units chan error
 	// imageCacheDone has no reader either: the phase only starts the
 	// image cache's import, which never holds up the join.
 	imageCacheDone chan error

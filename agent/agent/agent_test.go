@@ -231,7 +231,7 @@ func TestProvisionJoinsAndDeletesBootstrap(t *testing.T) {
 		t.Fatalf("%v\n%s", err, strings.Join(r.log, "\n"))
 	}
 	st, _ := status.Read(r.root)
-	if st.State != "joined" || len(st.Phases) != 14 {
+	if st.State != "joined" || len(st.Phases) != 13 {
 		t.Fatalf("status %+v", st)
 	}
 	names := map[string]status.Phase{}

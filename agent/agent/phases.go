@@ -578,9 +578,6 @@ func (a *Agent) wroteUnder(dir string) bool {
 }
 
 func (a *Agent) kubelet(ctx context.Context) (string, error) {
-	if err := await(ctx, a.bootstrap, "the kubelet's client certificate (started beside containerd)"); err != nil {
-		return "", err
-	}
 	t := a.env.Uptime()
 	a.kubeletStart = time.Now()
 	if err := a.env.Systemd.Start(ctx, "kubelet.service"); err != nil {

@@ -55,10 +55,6 @@ func (a *Agent) sequence() (first []side, steps []step) {
 			// timesyncd starts once runtime has written its drop-in; the
 			// join ends only once it has started.
 			{"time", a.dl.Runtime, a.startTime, &a.timeDone},
-			// The kubelet's TLS bootstrap needs the node name and the
-			// network, and overlaps containerd's start; the kubelet
-			// phase awaits it (clientcert.go).
-			{"bootstrap", a.dl.Certificate, a.clientCertificate, &a.bootstrap},
 		}},
 		{name: "runtime", d: a.dl.Runtime, fn: a.runtime, then: []side{
 			// containerd is active. The sandbox image's import runs

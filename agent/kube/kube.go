@@ -23,20 +23,6 @@ import (
 type Client struct {
 	Server string // https://host:port
 	HTTP   *http.Client
-	// Token is a bearer token (the bootstrap token, NewWithToken); empty:
-	// the client certificate of the transport authenticates.
-	Token string
-}
-
-// StatusError is an answer other than 2xx.
-type StatusError struct {
-	Method, Path, Status string
-	Code                 int
-	Body                 string
-}
-
-func (e *StatusError) Error() string {
-	return fmt.Sprintf("%s %s: %s: %s", e.Method, e.Path, e.Status, e.Body)
 }
 
 // New builds a client that trusts only caPEM and presents the kubelet's
@@ -53,21 +39,6 @@ func New(server string, caPEM []byte, certFile, keyFile string) (*Client, error)
 	}
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
 	return &Client{Server: strings.TrimSuffix(server, "/"), HTTP: &http.Client{Transport: tr, Timeout: 15 * time.Second}}, nil
-}
-
-// NewWithToken builds a client that trusts only caPEM and authenticates
-// with a bearer token: the bootstrap token, for the kubelet's client
-// certificate request (RequestNodeClientCert).
-func NewWithToken(server string, caPEM []byte, token string) (*Client, error) {
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("cluster CA: no certificate in PEM")
-	}
-	if token == "" {
-		return nil, fmt.Errorf("no bootstrap token")
-	}
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
-	return &Client{Server: strings.TrimSuffix(server, "/"), HTTP: &http.Client{Transport: tr, Timeout: 15 * time.Second}, Token: token}, nil
 }
 
 // Condition is a Node condition.
@@ -195,9 +166,6 @@ func (c *Client) do(ctx context.Context, method, path, ctype string, body, out a
 		req.Header.Set("Content-Type", ctype)
 	}
 	req.Header.Set("Accept", "application/json")
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
@@ -205,7 +173,7 @@ func (c *Client) do(ctx context.Context, method, path, ctype string, body, out a
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if resp.StatusCode/100 != 2 {
-		return &StatusError{Method: method, Path: path, Status: resp.Status, Code: resp.StatusCode, Body: strings.TrimSpace(string(data))}
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(data)))
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {

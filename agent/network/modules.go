@@ -21,20 +21,6 @@ func RequiredModules() []string {
 	return []string{"overlay", "br_netfilter"}
 }
 
-// KubeletNetfilterModules are the modules the kubelet's own iptables
-// set-up makes the kernel load on demand: through iptables-nft, its
-// KUBE-IPTABLES-HINT and KUBE-FIREWALL chains need nf_tables and
-// nft_compat, and the firewall rule's comment and conntrack matches
-// xt_comment and xt_conntrack (with nf_conntrack). The kubelet runs that
-// set-up before it starts its pod lifecycle loop, which its Ready waits
-// for; each on-demand load is a modprobe run by the kernel. The agent
-// loads them while it waits for the metadata instead (the kernel phase).
-// Nothing else needs them from the agent: a kernel without one only makes
-// the kubelet's set-up slower or, without iptables at all, skipped.
-func KubeletNetfilterModules() []string {
-	return []string{"nf_tables", "nft_compat", "xt_comment", "xt_conntrack"}
-}
-
 // ModuleIndex is the text module index of one kernel: modules.dep and
 // modules.builtin, keyed by module name.
 type ModuleIndex struct {

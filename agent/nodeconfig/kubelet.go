@@ -223,9 +223,7 @@ type namedCluster struct {
 type namedUser struct {
 	Name string `json:"name"`
 	User struct {
-		Token             string `json:"token,omitempty"`
-		ClientCertificate string `json:"client-certificate,omitempty"`
-		ClientKey         string `json:"client-key,omitempty"`
+		Token string `json:"token"`
 	} `json:"user"`
 }
 
@@ -267,36 +265,6 @@ func BootstrapKubeconfig(c *Config) ([]byte, error) {
 	out, err := yaml.Marshal(&kc)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the bootstrap kubeconfig: %w", err)
-	}
-	return out, nil
-}
-
-// KubeletKubeconfig renders the kubelet's --kubeconfig once it holds a
-// client certificate: the server, the CA and the certificate store's
-// current pair (certificate and key in one file), as the kubelet writes it
-// at the end of its own TLS bootstrap.
-func KubeletKubeconfig(c *Config, pairPath string) ([]byte, error) {
-	if c.Cluster.CAData == "" {
-		return nil, errors.New("rendering the kubelet's kubeconfig: the cluster CA is not known")
-	}
-	kc := kubeconfig{APIVersion: "v1", Kind: "Config", CurrentContext: "default-context"}
-	var cl namedCluster
-	cl.Name = "default-cluster"
-	cl.Cluster.Server = c.Cluster.Server
-	cl.Cluster.CertificateAuthorityData = []byte(c.Cluster.CAData)
-	var u namedUser
-	u.Name = "default-auth"
-	u.User.ClientCertificate, u.User.ClientKey = pairPath, pairPath
-	var ctx namedContext
-	ctx.Name = "default-context"
-	ctx.Context.Cluster = cl.Name
-	ctx.Context.User = u.Name
-	kc.Clusters = []namedCluster{cl}
-	kc.Users = []namedUser{u}
-	kc.Contexts = []namedContext{ctx}
-	out, err := yaml.Marshal(&kc)
-	if err != nil {
-		return nil, fmt.Errorf("encoding the kubelet's kubeconfig: %w", err)
 	}
 	return out, nil
 }

@@ -156,15 +156,7 @@ func run(ctx context.Context) error {
 					sysctls[k] = v
 				}
 			}
-			if err := network.ApplySysctls("/", sysctls, logf); err != nil {
-				return err
-			}
-			// Ahead of the kubelet, which would have the kernel load
-			// them; not having them is the kubelet's business.
-			if err := network.LoadModules("/", network.KubeletNetfilterModules()...); err != nil {
-				logf("network: %v (the kubelet's iptables set-up loads what it needs)", err)
-			}
-			return nil
+			return network.ApplySysctls("/", sysctls, logf)
 		},
 		Healthz: func(ctx context.Context) error { return kube.Healthz(ctx, agent.HealthzURL) },
 		// The node's guarantees are checked by their effect (agent/guarantee).
@@ -187,13 +179,6 @@ func run(ctx context.Context) error {
 		Prefetch: func(paths ...string) { prefetch(paths, status.Uptime("/")) },
 		Kube: func(server string, ca []byte, cert string) (agent.NodeAPI, error) {
 			return kube.New(server, ca, cert, cert)
-		},
-		RequestClientCert: func(ctx context.Context, server string, ca []byte, token, name string, csrPEM []byte) ([]byte, error) {
-			c, err := kube.NewWithToken(server, ca, token)
-			if err != nil {
-				return nil, err
-			}
-			return c.RequestNodeClientCert(ctx, name, csrPEM, agent.DefaultPoll)
 		},
 		DiscoverCA: kube.DiscoverCA,
 		Console:    console,
