@@ -52,6 +52,19 @@ func TestArgsAccel(t *testing.T) {
 	}
 }
 
+// TestArgsPrealloc: the guest's memory is allocated up front only when
+// asked (the bench), since it costs every other boot the whole of it.
+func TestArgsPrealloc(t *testing.T) {
+	if a := testConfig().Args(false); slices.Contains(a, "-mem-prealloc") {
+		t.Errorf("-mem-prealloc without PreallocMemory: %q", a)
+	}
+	c := testConfig()
+	c.PreallocMemory = true
+	if a := c.Args(false); !slices.Contains(a, "-mem-prealloc") {
+		t.Errorf("no -mem-prealloc with PreallocMemory: %q", a)
+	}
+}
+
 // TestArgsDisk: the disk the guest sees is the overlay, never the image,
 // attached as virtio-blk or, for the newer ECS instance types, as NVMe.
 func TestArgsDisk(t *testing.T) {

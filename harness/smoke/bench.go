@@ -23,8 +23,11 @@ type BenchBoot struct {
 
 // Bench boots n fresh instances one after the other; each is booted until
 // its node is Ready, asked for systemd-analyze's critical chain, rebooted
-// and asked again (for make bench). No metadata faults are injected.
+// and asked again (for make bench). No metadata faults are injected, and
+// each VM's memory is allocated before it starts (qemu.Config.PreallocMemory).
 func (e *Env) Bench(ctx context.Context, image string, n int, nvme bool, timeout time.Duration) ([]BenchBoot, error) {
+	e.prealloc = true
+	defer func() { e.prealloc = false }()
 	ud, err := e.UserData()
 	if err != nil {
 		return nil, err

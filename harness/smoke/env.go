@@ -57,7 +57,10 @@ type Options struct {
 
 // Env is a running control plane, registry and metadata emulator.
 type Env struct {
-	opts     Options
+	opts Options
+	// prealloc: the VMs' memory is allocated before they start
+	// (qemu.Config.PreallocMemory); Bench sets it.
+	prealloc bool
 	Cluster  *cluster.Cluster
 	Registry *registry.Registry
 	Metadata *ecsmeta.Server
@@ -248,7 +251,7 @@ func (e *Env) UserDataSpec() (*userdata.Spec, error) {
 // VMConfig is the QEMU configuration of one instance of image.
 func (e *Env) VMConfig(image, stateDir string, nvme bool) *qemu.Config {
 	return &qemu.Config{
-		Image: image, StateDir: stateDir, NVMe: nvme, DiskSize: 8 << 30, MemoryMiB: 3072,
+		Image: image, StateDir: stateDir, NVMe: nvme, DiskSize: 8 << 30, MemoryMiB: 3072, PreallocMemory: e.prealloc,
 		Net: GuestNet, Host: HostFromVM, DHCPStart: GuestIP,
 		GuestFwd:    map[string]string{MetadataAddr: e.opts.Drover + " relay " + e.metaLn.Addr().String()},
 		HostFwd:     e.hostFwd(),
