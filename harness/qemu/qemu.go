@@ -40,6 +40,7 @@ type Config struct {
 	DiskSize  int64  // overlay size (the disk the instance sees); 0 = 4 GiB
 	MemoryMiB int    // default 2048
 	CPUs      int    // default 2
+	NVMe      bool   // attach the disk as NVMe instead of virtio-blk
 	// PreallocMemory has QEMU allocate and touch all of the guest's
 	// memory before it starts (-mem-prealloc), as an ECS instance's
 	// memory is there from its start. On a host that backs its own memory
@@ -49,7 +50,6 @@ type Config struct {
 	// memory preallocated they did not. The bench boots with it, so the
 	// timeline is the guest's.
 	PreallocMemory bool
-	NVMe           bool // attach the disk as NVMe instead of virtio-blk
 	// DataDisks are host raw files attached after the boot disk, in
 	// order, as the instance's data disks (virtio-blk, or NVMe with
 	// NVMe), with serials drover-data1, drover-data2, …; the guest writes

@@ -57,10 +57,7 @@ type Options struct {
 
 // Env is a running control plane, registry and metadata emulator.
 type Env struct {
-	opts Options
-	// prealloc: the VMs' memory is allocated before they start
-	// (qemu.Config.PreallocMemory); Bench sets it.
-	prealloc bool
+	opts     Options
 	Cluster  *cluster.Cluster
 	Registry *registry.Registry
 	Metadata *ecsmeta.Server
@@ -81,6 +78,9 @@ type Env struct {
 	cacheHosts []string
 	// Images maps the harness image references to their digests.
 	Images map[string]string
+	// prealloc: the VMs' memory is allocated before they start
+	// (qemu.Config.PreallocMemory); Bench sets it.
+	prealloc bool
 }
 
 func (e *Env) logf(format string, args ...any) {
