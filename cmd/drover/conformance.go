@@ -42,9 +42,13 @@ the harness registry; every registry the suite knows is mapped to it
 (KUBE_TEST_REPO_LIST), so an image not built here is refused, never fetched.
 --lock-test-images re-locks those packages (no IMAGE then).
 
-It prints the table (passed, failed, skipped by reason, every failure) and the
-wall time of each stage, writes the suite's JUnit file with --junit, and exits
-1 if a spec failed. docs/conformance.md explains the skips and the failures.`,
+It prints the table (passed, failed, skipped by reason, every failure), the
+specs outside [NodeConformance] that a --focus ran, and the wall time of each
+stage, and writes the suite's JUnit file with --junit. It exits 1 unless every
+spec the run selected ran and passed (those outside [NodeConformance] too),
+the suite's own steps passed and the suite exited 0; a focus that selects
+nothing is an error too. docs/conformance.md explains the skips and the
+failures.`,
 		Example: `  drover conformance out/ecs-node.raw --junit out/conformance.xml
   drover conformance out/ecs-node.raw --focus 'Pods should get a host IP'
   drover conformance --lock-test-images`,
@@ -171,9 +175,9 @@ wall time of each stage, writes the suite's JUnit file with --junit, and exits
 			if uerr != nil {
 				return uerr
 			}
-			if n := res.Count("failed"); n > 0 {
-				return fmt.Errorf("%d [NodeConformance] spec(s) failed; the suite's log is %s, the node's serial log %s",
-					n, filepath.Join(work, "e2e.log"), in.Config.SerialLog())
+			if err := res.Verdict(); err != nil {
+				return fmt.Errorf("%w; the suite's log is %s, the node's serial log %s",
+					err, filepath.Join(work, "e2e.log"), in.Config.SerialLog())
 			}
 			return nil
 		},

@@ -3,6 +3,8 @@ package conformance
 import (
 	"archive/tar"
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -25,11 +27,17 @@ const junitOut = `<?xml version="1.0" encoding="UTF-8"?>
 <testcase name="[It] [sig-node] Pods should get a host IP [Conformance] [NodeConformance]" status="passed" time="3"></testcase>
 <testcase name="[It] [sig-node] Pods should fail [NodeConformance]" status="failed" time="3"><failure message="expected 1, got 2&#xA;more" type="failed">trace</failure></testcase>
 <testcase name="[It] [sig-node] Pods should skip itself [NodeConformance]" status="skipped" time="0"><skipped message="skipped - Only supported for providers [gce]"></skipped></testcase>
+<testcase name="[SynchronizedBeforeSuite]" status="passed" time="0"></testcase>
+<testcase name="[It] [sig-apps] not node conformance" status="failed" time="300"><failure message="pulling agnhost:2.55: not found" type="failed">trace</failure></testcase>
+<testcase name="[It] [sig-apps] also not node conformance" status="passed" time="3"></testcase>
+<testcase name="[It] [sig-apps] skipped, not node conformance" status="skipped" time="0"><skipped message=""></skipped></testcase>
+<testcase name="[ReportAfterSuite] Kubernetes e2e suite report" status="failed" time="0"><failure message="writing the report: disk full" type="failed"></failure></testcase>
 </testsuite></testsuites>`
 
 // TestClassify: every [NodeConformance] spec of the list is judged once:
 // run ones by the report, the plan's skips by their reason, the others by
-// the narrowed focus or the suite's message; other specs are not counted.
+// the narrowed focus or the suite's message; other specs that ran, and
+// failed suite steps, are kept apart in Others.
 func TestClassify(t *testing.T) {
 	plan := Plan{Focus: `host IP|should fail|skip itself|be slow`}
 	res, err := Classify(ParseList(listOut), strings.NewReader(junitOut), plan)
@@ -55,15 +63,54 @@ func TestClassify(t *testing.T) {
 			t.Errorf("%s: %s %q, want %s %q", name, o.State, o.Reason, w[0], w[1])
 		}
 	}
+	wantOthers := []Outcome{
+		{Name: "[sig-apps] not node conformance", State: "failed", Reason: "pulling agnhost:2.55: not found"},
+		{Name: "[sig-apps] also not node conformance", State: "passed"},
+		{Name: "[ReportAfterSuite] Kubernetes e2e suite report", State: "failed", Reason: "writing the report: disk full", Step: true},
+	}
+	if fmt.Sprint(res.Others) != fmt.Sprint(wantOthers) {
+		t.Errorf("others:\n%+v\nwant\n%+v", res.Others, wantOthers)
+	}
 	var b bytes.Buffer
 	res.Print(&b)
-	for _, line := range []string{"passed      1", "failed      1", "skipped     3", "pass rate of the specs run: 50.0 %"} {
+	for _, line := range []string{"passed      1", "failed      1", "skipped     3", "pass rate of the specs run: 50.0 %",
+		"outside [NodeConformance], run by the focus or the suite: 1 passed, 2 failed\n  [sig-apps] not node conformance\n      pulling agnhost:2.55: not found\n  [ReportAfterSuite]"} {
 		if !strings.Contains(b.String(), line) {
 			t.Errorf("table lacks %q:\n%s", line, b.String())
 		}
 	}
 	if _, err := Classify(nil, strings.NewReader("not xml"), plan); err == nil {
 		t.Error("a damaged report was accepted")
+	}
+}
+
+// TestVerdict: a run passes only when every spec it ran passed, every
+// spec of its focus ran, no suite step failed, something ran and the
+// suite exited 0; each failure is named with its count.
+func TestVerdict(t *testing.T) {
+	passed := Outcome{Name: "p", State: "passed"}
+	for _, c := range []struct {
+		name string
+		r    Result
+		want string // "" passes
+	}{
+		{"all passed", Result{Specs: []Outcome{passed, {Name: "s", State: "skipped", Reason: "[Slow]"}}}, ""},
+		{"a focused spec outside [NodeConformance] passed", Result{Others: []Outcome{passed}}, ""},
+		{"a spec failed", Result{Specs: []Outcome{passed, {Name: "f", State: "failed"}, {Name: "g", State: "failed"}}}, "2 [NodeConformance] spec(s) failed"},
+		{"the suite stopped", Result{Specs: []Outcome{passed, {Name: "n", State: "skipped", Reason: notRunReason}}}, "1 [NodeConformance] spec(s) of the focus did not run"},
+		{"a focused other spec failed", Result{Others: []Outcome{{Name: "o", State: "failed"}}}, "1 other spec(s) or suite step(s) failed"},
+		{"a suite step failed", Result{Specs: []Outcome{passed}, Others: []Outcome{{Name: "[SynchronizedBeforeSuite]", State: "failed", Step: true}}}, "1 other spec(s) or suite step(s) failed"},
+		{"nothing ran", Result{Specs: []Outcome{{Name: "s", State: "skipped", Reason: "outside this run's focus"}}}, "the focus selected no spec that ran"},
+		{"only a suite step ran", Result{Others: []Outcome{{Name: "[SynchronizedBeforeSuite]", State: "passed", Step: true}}}, "the focus selected no spec that ran"},
+		{"the suite exited 1 with nothing failed", Result{Specs: []Outcome{passed}, SuiteErr: errors.New("exit status 1")}, "the suite exited with exit status 1 though its report shows no failure"},
+	} {
+		err := c.r.Verdict()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v, want a pass", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
 	}
 }
 

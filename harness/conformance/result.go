@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -38,13 +39,24 @@ type Outcome struct {
 	Name   string
 	State  string // passed, failed, skipped
 	Reason string // why skipped, or the failure's first line
+	Step   bool   // a suite step ([SynchronizedBeforeSuite], …), not a spec
 }
 
 // Result is the run as the table shows it: the [NodeConformance] specs,
 // each passed, failed or skipped with a reason.
 type Result struct {
 	Specs []Outcome
+	// Others ran but are not in the table: specs outside [NodeConformance]
+	// that a narrowed focus selected, and the suite's own nodes
+	// ([SynchronizedBeforeSuite], …) when they failed. A run is judged on
+	// them too: a focused spec failing is a failed run.
+	Others []Outcome
+	// SuiteErr is how the suite exited when it did not exit 0.
+	SuiteErr error
 }
+
+// notRunReason is a spec's in the focus that the suite never reached.
+const notRunReason = "not run (the suite stopped before it: timeout or interrupt)"
 
 // specName strips ginkgo's node-type prefix ("[It] ") from a JUnit case
 // name, leaving the full text `e2e.test --list-tests` prints.
@@ -110,12 +122,70 @@ func Classify(all []string, junit io.Reader, plan Plan) (*Result, error) {
 			} else if ran && c.Skipped != nil && c.Skipped.Message != "" {
 				o.Reason = "skipped by the suite: " + firstLine(c.Skipped.Message)
 			} else {
-				o.Reason = "not run (the suite stopped before it: timeout or interrupt)"
+				o.Reason = notRunReason
 			}
 		}
 		res.Specs = append(res.Specs, o)
 	}
+	// In the report's order, so that the list is stable.
+	for _, s := range js.Suites {
+		for _, c := range s.Cases {
+			name := specName(c.Name)
+			if seen[name] {
+				continue
+			}
+			spec := strings.HasPrefix(c.Name, "[It] ")
+			switch {
+			case c.Failure != nil, c.Error != nil, c.Status == "failed":
+				res.Others = append(res.Others, Outcome{Name: name, State: "failed", Reason: failureLine(c), Step: !spec})
+			case spec && c.Skipped == nil && c.Status != "skipped" && c.Status != "pending":
+				res.Others = append(res.Others, Outcome{Name: name, State: "passed"})
+			}
+		}
+	}
 	return res, nil
+}
+
+// Verdict is nil when the run passed: every [NodeConformance] spec it ran
+// passed, every spec its focus selected ran, nothing else it ran failed,
+// it ran something, and the suite exited 0. Otherwise it says what did
+// not, counted.
+func (r *Result) Verdict() error {
+	var why []string
+	if n := r.Count("failed"); n > 0 {
+		why = append(why, fmt.Sprintf("%d [NodeConformance] spec(s) failed", n))
+	}
+	notRun := 0
+	for _, o := range r.Specs {
+		if o.State == "skipped" && o.Reason == notRunReason {
+			notRun++
+		}
+	}
+	if notRun > 0 {
+		why = append(why, fmt.Sprintf("%d [NodeConformance] spec(s) of the focus did not run (the suite stopped before them)", notRun))
+	}
+	others, ran := 0, r.Count("passed")+r.Count("failed")
+	for _, o := range r.Others {
+		if o.State == "failed" {
+			others++
+		}
+		if !o.Step {
+			ran++
+		}
+	}
+	if others > 0 {
+		why = append(why, fmt.Sprintf("%d other spec(s) or suite step(s) failed", others))
+	}
+	if len(why) == 0 && ran == 0 {
+		why = append(why, "the focus selected no spec that ran: check --focus (make's CONFORMANCE_FOCUS), a ginkgo regexp matched against the names `e2e.test --list-tests` prints")
+	}
+	if len(why) == 0 && r.SuiteErr != nil {
+		why = append(why, fmt.Sprintf("the suite exited with %v though its report shows no failure", r.SuiteErr))
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(why, "; "))
 }
 
 func failureLine(c junitCase) string {
@@ -184,6 +254,20 @@ func (r *Result) Print(w io.Writer) {
 	if r.Count("failed") > 0 {
 		fmt.Fprintln(w, "failed:")
 		for _, o := range r.Specs {
+			if o.State == "failed" {
+				fmt.Fprintf(w, "  %s\n      %s\n", o.Name, o.Reason)
+			}
+		}
+	}
+	if len(r.Others) > 0 {
+		passed := 0
+		for _, o := range r.Others {
+			if o.State == "passed" {
+				passed++
+			}
+		}
+		fmt.Fprintf(w, "outside [NodeConformance], run by the focus or the suite: %d passed, %d failed\n", passed, len(r.Others)-passed)
+		for _, o := range r.Others {
 			if o.State == "failed" {
 				fmt.Fprintf(w, "  %s\n      %s\n", o.Name, o.Reason)
 			}

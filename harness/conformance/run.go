@@ -89,7 +89,12 @@ func Run(ctx context.Context, t Target, images []Image, o Options) (*Result, err
 		return nil, fmt.Errorf("the suite wrote no JUnit report (%v; exit: %v); see %s", err, runErr, logPath)
 	}
 	defer junit.Close()
-	return Classify(all, junit, o.Plan)
+	res, err := Classify(all, junit, o.Plan)
+	if err != nil {
+		return nil, err
+	}
+	res.SuiteErr = runErr
+	return res, nil
 }
 
 // ListSpecs installs e2e (a cache blob) as workDir/e2e.test and returns
