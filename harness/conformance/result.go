@@ -55,7 +55,8 @@ type Result struct {
 	SuiteErr error
 }
 
-// notRunReason is a spec's in the focus that the suite never reached.
+// notRunReason is the reason given to a spec of the focus that the suite
+// never reached.
 const notRunReason = "not run (the suite stopped before it: timeout or interrupt)"
 
 // specName strips ginkgo's node-type prefix ("[It] ") from a JUnit case
