@@ -113,6 +113,15 @@ failures.`,
 				}
 				return nil
 			}
+			all, err := conformance.ListSpecs(ctx, e2e, work)
+			if err != nil {
+				return err
+			}
+			if n := len(plan.Selected(all)); n == 0 {
+				return fmt.Errorf("--focus %q selects none of e2e.test's %d specs once the skips are applied "+
+					"([Serial], [Slow], …; docs/conformance.md): it is a ginkgo regexp matched against the names "+
+					"`%s --list-tests` prints; nothing was booted", plan.Focus, len(all), filepath.Join(work, "e2e.test"))
+			}
 
 			var env *smoke.Env
 			var in *smoke.Instance

@@ -114,6 +114,23 @@ func TestVerdict(t *testing.T) {
 	}
 }
 
+// TestPlanSelected: the specs a plan runs are those its focus matches
+// and no skip does.
+func TestPlanSelected(t *testing.T) {
+	all := ParseList(listOut)
+	for focus, want := range map[string]int{
+		"":            4, // [NodeConformance] less the [Slow] one
+		"host IP":     1,
+		"be slow":     0, // only a [Slow] spec
+		"nothing":     0,
+		"conformance": 1, // the [sig-apps] spec, outside [NodeConformance]
+	} {
+		if got := (Plan{Focus: focus}).Selected(all); len(got) != want {
+			t.Errorf("focus %q: %d specs %q, want %d", focus, len(got), got, want)
+		}
+	}
+}
+
 // TestPlanArgs: the default plan focuses [NodeConformance] and skips
 // exactly the documented classes; a bad pattern is refused by name.
 func TestPlanArgs(t *testing.T) {

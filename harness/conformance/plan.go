@@ -139,6 +139,21 @@ func suiteArgs(kubeconfig, reportDir string) []string {
 	}
 }
 
+// Selected are the specs of all (e2e.test --list-tests) that the plan
+// runs: those its focus matches and none of its skips does, as ginkgo
+// selects them. Checked before the boot, so that a focus selecting
+// nothing is an error in seconds, not after a node was started.
+func (p Plan) Selected(all []string) []string {
+	focus := regexp.MustCompile(p.focus())
+	var out []string
+	for _, name := range all {
+		if focus.MatchString(name) && p.reasonFor(name) == "" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // reasonFor is why a spec named name was not run by the plan: the first
 // skip whose pattern matches, "" if none does.
 func (p Plan) reasonFor(name string) string {
