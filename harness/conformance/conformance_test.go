@@ -3,6 +3,7 @@ package conformance
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -96,6 +97,7 @@ func TestVerdict(t *testing.T) {
 	}{
 		{"all passed", Result{Specs: []Outcome{passed, {Name: "s", State: "skipped", Reason: "[Slow]"}}}, ""},
 		{"a focused spec outside [NodeConformance] passed", Result{Others: []Outcome{passed}}, ""},
+		{"a [NodeConformance] spec and one outside it passed", Result{Specs: []Outcome{passed}, Others: []Outcome{passed}}, ""},
 		{"a spec failed", Result{Specs: []Outcome{passed, {Name: "f", State: "failed"}, {Name: "g", State: "failed"}}}, "2 [NodeConformance] spec(s) failed"},
 		{"the suite stopped", Result{Specs: []Outcome{passed, {Name: "n", State: "skipped", Reason: notRunReason}}}, "1 [NodeConformance] spec(s) of the focus did not run"},
 		{"a focused other spec failed", Result{Others: []Outcome{{Name: "o", State: "failed"}}}, "1 other spec(s) or suite step(s) failed"},
@@ -141,6 +143,9 @@ func TestPlanArgs(t *testing.T) {
 		if !strings.Contains(joined, want+"\n") {
 			t.Errorf("args lack %s:\n%s", want, joined)
 		}
+	}
+	if err := (Plan{Focus: "host IP"}).Validate(); err != nil {
+		t.Errorf("a good focus with the documented skips: %v", err)
 	}
 	if err := (Plan{Focus: "("}).Validate(); err == nil || !strings.Contains(err.Error(), `focus "("`) {
 		t.Errorf("bad focus: %v", err)
@@ -325,6 +330,26 @@ func TestFirstLine(t *testing.T) {
 	} {
 		if got := firstLine(in); got != want {
 			t.Errorf("firstLine(%.20q) = %.30q, want %.30q", in, got, want)
+		}
+	}
+}
+
+// TestFailureLine: a failed case's reason is its failure's message, else
+// the failure's text, else its error's message, else "failed" (ginkgo's
+// JUnit holds a failure with a message; the others are JUnit's other forms).
+func TestFailureLine(t *testing.T) {
+	for in, want := range map[string]string{
+		`<testcase><failure message="m1&#10;m2">text</failure></testcase>`:    "m1",
+		`<testcase><failure message=" ">text1&#10;text2</failure></testcase>`: "text1",
+		`<testcase><error message="e1&#10;e2"></error></testcase>`:            "e1",
+		`<testcase status="failed"></testcase>`:                               "failed",
+	} {
+		var c junitCase
+		if err := xml.Unmarshal([]byte(in), &c); err != nil {
+			t.Fatal(err)
+		}
+		if got := failureLine(c); got != want {
+			t.Errorf("failureLine(%s) = %q, want %q", in, got, want)
 		}
 	}
 }
