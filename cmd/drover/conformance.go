@@ -158,7 +158,7 @@ failures.`,
 			if err := timed("suite", func() (err error) {
 				res, err = conformance.Run(ctx, conformance.Target{Kubeconfig: env.Cluster.AdminKubeconfig(),
 					Registry: env.Registry, GuestRegistry: env.GuestRegistry()}, images,
-					conformance.Options{E2E: e2e, Ginkgo: suite.Ginkgo, WorkDir: work, Plan: plan, Log: os.Stderr})
+					conformance.Options{Specs: all, Ginkgo: suite.Ginkgo, WorkDir: work, Plan: plan, Log: os.Stderr})
 				return err
 			}); err != nil {
 				return err

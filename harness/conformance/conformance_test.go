@@ -3,6 +3,7 @@ package conformance
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -351,5 +352,14 @@ func TestFailureLine(t *testing.T) {
 		if got := failureLine(c); got != want {
 			t.Errorf("failureLine(%s) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestRunNeedsSpecs: Run judges the report against the specs its caller
+// listed; without them it refuses before running anything.
+func TestRunNeedsSpecs(t *testing.T) {
+	_, err := Run(context.Background(), Target{}, nil, Options{WorkDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "list them with ListSpecs") {
+		t.Errorf("Run without Specs: %v", err)
 	}
 }

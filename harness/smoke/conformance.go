@@ -53,7 +53,7 @@ func (e *Env) runSubset(ctx context.Context, s *Suite) (string, error) {
 		return "", err
 	}
 	res, err := conformance.Run(ctx, conformance.Target{Kubeconfig: e.Cluster.AdminKubeconfig(), Registry: e.Registry, GuestRegistry: e.GuestRegistry()},
-		s.Images, conformance.Options{E2E: s.E2E, Ginkgo: s.Ginkgo, WorkDir: work, Plan: conformance.Plan{Focus: conformance.FocusOn(names), Timeout: subsetTimeout, Procs: subsetProcs}, Log: e.opts.Log})
+		s.Images, conformance.Options{Specs: all, Ginkgo: s.Ginkgo, WorkDir: work, Plan: conformance.Plan{Focus: conformance.FocusOn(names), Timeout: subsetTimeout, Procs: subsetProcs}, Log: e.opts.Log})
 	if err != nil {
 		return "", err
 	}
