@@ -165,11 +165,8 @@ func (r *Result) Verdict() error {
 	if notRun > 0 {
 		why = append(why, fmt.Sprintf("%d [NodeConformance] spec(s) of the focus did not run (the suite stopped before them)", notRun))
 	}
-	others, ran := 0, r.Count("passed")+r.Count("failed")
+	others, ran := count(r.Others, "failed"), r.Count("passed")+r.Count("failed")
 	for _, o := range r.Others {
-		if o.State == "failed" {
-			others++
-		}
 		if !o.Step {
 			ran++
 		}
@@ -213,9 +210,12 @@ func firstLine(s string) string {
 }
 
 // Count returns how many specs are in state.
-func (r *Result) Count(state string) int {
+func (r *Result) Count(state string) int { return count(r.Specs, state) }
+
+// count returns how many of outs are in state.
+func count(outs []Outcome, state string) int {
 	n := 0
-	for _, o := range r.Specs {
+	for _, o := range outs {
 		if o.State == state {
 			n++
 		}
@@ -261,12 +261,7 @@ func (r *Result) Print(w io.Writer) {
 		}
 	}
 	if len(r.Others) > 0 {
-		passed := 0
-		for _, o := range r.Others {
-			if o.State == "passed" {
-				passed++
-			}
-		}
+		passed := count(r.Others, "passed")
 		fmt.Fprintf(w, "outside [NodeConformance], run by the focus or the suite: %d passed, %d failed\n", passed, len(r.Others)-passed)
 		for _, o := range r.Others {
 			if o.State == "failed" {
